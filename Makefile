@@ -1,0 +1,90 @@
+# Makefile: the one build entry point (see README.md and docs/building.md).
+#   make            libtensordict.so and the generated Lua cdefs
+#   make test       C tests and busted specs; ends with "N passed, N failed"
+#   make asan       the same tests under AddressSanitizer and UBSan
+#   make bench      benchmarks, each a ratio against a reference measured in the same run
+#   make install    PREFIX=/usr/local (also LUADIR, LIBDIR, INCDIR for luarocks)
+#   make deps       installs the Debian packages the project needs
+
+CC      ?= cc
+BUILD   ?= build
+OPT     ?= -O3
+SAN     ?=
+CFLAGS  ?=
+TD_CFLAGS = -std=c11 $(OPT) -g -fPIC -fvisibility=hidden -Wall -Wextra -Werror \
+            -D_GNU_SOURCE -Icore/include $(SAN) $(CFLAGS)
+LDLIBS  = -lm -lpthread
+
+PREFIX  ?= /usr/local
+LIBDIR  ?= $(PREFIX)/lib
+INCDIR  ?= $(PREFIX)/include
+LUADIR  ?= $(PREFIX)/share/lua/5.1
+
+LIB_SRCS  = $(wildcard core/src/*.c core/kernels/*.c)
+LIB_OBJS  = $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
+LIB_HDRS  = $(wildcard core/include/*.h core/src/*.h core/kernels/*.h)
+LIB       = $(BUILD)/libtensordict.so
+CDEFS     = lua/tensordict/cdefs.lua
+CTESTS    = $(patsubst tests/c/%.c,$(BUILD)/tests/%,$(wildcard tests/c/test_*.c))
+CBENCHES  = $(patsubst tests/bench/%.c,$(BUILD)/bench/%,$(wildcard tests/bench/bench_*.c))
+
+.PHONY: all lib test check asan bench install deps clean demo run
+
+all: $(LIB) $(CDEFS)
+
+lib: $(LIB)
+
+$(BUILD)/obj/%.o: %.c $(LIB_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(TD_CFLAGS) -c $< -o $@
+
+$(LIB): $(LIB_OBJS)
+	$(CC) $(TD_CFLAGS) -shared -Wl,-soname,libtensordict.so $^ -o $@ $(LDLIBS)
+
+$(CDEFS): core/include/tensordict.h scripts/gen_cdefs.lua
+	luajit scripts/gen_cdefs.lua core/include/tensordict.h > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/tests/%: tests/c/%.c tests/c/check.h $(LIB) $(LIB_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(TD_CFLAGS) -Icore/src $< -o $@ -L$(BUILD) -ltensordict -Wl,-rpath,$(abspath $(BUILD)) $(LDLIBS)
+
+$(BUILD)/bench/%: tests/bench/%.c tests/bench/bench.h $(LIB) $(LIB_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(TD_CFLAGS) -Icore/src $< -o $@ -L$(BUILD) -ltensordict -Wl,-rpath,$(abspath $(BUILD)) $(LDLIBS) -lopenblas
+
+# The tests run against whatever BUILD holds; asan re-enters with a sanitized BUILD.
+check: all $(CTESTS)
+	BUILD=$(BUILD) TD_PRELOAD="$(TD_PRELOAD)" bash scripts/run-tests.sh
+
+test: deps
+	@$(MAKE) --no-print-directory check
+
+# LuaJIT itself is not sanitized, so the runtimes are preloaded into it for the specs.
+asan: deps
+	@ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 \
+	  $(MAKE) --no-print-directory check BUILD=build/asan OPT=-O1 \
+	  SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
+	  TD_PRELOAD="$$($(CC) -print-file-name=libasan.so):$$($(CC) -print-file-name=libubsan.so)"
+
+bench: deps
+	@$(MAKE) --no-print-directory all $(CBENCHES)
+	BUILD=$(BUILD) bash scripts/run-bench.sh
+
+demo run: deps
+	@$(MAKE) --no-print-directory all
+	luajit scripts/demo.lua
+
+deps:
+	@bash scripts/deps.sh
+
+install: all
+	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCDIR) $(DESTDIR)$(LUADIR)/tensordict \
+	  $(DESTDIR)$(LIBDIR)/pkgconfig
+	install -m 755 $(LIB) $(DESTDIR)$(LIBDIR)/libtensordict.so
+	install -m 644 core/include/tensordict.h $(DESTDIR)$(INCDIR)/tensordict.h
+	install -m 644 lua/tensordict/*.lua $(DESTDIR)$(LUADIR)/tensordict/
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCDIR@|$(INCDIR)|' \
+	  scripts/tensordict.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/tensordict.pc
+
+clean:
+	rm -rf build $(CDEFS)

@@ -1,0 +1,221 @@
+/*
+ * tensordict.h: the one public declaration of libtensordict's ABI.
+ *
+ * The Lua cdefs are generated from this file at build time (scripts/gen_cdefs.lua):
+ * keep it FFI-clean. Fixed-width types only, enums with explicit values, no macros
+ * inside declarations. Preprocessor lines are dropped by the generator, except
+ * TD_ABI_VERSION, which it reads so the Lua loader can check the library it opens.
+ *
+ * Conventions (see docs/c-api.md):
+ * - 0-based dims and indices, half-open ranges, shapes and strides in int64_t,
+ *   strides counted in elements.
+ * - A fallible function returns int (0 ok, negative TD_E* code) or a pointer (NULL on
+ *   error), and sets a thread-local message read by td_last_error().
+ * - Every function returning an object returns a new reference; release it with the
+ *   matching *_release. Results named *_borrow are not references.
+ */
+#ifndef TENSORDICT_H
+#define TENSORDICT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define TD_ABI_VERSION 1
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- versions and errors ------------------------------------------------------- */
+
+int32_t td_abi_version(void);
+const char *td_version_string(void);
+
+enum td_status {
+  TD_OK = 0,
+  TD_EINVAL = -1,    /* an argument is malformed */
+  TD_ENOMEM = -2,    /* an allocation failed */
+  TD_EINDEX = -3,    /* an index or dim is out of range */
+  TD_ESHAPE = -4,    /* shapes do not match or do not broadcast */
+  TD_EDTYPE = -5,    /* a dtype is unknown or refused */
+  TD_EIO = -6,       /* a file operation failed */
+  TD_EREADONLY = -7  /* a write into read-only memory */
+};
+
+/* The message of the last failed call on this thread ("" when none). */
+const char *td_last_error(void);
+/* The status code of the last failed call on this thread (TD_OK when none). */
+int32_t td_last_status(void);
+void td_clear_error(void);
+
+/* ---- dtypes ---------------------------------------------------------------------- */
+
+enum td_dtype {
+  TD_BOOL = 0,
+  TD_UINT8 = 1,
+  TD_INT8 = 2,
+  TD_INT16 = 3,
+  TD_INT32 = 4,
+  TD_INT64 = 5,
+  TD_FLOAT16 = 6,
+  TD_BFLOAT16 = 7,
+  TD_FLOAT32 = 8,
+  TD_FLOAT64 = 9
+};
+
+enum td_limits { TD_NUM_DTYPES = 10, TD_MAX_DIMS = 16 };
+
+/* "float32", "torch.float32" and torch's aliases ("float", "long", "half", ...):
+ * the dtype code, or TD_EDTYPE with a message naming the string. */
+int32_t td_dtype_from_name(const char *name);
+/* Canonical name ("float32"); NULL for an unknown code. */
+const char *td_dtype_name(int32_t dtype);
+/* Bytes per element; 0 for an unknown code. */
+int64_t td_dtype_itemsize(int32_t dtype);
+int32_t td_dtype_is_floating(int32_t dtype);
+
+/* IEEE half and bfloat16 bit patterns, round-to-nearest-even, NaN and Inf kept. */
+uint16_t td_float_to_half(float value);
+float td_half_to_float(uint16_t bits);
+uint16_t td_float_to_bfloat16(float value);
+float td_bfloat16_to_float(uint16_t bits);
+
+/* ---- storage --------------------------------------------------------------------- */
+
+typedef struct td_storage td_storage;
+
+enum td_storage_kind {
+  TD_STORAGE_HEAP = 0,    /* malloc'd, 64-byte aligned */
+  TD_STORAGE_FILE = 1,    /* a shared mapping of a file */
+  TD_STORAGE_SHARED = 2,  /* anonymous shared memory, inherited by forked workers */
+  TD_STORAGE_DEVICE = 3   /* accelerator memory (the CUDA backend) */
+};
+
+enum td_device_type { TD_DEVICE_CPU = 0, TD_DEVICE_CUDA = 1 };
+
+enum td_map_mode {
+  TD_MAP_READ = 0,       /* existing file, read-only mapping */
+  TD_MAP_READWRITE = 1,  /* existing file, writes reach the file */
+  TD_MAP_CREATE = 2      /* create or truncate the file to nbytes, read-write */
+};
+
+td_storage *td_storage_new_heap(int64_t nbytes);
+td_storage *td_storage_new_shared(int64_t nbytes);
+/* Maps nbytes of the file at path. A file longer than nbytes is fine (the rest is not
+ * mapped); a shorter one is an error naming both sizes. */
+td_storage *td_storage_map_file(const char *path, int64_t nbytes, int32_t mode);
+void td_storage_retain(td_storage *s);
+void td_storage_release(td_storage *s);
+int64_t td_storage_nbytes(const td_storage *s);
+void *td_storage_data_borrow(const td_storage *s);
+int32_t td_storage_kind(const td_storage *s);
+int32_t td_storage_is_writable(const td_storage *s);
+int32_t td_storage_device_type(const td_storage *s);
+int32_t td_storage_device_index(const td_storage *s);
+/* Flushes a file mapping to disk (msync); a no-op for memory kinds. */
+int32_t td_storage_sync(td_storage *s);
+/* Bytes held right now by heap and shared storages of this process. */
+int64_t td_live_bytes(void);
+
+/* ---- tensors --------------------------------------------------------------------- */
+
+typedef struct td_tensor td_tensor;
+
+/* New contiguous tensors; ndim 0 is a scalar, 0-size dims are allowed. */
+td_tensor *td_tensor_empty(int32_t ndim, const int64_t *shape, int32_t dtype);
+td_tensor *td_tensor_empty_shared(int32_t ndim, const int64_t *shape, int32_t dtype);
+td_tensor *td_tensor_full(int32_t ndim, const int64_t *shape, int32_t dtype, double value);
+/* n values start, start + step, ... cast to dtype. */
+td_tensor *td_tensor_arange(double start, double step, int64_t n, int32_t dtype);
+/* A tensor over existing storage; strides NULL means contiguous. Every reachable
+ * element must lie inside the storage. */
+td_tensor *td_tensor_from_storage(td_storage *s, int64_t offset, int32_t ndim,
+                                  const int64_t *shape, const int64_t *strides,
+                                  int32_t dtype);
+
+void td_tensor_retain(td_tensor *t);
+void td_tensor_release(td_tensor *t);
+
+int32_t td_tensor_ndim(const td_tensor *t);
+int32_t td_tensor_dtype(const td_tensor *t);
+/* Size and stride of dim d; -1 when d is out of range. */
+int64_t td_tensor_size(const td_tensor *t, int32_t d);
+int64_t td_tensor_stride(const td_tensor *t, int32_t d);
+const int64_t *td_tensor_shape_borrow(const td_tensor *t);
+const int64_t *td_tensor_strides_borrow(const td_tensor *t);
+int64_t td_tensor_numel(const td_tensor *t);
+int64_t td_tensor_offset(const td_tensor *t);
+td_storage *td_tensor_storage_borrow(const td_tensor *t);
+/* Address of element [0, ..., 0]. */
+void *td_tensor_data_borrow(const td_tensor *t);
+int32_t td_tensor_is_contiguous(const td_tensor *t);
+int32_t td_tensor_is_writable(const td_tensor *t);
+int32_t td_tensor_device_type(const td_tensor *t);
+int32_t td_tensor_device_index(const td_tensor *t);
+
+/* ---- views (share storage) --------------------------------------------------------- */
+
+td_tensor *td_tensor_select(const td_tensor *t, int32_t dim, int64_t index);
+/* Python slice semantics: negative start/stop count from the end, both are clamped
+ * to [0, size], step > 0. */
+td_tensor *td_tensor_slice(const td_tensor *t, int32_t dim, int64_t start, int64_t stop,
+                           int64_t step);
+td_tensor *td_tensor_unsqueeze(const td_tensor *t, int32_t dim);
+/* Removes dim if its size is 1 (otherwise the same shape). */
+td_tensor *td_tensor_squeeze(const td_tensor *t, int32_t dim);
+/* Removes every dim of size 1. */
+td_tensor *td_tensor_squeeze_all(const td_tensor *t);
+td_tensor *td_tensor_permute(const td_tensor *t, const int32_t *dims);
+td_tensor *td_tensor_transpose(const td_tensor *t, int32_t dim0, int32_t dim1);
+/* Broadcast to shape (stride 0 on expanded dims); -1 keeps a size; new leading dims
+ * are allowed. */
+td_tensor *td_tensor_expand(const td_tensor *t, int32_t ndim, const int64_t *shape);
+/* Same elements, new shape, no copy; one size may be -1. Fails when the strides
+ * forbid it. */
+td_tensor *td_tensor_view(const td_tensor *t, int32_t ndim, const int64_t *shape);
+/* A view when the strides allow it, a contiguous copy otherwise. */
+td_tensor *td_tensor_reshape(const td_tensor *t, int32_t ndim, const int64_t *shape);
+/* Merges dims start..end (inclusive) into one: a view or a copy, like reshape. */
+td_tensor *td_tensor_flatten(const td_tensor *t, int32_t start_dim, int32_t end_dim);
+/* Splits dim into n dims of the given sizes (one may be -1): always a view. */
+td_tensor *td_tensor_unflatten(const td_tensor *t, int32_t dim, int32_t n,
+                               const int64_t *sizes);
+
+/* One entry of an index expression, already resolved to 0-based values. */
+enum td_index_kind {
+  TD_INDEX_SELECT = 0,    /* start: the position (negative counts from the end) */
+  TD_INDEX_SLICE = 1,     /* start, stop, step as in td_tensor_slice */
+  TD_INDEX_NEWAXIS = 2,   /* a new dim of size 1 */
+  TD_INDEX_ELLIPSIS = 3   /* as many whole dims as needed */
+};
+
+typedef struct td_index {
+  int32_t kind;
+  int64_t start;
+  int64_t stop;
+  int64_t step;
+} td_index;
+
+/* Applies entries left to right; dims left over are kept whole. Always a view. */
+td_tensor *td_tensor_index(const td_tensor *t, const td_index *entries, int32_t n);
+
+/* ---- copies ------------------------------------------------------------------------ */
+
+/* Copies src into dst, broadcasting src to dst's shape and casting its dtype. */
+int32_t td_tensor_copy_(td_tensor *dst, const td_tensor *src);
+int32_t td_tensor_fill_(td_tensor *dst, double value);
+/* t itself (a new reference) when already contiguous, else a contiguous copy. */
+td_tensor *td_tensor_contiguous(const td_tensor *t);
+td_tensor *td_tensor_clone(const td_tensor *t);
+/* t itself (a new reference) when it has that dtype already, else a cast copy. */
+td_tensor *td_tensor_to_dtype(const td_tensor *t, int32_t dtype);
+
+/* One element as a double: index has ndim entries (ignored for ndim 0). */
+int32_t td_tensor_read_f64(const td_tensor *t, const int64_t *index, double *out);
+int32_t td_tensor_write_f64(td_tensor *t, const int64_t *index, double value);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TENSORDICT_H */

@@ -1,0 +1,64 @@
+/*
+ * internal.h: layouts and helpers shared by the files of libtensordict.
+ * Nothing here is part of the ABI; the public header is core/include/tensordict.h.
+ */
+#ifndef TD_INTERNAL_H
+#define TD_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "tensordict.h"
+
+#if defined(__GNUC__)
+#define TD_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#define TD_EXPORT __attribute__((visibility("default")))
+#else
+#define TD_PRINTF(a, b)
+#define TD_EXPORT
+#endif
+
+struct td_storage {
+  atomic_int_fast64_t refcount;
+  char *data;
+  int64_t nbytes;       /* bytes usable through data */
+  int64_t mapped_bytes; /* bytes to munmap (file kinds map whole pages) */
+  int32_t kind;         /* enum td_storage_kind */
+  int32_t writable;
+  int32_t device_type;  /* enum td_device_type */
+  int32_t device_index;
+};
+
+struct td_tensor {
+  atomic_int_fast64_t refcount;
+  td_storage *storage;
+  int64_t offset; /* in elements */
+  int32_t ndim;
+  int32_t dtype;
+  int64_t itemsize;
+  int64_t shape[TD_MAX_DIMS];
+  int64_t strides[TD_MAX_DIMS];
+};
+
+/* ---- errors (error.c) ---- */
+/* Records status and a printf-style message for td_last_error(); returns status. */
+int32_t td_fail(int32_t status, const char *fmt, ...) TD_PRINTF(2, 3);
+/* Writes "[a, b, c]" into buf. */
+const char *td_format_shape(char *buf, size_t len, int32_t ndim, const int64_t *shape);
+enum { TD_SHAPE_STR = 16 * 22 + 4 };
+
+/* ---- tensors (tensor.c) ---- */
+/* A new tensor header over s (retained), no bounds check: callers computed it. */
+td_tensor *td_tensor_wrap(td_storage *s, int64_t offset, int32_t ndim, const int64_t *shape,
+                          const int64_t *strides, int32_t dtype);
+bool td_shape_is_valid(const char *call, int32_t ndim, const int64_t *shape, int64_t *numel);
+bool td_check_dtype(const char *call, int32_t dtype);
+bool td_check_writable(const char *call, const td_tensor *t);
+static inline char *td_tensor_ptr(const td_tensor *t) {
+  return t->storage->data + t->offset * t->itemsize;
+}
+
+/* ---- dtypes (dtype.c) ---- */
+extern const int64_t td_itemsizes[TD_NUM_DTYPES];
+
+#endif

@@ -1,0 +1,179 @@
+/*
+ * storage.c: reference-counted byte buffers of every kind (heap, file mapping,
+ * anonymous shared memory). Tensors are views over one storage each.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+enum { TD_HEAP_ALIGN = 64 };
+
+/* Heap and shared bytes alive now: the Lua layer reads it to pace its GC. */
+static atomic_int_fast64_t live_bytes;
+
+TD_EXPORT int64_t td_live_bytes(void) { return (int64_t)atomic_load(&live_bytes); }
+
+static td_storage *storage_header(const char *call, int64_t nbytes) {
+  if (nbytes < 0) {
+    td_fail(TD_EINVAL, "%s: negative byte count %lld", call, (long long)nbytes);
+    return NULL;
+  }
+  td_storage *s = calloc(1, sizeof *s);
+  if (!s) {
+    td_fail(TD_ENOMEM, "%s: out of memory", call);
+    return NULL;
+  }
+  atomic_init(&s->refcount, 1);
+  s->nbytes = nbytes;
+  s->writable = 1;
+  s->device_type = TD_DEVICE_CPU;
+  return s;
+}
+
+TD_EXPORT td_storage *td_storage_new_heap(int64_t nbytes) {
+  td_storage *s = storage_header("storage", nbytes);
+  if (!s) return NULL;
+  s->kind = TD_STORAGE_HEAP;
+  /* Round up so the allocation is never 0 bytes and stays a multiple of the alignment. */
+  size_t rounded = ((size_t)nbytes + TD_HEAP_ALIGN - 1) / TD_HEAP_ALIGN * TD_HEAP_ALIGN;
+  if (rounded == 0) rounded = TD_HEAP_ALIGN;
+  if (posix_memalign((void **)&s->data, TD_HEAP_ALIGN, rounded) != 0) {
+    free(s);
+    td_fail(TD_ENOMEM, "storage: cannot allocate %lld bytes", (long long)nbytes);
+    return NULL;
+  }
+  atomic_fetch_add(&live_bytes, nbytes);
+  return s;
+}
+
+TD_EXPORT td_storage *td_storage_new_shared(int64_t nbytes) {
+  td_storage *s = storage_header("shared storage", nbytes);
+  if (!s) return NULL;
+  s->kind = TD_STORAGE_SHARED;
+  s->mapped_bytes = nbytes > 0 ? nbytes : 1;
+  void *p = mmap(NULL, (size_t)s->mapped_bytes, PROT_READ | PROT_WRITE,
+                 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    free(s);
+    td_fail(TD_ENOMEM, "shared storage: cannot map %lld bytes: %s", (long long)nbytes,
+            strerror(errno));
+    return NULL;
+  }
+  s->data = p;
+  atomic_fetch_add(&live_bytes, nbytes);
+  return s;
+}
+
+static const char *mode_name(int32_t mode) {
+  switch (mode) {
+    case TD_MAP_READ: return "read";
+    case TD_MAP_READWRITE: return "read-write";
+    default: return "create";
+  }
+}
+
+TD_EXPORT td_storage *td_storage_map_file(const char *path, int64_t nbytes, int32_t mode) {
+  if (!path) {
+    td_fail(TD_EINVAL, "map_file: path is NULL");
+    return NULL;
+  }
+  if (mode != TD_MAP_READ && mode != TD_MAP_READWRITE && mode != TD_MAP_CREATE) {
+    td_fail(TD_EINVAL, "map_file: unknown mode %d for '%s'", (int)mode, path);
+    return NULL;
+  }
+  td_storage *s = storage_header("map_file", nbytes);
+  if (!s) return NULL;
+  s->kind = TD_STORAGE_FILE;
+  s->writable = mode != TD_MAP_READ;
+  int flags = mode == TD_MAP_READ ? O_RDONLY : mode == TD_MAP_READWRITE ? O_RDWR
+                                                                       : O_RDWR | O_CREAT | O_TRUNC;
+  int fd = open(path, flags | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    td_fail(TD_EIO, "map_file: cannot open '%s' for %s: %s", path, mode_name(mode),
+            strerror(errno));
+    free(s);
+    return NULL;
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    td_fail(TD_EIO, "map_file: '%s' is not a regular file", path);
+    goto fail;
+  }
+  if (mode == TD_MAP_CREATE) {
+    if (ftruncate(fd, nbytes) != 0) {
+      td_fail(TD_EIO, "map_file: cannot size '%s' to %lld bytes: %s", path,
+              (long long)nbytes, strerror(errno));
+      goto fail;
+    }
+  } else if (st.st_size < nbytes) {
+    td_fail(TD_EIO, "map_file: '%s' holds %lld bytes, %lld needed", path,
+            (long long)st.st_size, (long long)nbytes);
+    goto fail;
+  }
+  if (nbytes == 0) {
+    /* mmap refuses 0 bytes; an empty tensor needs no memory, only a non-NULL pointer. */
+    static char no_bytes[1];
+    s->data = no_bytes;
+  } else {
+    int prot = PROT_READ | (s->writable ? PROT_WRITE : 0);
+    void *p = mmap(NULL, (size_t)nbytes, prot, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+      td_fail(TD_EIO, "map_file: cannot map %lld bytes of '%s': %s", (long long)nbytes, path,
+              strerror(errno));
+      goto fail;
+    }
+    s->data = p;
+    s->mapped_bytes = nbytes;
+  }
+  close(fd);
+  return s;
+fail:
+  close(fd);
+  free(s);
+  return NULL;
+}
+
+TD_EXPORT void td_storage_retain(td_storage *s) {
+  if (s) atomic_fetch_add_explicit(&s->refcount, 1, memory_order_relaxed);
+}
+
+TD_EXPORT void td_storage_release(td_storage *s) {
+  if (!s || atomic_fetch_sub_explicit(&s->refcount, 1, memory_order_acq_rel) != 1) return;
+  switch (s->kind) {
+    case TD_STORAGE_HEAP:
+      atomic_fetch_sub(&live_bytes, s->nbytes);
+      free(s->data);
+      break;
+    case TD_STORAGE_SHARED:
+      atomic_fetch_sub(&live_bytes, s->nbytes);
+      munmap(s->data, (size_t)s->mapped_bytes);
+      break;
+    case TD_STORAGE_FILE:
+      if (s->mapped_bytes) munmap(s->data, (size_t)s->mapped_bytes);
+      break;
+    default:
+      break;
+  }
+  free(s);
+}
+
+TD_EXPORT int64_t td_storage_nbytes(const td_storage *s) { return s->nbytes; }
+TD_EXPORT void *td_storage_data_borrow(const td_storage *s) { return s->data; }
+TD_EXPORT int32_t td_storage_kind(const td_storage *s) { return s->kind; }
+TD_EXPORT int32_t td_storage_is_writable(const td_storage *s) { return s->writable; }
+TD_EXPORT int32_t td_storage_device_type(const td_storage *s) { return s->device_type; }
+TD_EXPORT int32_t td_storage_device_index(const td_storage *s) { return s->device_index; }
+
+TD_EXPORT int32_t td_storage_sync(td_storage *s) {
+  if (s->kind != TD_STORAGE_FILE || !s->mapped_bytes || !s->writable) return TD_OK;
+  if (msync(s->data, (size_t)s->mapped_bytes, MS_SYNC) != 0)
+    return td_fail(TD_EIO, "sync: msync of %lld bytes failed: %s", (long long)s->mapped_bytes,
+                   strerror(errno));
+  return TD_OK;
+}

@@ -1,0 +1,190 @@
+/*
+ * tensor.c: tensor headers: creation over storage, reference counting, accessors,
+ * and the shared argument checks. Views live in views.c, copies in kernels/copy.c.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+bool td_check_dtype(const char *call, int32_t dtype) {
+  if (dtype >= 0 && dtype < TD_NUM_DTYPES) return true;
+  td_fail(TD_EDTYPE, "%s: unknown dtype code %d", call, (int)dtype);
+  return false;
+}
+
+bool td_shape_is_valid(const char *call, int32_t ndim, const int64_t *shape, int64_t *numel) {
+  if (ndim < 0 || ndim > TD_MAX_DIMS) {
+    td_fail(TD_ESHAPE, "%s: %d dims requested, at most %d supported", call, (int)ndim,
+            TD_MAX_DIMS);
+    return false;
+  }
+  if (ndim > 0 && !shape) {
+    td_fail(TD_EINVAL, "%s: shape is NULL", call);
+    return false;
+  }
+  int64_t n = 1;
+  for (int32_t i = 0; i < ndim; i++) {
+    if (shape[i] < 0) {
+      char buf[TD_SHAPE_STR];
+      td_fail(TD_ESHAPE, "%s: negative size %lld in shape %s", call, (long long)shape[i],
+              td_format_shape(buf, sizeof buf, ndim, shape));
+      return false;
+    }
+    /* Element counts must also fit as byte counts of the widest dtype. */
+    if (__builtin_mul_overflow(n, shape[i], &n) || n > INT64_MAX / 8) {
+      char buf[TD_SHAPE_STR];
+      td_fail(TD_ESHAPE, "%s: shape %s has too many elements", call,
+              td_format_shape(buf, sizeof buf, ndim, shape));
+      return false;
+    }
+  }
+  if (numel) *numel = n;
+  return true;
+}
+
+bool td_check_writable(const char *call, const td_tensor *t) {
+  if (t->storage->writable) return true;
+  td_fail(TD_EREADONLY, "%s: the tensor is read-only (its storage is a read-only mapping)",
+          call);
+  return false;
+}
+
+static void contiguous_strides(int32_t ndim, const int64_t *shape, int64_t *strides) {
+  int64_t s = 1;
+  for (int32_t i = ndim - 1; i >= 0; i--) {
+    strides[i] = s;
+    s *= shape[i] > 1 ? shape[i] : 1;
+  }
+}
+
+td_tensor *td_tensor_wrap(td_storage *s, int64_t offset, int32_t ndim, const int64_t *shape,
+                          const int64_t *strides, int32_t dtype) {
+  td_tensor *t = malloc(sizeof *t);
+  if (!t) {
+    td_fail(TD_ENOMEM, "tensor: out of memory");
+    return NULL;
+  }
+  atomic_init(&t->refcount, 1);
+  td_storage_retain(s);
+  t->storage = s;
+  t->offset = offset;
+  t->ndim = ndim;
+  t->dtype = dtype;
+  t->itemsize = td_itemsizes[dtype];
+  if (ndim) memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
+  if (strides)
+    memcpy(t->strides, strides, (size_t)ndim * sizeof *strides);
+  else
+    contiguous_strides(ndim, shape, t->strides);
+  return t;
+}
+
+static td_tensor *new_contiguous(const char *call, int32_t ndim, const int64_t *shape,
+                                 int32_t dtype, td_storage *(*alloc)(int64_t)) {
+  int64_t numel;
+  if (!td_check_dtype(call, dtype) || !td_shape_is_valid(call, ndim, shape, &numel)) return NULL;
+  td_storage *s = alloc(numel * td_itemsizes[dtype]);
+  if (!s) return NULL;
+  td_tensor *t = td_tensor_wrap(s, 0, ndim, shape, NULL, dtype);
+  td_storage_release(s);
+  return t;
+}
+
+TD_EXPORT td_tensor *td_tensor_empty(int32_t ndim, const int64_t *shape, int32_t dtype) {
+  return new_contiguous("empty", ndim, shape, dtype, td_storage_new_heap);
+}
+
+TD_EXPORT td_tensor *td_tensor_empty_shared(int32_t ndim, const int64_t *shape, int32_t dtype) {
+  return new_contiguous("empty_shared", ndim, shape, dtype, td_storage_new_shared);
+}
+
+TD_EXPORT td_tensor *td_tensor_from_storage(td_storage *s, int64_t offset, int32_t ndim,
+                                            const int64_t *shape, const int64_t *strides,
+                                            int32_t dtype) {
+  int64_t numel;
+  if (!s) {
+    td_fail(TD_EINVAL, "from_storage: storage is NULL");
+    return NULL;
+  }
+  if (!td_check_dtype("from_storage", dtype) ||
+      !td_shape_is_valid("from_storage", ndim, shape, &numel))
+    return NULL;
+  if (offset < 0) {
+    td_fail(TD_EINDEX, "from_storage: negative offset %lld", (long long)offset);
+    return NULL;
+  }
+  int64_t cstrides[TD_MAX_DIMS];
+  if (!strides) {
+    contiguous_strides(ndim, shape, cstrides);
+    strides = cstrides;
+  }
+  /* The furthest element reachable must lie inside the storage. */
+  int64_t last = offset, bytes;
+  for (int32_t i = 0; i < ndim && numel; i++) {
+    int64_t step;
+    if (strides[i] < 0) {
+      td_fail(TD_EINVAL, "from_storage: negative stride %lld", (long long)strides[i]);
+      return NULL;
+    }
+    if (__builtin_mul_overflow(shape[i] - 1, strides[i], &step) ||
+        __builtin_add_overflow(last, step, &last)) {
+      td_fail(TD_EINDEX, "from_storage: strides reach past any storage");
+      return NULL;
+    }
+  }
+  if (numel && (__builtin_add_overflow(last, 1, &last) ||
+                __builtin_mul_overflow(last, td_itemsizes[dtype], &bytes) || bytes > s->nbytes)) {
+    char buf[TD_SHAPE_STR];
+    td_fail(TD_EINDEX, "from_storage: shape %s at offset %lld needs more than the %lld bytes "
+            "of the storage", td_format_shape(buf, sizeof buf, ndim, shape), (long long)offset,
+            (long long)s->nbytes);
+    return NULL;
+  }
+  return td_tensor_wrap(s, offset, ndim, shape, strides, dtype);
+}
+
+TD_EXPORT void td_tensor_retain(td_tensor *t) {
+  if (t) atomic_fetch_add_explicit(&t->refcount, 1, memory_order_relaxed);
+}
+
+TD_EXPORT void td_tensor_release(td_tensor *t) {
+  if (!t || atomic_fetch_sub_explicit(&t->refcount, 1, memory_order_acq_rel) != 1) return;
+  td_storage_release(t->storage);
+  free(t);
+}
+
+TD_EXPORT int32_t td_tensor_ndim(const td_tensor *t) { return t->ndim; }
+TD_EXPORT int32_t td_tensor_dtype(const td_tensor *t) { return t->dtype; }
+TD_EXPORT int64_t td_tensor_size(const td_tensor *t, int32_t d) {
+  return d >= 0 && d < t->ndim ? t->shape[d] : -1;
+}
+TD_EXPORT int64_t td_tensor_stride(const td_tensor *t, int32_t d) {
+  return d >= 0 && d < t->ndim ? t->strides[d] : -1;
+}
+TD_EXPORT const int64_t *td_tensor_shape_borrow(const td_tensor *t) { return t->shape; }
+TD_EXPORT const int64_t *td_tensor_strides_borrow(const td_tensor *t) { return t->strides; }
+TD_EXPORT int64_t td_tensor_offset(const td_tensor *t) { return t->offset; }
+TD_EXPORT td_storage *td_tensor_storage_borrow(const td_tensor *t) { return t->storage; }
+TD_EXPORT void *td_tensor_data_borrow(const td_tensor *t) { return td_tensor_ptr(t); }
+TD_EXPORT int32_t td_tensor_is_writable(const td_tensor *t) { return t->storage->writable; }
+TD_EXPORT int32_t td_tensor_device_type(const td_tensor *t) { return t->storage->device_type; }
+TD_EXPORT int32_t td_tensor_device_index(const td_tensor *t) { return t->storage->device_index; }
+
+TD_EXPORT int64_t td_tensor_numel(const td_tensor *t) {
+  int64_t n = 1;
+  for (int32_t i = 0; i < t->ndim; i++) n *= t->shape[i];
+  return n;
+}
+
+TD_EXPORT int32_t td_tensor_is_contiguous(const td_tensor *t) {
+  for (int32_t i = 0; i < t->ndim; i++)
+    if (t->shape[i] == 0) return 1; /* no element, no layout */
+  int64_t expected = 1;
+  for (int32_t i = t->ndim - 1; i >= 0; i--) {
+    if (t->shape[i] == 1) continue; /* a size-1 dim's stride never matters */
+    if (t->strides[i] != expected) return 0;
+    expected *= t->shape[i];
+  }
+  return 1;
+}

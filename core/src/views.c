@@ -1,0 +1,367 @@
+/*
+ * views.c: every operation that returns a new header over the same storage:
+ * select, slice, index, (un)squeeze, permute, transpose, expand, view, reshape,
+ * flatten, unflatten. None of them touches element data, except reshape and flatten,
+ * which copy when the strides forbid a view.
+ */
+#include <string.h>
+
+#include "internal.h"
+
+static bool check_dim(const char *call, const td_tensor *t, int32_t dim, int32_t ndim) {
+  if (dim >= 0 && dim < ndim) return true;
+  td_fail(TD_EINDEX, "%s: dim %d is out of range for a tensor of %d dims", call, (int)dim,
+          (int)t->ndim);
+  return false;
+}
+
+static td_tensor *derive(const td_tensor *t, int64_t offset, int32_t ndim,
+                         const int64_t *shape, const int64_t *strides) {
+  return td_tensor_wrap(t->storage, offset, ndim, shape, strides, t->dtype);
+}
+
+TD_EXPORT td_tensor *td_tensor_select(const td_tensor *t, int32_t dim, int64_t index) {
+  if (!check_dim("select", t, dim, t->ndim)) return NULL;
+  /* select(dim, i) is an index expression: dim whole dims, then i. */
+  td_index entries[TD_MAX_DIMS];
+  for (int32_t i = 0; i < dim; i++) entries[i] = (td_index){TD_INDEX_SLICE, 0, INT64_MAX, 1};
+  entries[dim] = (td_index){TD_INDEX_SELECT, index, 0, 0};
+  return td_tensor_index(t, entries, dim + 1);
+}
+
+TD_EXPORT td_tensor *td_tensor_slice(const td_tensor *t, int32_t dim, int64_t start,
+                                     int64_t stop, int64_t step) {
+  if (!check_dim("slice", t, dim, t->ndim)) return NULL;
+  td_index entries[TD_MAX_DIMS];
+  for (int32_t i = 0; i < dim; i++) entries[i] = (td_index){TD_INDEX_SLICE, 0, INT64_MAX, 1};
+  entries[dim] = (td_index){TD_INDEX_SLICE, start, stop, step};
+  return td_tensor_index(t, entries, dim + 1);
+}
+
+/* Python's rule: negative bounds count from the end, then clamp into [0, size]. */
+static int64_t clamp_bound(int64_t v, int64_t size) {
+  if (v < 0) v += size;
+  return v < 0 ? 0 : v > size ? size : v;
+}
+
+TD_EXPORT td_tensor *td_tensor_index(const td_tensor *t, const td_index *entries, int32_t n) {
+  int32_t consuming = 0, ellipses = 0, newaxes = 0;
+  if (n < 0 || (n > 0 && !entries)) {
+    td_fail(TD_EINVAL, "index: %d entries at %p", (int)n, (const void *)entries);
+    return NULL;
+  }
+  for (int32_t k = 0; k < n; k++) {
+    switch (entries[k].kind) {
+      case TD_INDEX_SELECT:
+      case TD_INDEX_SLICE: consuming++; break;
+      case TD_INDEX_NEWAXIS: newaxes++; break;
+      case TD_INDEX_ELLIPSIS: ellipses++; break;
+      default:
+        td_fail(TD_EINVAL, "index: entry %d has unknown kind %d", (int)k, (int)entries[k].kind);
+        return NULL;
+    }
+  }
+  if (ellipses > 1) {
+    td_fail(TD_EINVAL, "index: at most one ellipsis, got %d", (int)ellipses);
+    return NULL;
+  }
+  if (consuming > t->ndim) {
+    td_fail(TD_EINDEX, "index: %d indices for a tensor of %d dims", (int)consuming,
+            (int)t->ndim);
+    return NULL;
+  }
+  int64_t shape[TD_MAX_DIMS], strides[TD_MAX_DIMS], offset = t->offset;
+  int32_t in = 0, out = 0, out_ndim = t->ndim - consuming + newaxes;
+  for (int32_t k = 0; k < n; k++) {
+    if (entries[k].kind == TD_INDEX_SELECT) {
+      int64_t size = t->shape[in], i = entries[k].start;
+      if (i < -size || i >= size) {
+        td_fail(TD_EINDEX, "index: index %lld is out of range for dim %d of size %lld",
+                (long long)i, (int)in, (long long)size);
+        return NULL;
+      }
+      offset += (i < 0 ? i + size : i) * t->strides[in];
+      in++;
+      continue;
+    }
+    if (out_ndim > TD_MAX_DIMS) break;
+    if (entries[k].kind == TD_INDEX_SLICE) {
+      int64_t size = t->shape[in], step = entries[k].step;
+      if (step <= 0) {
+        td_fail(TD_EINVAL, "index: slice step must be positive, got %lld", (long long)step);
+        return NULL;
+      }
+      int64_t start = clamp_bound(entries[k].start, size);
+      int64_t stop = clamp_bound(entries[k].stop, size);
+      int64_t len = stop > start ? (stop - start - 1) / step + 1 : 0;
+      if (len > 0) offset += start * t->strides[in];
+      shape[out] = len;
+      strides[out++] = t->strides[in++] * step;
+    } else if (entries[k].kind == TD_INDEX_NEWAXIS) {
+      shape[out] = 1;
+      strides[out++] = 1;
+    } else { /* the ellipsis stands for every dim no other entry consumes */
+      for (int32_t j = 0; j < t->ndim - consuming; j++) {
+        shape[out] = t->shape[in];
+        strides[out++] = t->strides[in++];
+      }
+    }
+  }
+  if (out_ndim > TD_MAX_DIMS) {
+    td_fail(TD_ESHAPE, "index: the result would have %d dims, at most %d supported",
+            (int)out_ndim, TD_MAX_DIMS);
+    return NULL;
+  }
+  while (in < t->ndim) {
+    shape[out] = t->shape[in];
+    strides[out++] = t->strides[in++];
+  }
+  return derive(t, offset, out, shape, strides);
+}
+
+TD_EXPORT td_tensor *td_tensor_unsqueeze(const td_tensor *t, int32_t dim) {
+  if (!check_dim("unsqueeze", t, dim, t->ndim + 1)) return NULL;
+  td_index entries[TD_MAX_DIMS + 1];
+  for (int32_t i = 0; i < dim; i++) entries[i] = (td_index){TD_INDEX_SLICE, 0, INT64_MAX, 1};
+  entries[dim] = (td_index){TD_INDEX_NEWAXIS, 0, 0, 0};
+  return td_tensor_index(t, entries, dim + 1);
+}
+
+TD_EXPORT td_tensor *td_tensor_squeeze(const td_tensor *t, int32_t dim) {
+  if (!check_dim("squeeze", t, dim, t->ndim)) return NULL;
+  if (t->shape[dim] != 1) return derive(t, t->offset, t->ndim, t->shape, t->strides);
+  return td_tensor_select(t, dim, 0);
+}
+
+TD_EXPORT td_tensor *td_tensor_squeeze_all(const td_tensor *t) {
+  int64_t shape[TD_MAX_DIMS], strides[TD_MAX_DIMS];
+  int32_t out = 0;
+  for (int32_t i = 0; i < t->ndim; i++) {
+    if (t->shape[i] == 1) continue;
+    shape[out] = t->shape[i];
+    strides[out++] = t->strides[i];
+  }
+  return derive(t, t->offset, out, shape, strides);
+}
+
+TD_EXPORT td_tensor *td_tensor_permute(const td_tensor *t, const int32_t *dims) {
+  int64_t shape[TD_MAX_DIMS], strides[TD_MAX_DIMS];
+  bool seen[TD_MAX_DIMS] = {false};
+  if (t->ndim > 0 && !dims) {
+    td_fail(TD_EINVAL, "permute: dims is NULL");
+    return NULL;
+  }
+  for (int32_t i = 0; i < t->ndim; i++) {
+    int32_t d = dims[i];
+    if (!check_dim("permute", t, d, t->ndim)) return NULL;
+    if (seen[d]) {
+      td_fail(TD_EINVAL, "permute: dim %d appears twice", (int)d);
+      return NULL;
+    }
+    seen[d] = true;
+    shape[i] = t->shape[d];
+    strides[i] = t->strides[d];
+  }
+  return derive(t, t->offset, t->ndim, shape, strides);
+}
+
+TD_EXPORT td_tensor *td_tensor_transpose(const td_tensor *t, int32_t dim0, int32_t dim1) {
+  if (!check_dim("transpose", t, dim0, t->ndim) || !check_dim("transpose", t, dim1, t->ndim))
+    return NULL;
+  int32_t dims[TD_MAX_DIMS];
+  for (int32_t i = 0; i < t->ndim; i++) dims[i] = i;
+  dims[dim0] = dim1;
+  dims[dim1] = dim0;
+  return td_tensor_permute(t, dims);
+}
+
+TD_EXPORT td_tensor *td_tensor_expand(const td_tensor *t, int32_t ndim, const int64_t *shape) {
+  char from[TD_SHAPE_STR], to[TD_SHAPE_STR];
+  if (ndim < t->ndim || ndim > TD_MAX_DIMS || (ndim > 0 && !shape)) {
+    td_fail(TD_ESHAPE, "expand: cannot expand shape %s to %d dims",
+            td_format_shape(from, sizeof from, t->ndim, t->shape), (int)ndim);
+    return NULL;
+  }
+  int64_t out_shape[TD_MAX_DIMS], out_strides[TD_MAX_DIMS];
+  int32_t lead = ndim - t->ndim;
+  for (int32_t i = 0; i < ndim; i++) {
+    int64_t want = shape[i];
+    if (i < lead) { /* a new leading dim repeats the whole tensor */
+      if (want < 0) {
+        td_fail(TD_ESHAPE, "expand: size %lld is not allowed for new leading dim of %s",
+                (long long)want, td_format_shape(to, sizeof to, ndim, shape));
+        return NULL;
+      }
+      out_shape[i] = want;
+      out_strides[i] = 0;
+      continue;
+    }
+    int64_t have = t->shape[i - lead];
+    if (want == -1 || want == have) {
+      out_shape[i] = have;
+      out_strides[i] = t->strides[i - lead];
+    } else if (have == 1 && want >= 0) {
+      out_shape[i] = want;
+      out_strides[i] = 0;
+    } else {
+      td_fail(TD_ESHAPE, "expand: cannot expand shape %s to %s (only size-1 dims expand)",
+              td_format_shape(from, sizeof from, t->ndim, t->shape),
+              td_format_shape(to, sizeof to, ndim, shape));
+      return NULL;
+    }
+  }
+  return derive(t, t->offset, ndim, out_shape, out_strides);
+}
+
+/* Resolves one -1 in shape from numel; checks the element count matches. */
+static bool infer_shape(const char *call, const td_tensor *t, int32_t ndim,
+                        const int64_t *shape, int64_t *out) {
+  int64_t numel = td_tensor_numel(t), known = 1;
+  int32_t infer = -1;
+  char have[TD_SHAPE_STR], want[TD_SHAPE_STR];
+  if (ndim < 0 || ndim > TD_MAX_DIMS || (ndim > 0 && !shape)) {
+    td_fail(TD_ESHAPE, "%s: %d dims requested, at most %d supported", call, (int)ndim,
+            TD_MAX_DIMS);
+    return false;
+  }
+  for (int32_t i = 0; i < ndim; i++) {
+    out[i] = shape[i];
+    if (shape[i] == -1 && infer < 0) {
+      infer = i;
+    } else if (shape[i] < 0) {
+      td_fail(TD_ESHAPE, "%s: invalid shape %s (one size may be -1, none negative)", call,
+              td_format_shape(want, sizeof want, ndim, shape));
+      return false;
+    } else if (__builtin_mul_overflow(known, shape[i], &known)) {
+      known = -1;
+      break;
+    }
+  }
+  if (infer >= 0 && known > 0 && numel % known == 0) out[infer] = numel / known;
+  if ((infer >= 0 && (known <= 0 || numel % known != 0)) || (infer < 0 && known != numel)) {
+    td_fail(TD_ESHAPE, "%s: shape %s is invalid for a tensor of shape %s (%lld elements)", call,
+            td_format_shape(want, sizeof want, ndim, shape),
+            td_format_shape(have, sizeof have, t->ndim, t->shape), (long long)numel);
+    return false;
+  }
+  return true;
+}
+
+/*
+ * Strides for viewing t as shape, or false when no strides exist. Dims of t group
+ * into chunks that are contiguous with each other; every run of new dims must
+ * multiply to exactly one chunk, and takes its strides from that chunk's innermost.
+ */
+static bool view_strides(const td_tensor *t, int32_t ndim, const int64_t *shape,
+                         int64_t *strides) {
+  if (td_tensor_numel(t) == 0 || t->ndim == 0) {
+    int64_t s = 1;
+    for (int32_t i = ndim - 1; i >= 0; i--) {
+      strides[i] = s;
+      s *= shape[i] > 1 ? shape[i] : 1;
+    }
+    return true;
+  }
+  int32_t vd = ndim - 1;
+  int64_t base = t->strides[t->ndim - 1], tn = 1, vn = 1;
+  for (int32_t td = t->ndim - 1; td >= 0; td--) {
+    tn *= t->shape[td];
+    bool chunk_ends = td == 0 || (t->shape[td - 1] != 1 && t->strides[td - 1] != tn * base);
+    if (!chunk_ends) continue;
+    while (vd >= 0 && (vn < tn || shape[vd] == 1)) {
+      strides[vd] = vn * base;
+      vn *= shape[vd];
+      vd--;
+    }
+    if (vn != tn) return false;
+    if (td > 0) {
+      base = t->strides[td - 1];
+      tn = vn = 1;
+    }
+  }
+  return vd == -1;
+}
+
+TD_EXPORT td_tensor *td_tensor_view(const td_tensor *t, int32_t ndim, const int64_t *shape) {
+  int64_t resolved[TD_MAX_DIMS], strides[TD_MAX_DIMS];
+  if (!infer_shape("view", t, ndim, shape, resolved)) return NULL;
+  if (!view_strides(t, ndim, resolved, strides)) {
+    char have[TD_SHAPE_STR], st[TD_SHAPE_STR], want[TD_SHAPE_STR];
+    td_fail(TD_ESHAPE, "view: cannot view shape %s with strides %s as %s without a copy; "
+            "use reshape() or contiguous() first",
+            td_format_shape(have, sizeof have, t->ndim, t->shape),
+            td_format_shape(st, sizeof st, t->ndim, t->strides),
+            td_format_shape(want, sizeof want, ndim, resolved));
+    return NULL;
+  }
+  return derive(t, t->offset, ndim, resolved, strides);
+}
+
+TD_EXPORT td_tensor *td_tensor_reshape(const td_tensor *t, int32_t ndim, const int64_t *shape) {
+  int64_t resolved[TD_MAX_DIMS], strides[TD_MAX_DIMS];
+  if (!infer_shape("reshape", t, ndim, shape, resolved)) return NULL;
+  if (view_strides(t, ndim, resolved, strides))
+    return derive(t, t->offset, ndim, resolved, strides);
+  td_tensor *c = td_tensor_contiguous(t);
+  if (!c) return NULL;
+  td_tensor *r = td_tensor_view(c, ndim, resolved);
+  td_tensor_release(c);
+  return r;
+}
+
+TD_EXPORT td_tensor *td_tensor_flatten(const td_tensor *t, int32_t start_dim, int32_t end_dim) {
+  if (t->ndim == 0) {
+    int64_t one = 1;
+    return td_tensor_reshape(t, 1, &one);
+  }
+  if (!check_dim("flatten", t, start_dim, t->ndim) || !check_dim("flatten", t, end_dim, t->ndim))
+    return NULL;
+  if (start_dim > end_dim) {
+    td_fail(TD_EINVAL, "flatten: start dim %d comes after end dim %d", (int)start_dim,
+            (int)end_dim);
+    return NULL;
+  }
+  int64_t shape[TD_MAX_DIMS];
+  int32_t out = 0;
+  for (int32_t i = 0; i < start_dim; i++) shape[out++] = t->shape[i];
+  shape[out] = 1;
+  for (int32_t i = start_dim; i <= end_dim; i++) shape[out] *= t->shape[i];
+  out++;
+  for (int32_t i = end_dim + 1; i < t->ndim; i++) shape[out++] = t->shape[i];
+  return td_tensor_reshape(t, out, shape);
+}
+
+TD_EXPORT td_tensor *td_tensor_unflatten(const td_tensor *t, int32_t dim, int32_t n,
+                                         const int64_t *sizes) {
+  if (!check_dim("unflatten", t, dim, t->ndim)) return NULL;
+  if (n < 1 || t->ndim - 1 + n > TD_MAX_DIMS || !sizes) {
+    td_fail(TD_ESHAPE, "unflatten: cannot split dim %d into %d dims", (int)dim, (int)n);
+    return NULL;
+  }
+  int64_t shape[TD_MAX_DIMS];
+  int32_t out = 0;
+  for (int32_t i = 0; i < dim; i++) shape[out++] = t->shape[i];
+  for (int32_t i = 0; i < n; i++) shape[out++] = sizes[i];
+  for (int32_t i = dim + 1; i < t->ndim; i++) shape[out++] = t->shape[i];
+  /* A -1 here must resolve within the split dim, not across the whole tensor. */
+  int64_t known = 1;
+  int32_t infer = -1;
+  for (int32_t i = 0; i < n; i++) {
+    if (sizes[i] == -1 && infer < 0)
+      infer = i;
+    else if (sizes[i] < 0 || __builtin_mul_overflow(known, sizes[i], &known))
+      known = 0;
+  }
+  if (infer >= 0 && known > 0 && t->shape[dim] % known == 0)
+    shape[dim + infer] = t->shape[dim] / known;
+  int64_t product = 1;
+  bool overflow = false;
+  for (int32_t i = 0; i < n; i++) overflow |= __builtin_mul_overflow(product, shape[dim + i], &product);
+  if (overflow || product != t->shape[dim] || (infer >= 0 && known <= 0)) {
+    char buf[TD_SHAPE_STR];
+    td_fail(TD_ESHAPE, "unflatten: sizes %s do not multiply to %lld, the size of dim %d",
+            td_format_shape(buf, sizeof buf, n, sizes), (long long)t->shape[dim], (int)dim);
+    return NULL;
+  }
+  return td_tensor_view(t, out, shape);
+}

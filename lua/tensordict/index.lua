@@ -1,0 +1,110 @@
+-- index.lua: the one parser of the index grammar (DESIGN.md, "Index grammar").
+-- It turns a Lua key into 0-based td_index entries, checking every position against
+-- the dim it lands on so errors speak in the user's 1-based terms; td_tensor_index
+-- (core/src/views.c) then executes the entries in one call.
+local ffi = require("ffi")
+local C = require("tensordict.lib").C
+local util = require("tensordict.util")
+
+local M = {}
+local fail, describe = util.fail, util.describe
+local SELECT, SLICE, NEWAXIS, ELLIPSIS =
+  C.TD_INDEX_SELECT, C.TD_INDEX_SLICE, C.TD_INDEX_NEWAXIS, C.TD_INDEX_ELLIPSIS
+local TO_END = 0x7fffffffffffffffLL
+
+-- Sentinels of the grammar; tostring shows their names in the REPL.
+M.newaxis = setmetatable({}, { __tostring = function() return "tensordict.newaxis" end })
+M.ellipsis = setmetatable({}, { __tostring = function() return "tensordict.ellipsis" end })
+
+local MAX_ENTRIES = 2 * C.TD_MAX_DIMS + 1
+M.entries = ffi.new("td_index[?]", MAX_ENTRIES)
+
+-- Position i (1-based, negative from the end) in a dim of this size -> 0-based.
+function M.position(i, size, dim)
+  if not util.is_int(i) then
+    fail(("index: %s is not an integer index (dim %d)"):format(describe(i), dim))
+  end
+  if i >= 1 and i <= size then return i - 1 end
+  if i < 0 and i >= -size then return size + i end
+  fail(("index %d is out of range for dim %d of size %d (valid: 1..%d or -%d..-1)")
+    :format(i, dim, size, size, size))
+end
+
+-- A range bound b (inclusive) -> exclusive stop for td_index.
+local function range_stop(b)
+  if b == -1 then return TO_END end
+  return b < 0 and b + 1 or b
+end
+
+local function fill_range(e, r, dim)
+  local n = #r
+  local a, b, step = r[1], r[2], r[3]
+  if n == 0 then
+    a, b, step = 1, -1, 1
+  elseif n == 1 then
+    b = a
+  end
+  step = step or 1
+  if n > 3 or not util.is_int(a) or not util.is_int(b) or not util.is_int(step) then
+    fail(("index: range %s for dim %d must be {a, b} or {a, b, step} with integers")
+      :format(util.format_list(r), dim))
+  end
+  if a == 0 or b == 0 then
+    fail(("index: range %s for dim %d holds 0; indices are 1-based (negative from the end)")
+      :format(util.format_list(r), dim))
+  end
+  if step <= 0 then
+    fail(("index: range step must be positive, got %d (dim %d)"):format(step, dim))
+  end
+  e.kind, e.start, e.stop, e.step = SLICE, a > 0 and a - 1 or a, range_stop(b), step
+end
+
+-- Fills M.entries from key for the tensor handle h; returns the entry count.
+function M.parse(h, key)
+  local ndim = C.td_tensor_ndim(h)
+  local entries = M.entries
+  if type(key) ~= "table" then
+    fail(("index: cannot index a tensor with %s"):format(describe(key)))
+  end
+  local n = #key
+  if n > MAX_ENTRIES then fail(("index: %d entries, at most %d"):format(n, MAX_ENTRIES)) end
+  -- Count the entries that consume a dim to know how many dims the ellipsis covers.
+  local consuming, seen_ellipsis = 0, false
+  for k = 1, n do
+    local e = key[k]
+    if e == M.ellipsis then
+      if seen_ellipsis then fail("index: at most one ellipsis per index") end
+      seen_ellipsis = true
+    elseif e ~= M.newaxis then
+      consuming = consuming + 1
+    end
+  end
+  if consuming > ndim then
+    fail(("index: %d indices for a tensor of %d dims"):format(consuming, ndim))
+  end
+  local dim = 0 -- 0-based dim of the input the next consuming entry lands on
+  for k = 1, n do
+    local e, entry = key[k], entries[k - 1]
+    local te = type(e)
+    if te == "number" then
+      entry.kind, entry.start = SELECT, M.position(e, tonumber(C.td_tensor_size(h, dim)), dim + 1)
+      dim = dim + 1
+    elseif e == M.newaxis then
+      entry.kind = NEWAXIS
+    elseif e == M.ellipsis then
+      entry.kind = ELLIPSIS
+      dim = dim + ndim - consuming
+    elseif te == "table" then
+      fill_range(entry, e, dim + 1)
+      dim = dim + 1
+    elseif te == "cdata" then
+      fail("index: tensor indices (masks and gathers) are not part of this build yet")
+    else
+      fail(("index: entry %d is %s; expected a number, a range table, newaxis or ellipsis")
+        :format(k, describe(e)))
+    end
+  end
+  return n
+end
+
+return M

@@ -1,0 +1,102 @@
+-- util.lua: the checks every Lua module shares: errors raised at the caller's line,
+-- integer and dim validation, and shape arguments read into one reused C buffer.
+local ffi = require("ffi")
+local C = require("tensordict.lib").C
+
+local M = {}
+local floor = math.floor
+
+-- Errors blame the user's line: the first stack frame outside this folder's modules.
+-- Walking the stack (on the error path only) keeps that right through tail calls and
+-- metamethods, where counting levels by hand goes wrong.
+local own_prefix = "@" .. ((debug.getinfo(1, "S").source:match("^@(.*[/\\])[^/\\]*$")) or "")
+
+local function user_level()
+  local level = 3 -- 1: user_level, 2: fail, 3: fail's caller
+  while true do
+    local info = debug.getinfo(level, "S")
+    if not info then return 1 end
+    if info.what ~= "C" and info.source:sub(1, #own_prefix) ~= own_prefix then return level - 1 end
+    level = level + 1
+  end
+end
+
+-- Raises "tensordict: msg" at the user's line.
+function M.fail(msg)
+  error("tensordict: " .. msg, user_level())
+end
+
+-- Raises the message the C library left for the failed call.
+function M.c_fail()
+  error("tensordict: " .. ffi.string(C.td_last_error()), user_level())
+end
+
+function M.is_int(x)
+  return type(x) == "number" and x % 1 == 0
+end
+
+-- A short description of any Lua value for error messages.
+function M.describe(x)
+  if type(x) == "string" then return ("'%s'"):format(x) end
+  if type(x) == "number" or type(x) == "boolean" or x == nil then return tostring(x) end
+  return "a " .. type(x)
+end
+
+-- 1-based (negative from the end) dim d of a tensor of n dims -> 0-based.
+-- extra = 1 admits one past the end (unsqueeze).
+function M.dim0(call, d, n, extra)
+  local limit = n + (extra or 0)
+  if not M.is_int(d) or d == 0 or d > limit or d < -limit then
+    M.fail(("%s: dim %s is out of range for a tensor of %d dims (expected 1..%d or -%d..-1)")
+      :format(call, M.describe(d), n, limit, limit))
+  end
+  return d > 0 and d - 1 or limit + d
+end
+
+M.shape_buf = ffi.new("int64_t[?]", C.TD_MAX_DIMS)
+M.dims_buf = ffi.new("int32_t[?]", C.TD_MAX_DIMS)
+
+-- Reads a shape given as one table or as leading numbers into shape_buf.
+-- Returns the dim count and the index in ... of the first argument after the shape.
+-- allow_neg1: -1 is accepted (view, reshape, expand resolve it in C).
+function M.read_shape(call, allow_neg1, ...)
+  local first = ...
+  local sizes, count, nxt
+  if type(first) == "table" then
+    sizes, count, nxt = first, #first, 2
+  else
+    sizes, count = { ... }, 0
+    while type(sizes[count + 1]) == "number" do count = count + 1 end
+    nxt = count + 1
+  end
+  if count > C.TD_MAX_DIMS then
+    M.fail(("%s: %d dims given, at most %d supported"):format(call, count, C.TD_MAX_DIMS))
+  end
+  local buf = M.shape_buf
+  for i = 1, count do
+    local s = sizes[i]
+    if not M.is_int(s) or (s < 0 and not (allow_neg1 and s == -1)) then
+      local parts = {}
+      for j = 1, count do parts[j] = tostring(sizes[j]) end
+      M.fail(("%s: size %s in shape [%s] is not %s"):format(call, M.describe(s),
+        table.concat(parts, ", "), allow_neg1 and "an integer >= -1" or "a non-negative integer"))
+    end
+    buf[i - 1] = s
+  end
+  return count, nxt
+end
+
+-- A Lua array of the n int64 values at p.
+function M.int64_list(p, n)
+  local t = {}
+  for i = 1, n do t[i] = tonumber(p[i - 1]) end
+  return t
+end
+
+function M.format_list(t)
+  local parts = {}
+  for i = 1, #t do parts[i] = tostring(t[i]) end
+  return "[" .. table.concat(parts, ", ") .. "]"
+end
+
+return M

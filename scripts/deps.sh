@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# deps.sh: installs the Debian packages the project needs, or says what to run.
+set -euo pipefail
+packages=(luajit libluajit-5.1-dev libopenblas-dev libcjson-dev lua-busted make gcc pkg-config)
+missing=()
+for p in "${packages[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+  [[ "$status" == "install ok installed" ]] || missing+=("$p")
+done
+[[ ${#missing[@]} -eq 0 ]] && exit 0
+if [[ $(id -u) -ne 0 ]]; then
+  echo "tensordict: missing Debian packages: ${missing[*]}" >&2
+  echo "run as root: apt-get update && apt-get install -y ${missing[*]}" >&2
+  exit 1
+fi
+echo "tensordict: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq "${missing[@]}"
