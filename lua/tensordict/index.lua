@@ -13,8 +13,12 @@ local SELECT, SLICE, NEWAXIS, ELLIPSIS =
 local TO_END = 0x7fffffffffffffffLL
 
 -- Sentinels of the grammar; tostring shows their names in the REPL.
-M.newaxis = setmetatable({}, { __tostring = function() return "tensordict.newaxis" end })
-M.ellipsis = setmetatable({}, { __tostring = function() return "tensordict.ellipsis" end })
+M.newaxis, M.ellipsis = unpack(require("tensordict.once")("index_sentinels", function()
+  return {
+    setmetatable({}, { __tostring = function() return "tensordict.newaxis" end }),
+    setmetatable({}, { __tostring = function() return "tensordict.ellipsis" end }),
+  }
+end))
 
 local MAX_ENTRIES = 2 * C.TD_MAX_DIMS + 1
 M.entries = ffi.new("td_index[?]", MAX_ENTRIES)

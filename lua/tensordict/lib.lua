@@ -3,58 +3,62 @@
 -- (and the build dir of a source tree), package.cpath, then the OS loader.
 local ffi = require("ffi")
 
-local ok_cdefs, cdefs = pcall(require, "tensordict.cdefs")
-if not ok_cdefs then
-  error("tensordict: the generated FFI declarations (tensordict/cdefs.lua) are missing; "
-    .. "run 'make' in the source tree, or 'make install'", 2)
-end
-ffi.cdef(cdefs.cdef)
+return require("tensordict.once")("lib", function()
 
--- The folder holding this file, from the chunk name require gave it.
-local here = (debug.getinfo(1, "S").source:match("^@(.*)[/\\][^/\\]*$")) or "."
-
-local function candidates()
-  local list = {}
-  local env = os.getenv("TENSORDICT_LIB")
-  if env and env ~= "" then
-    list[#list + 1] = env
-    return list -- an explicit choice is not second-guessed
+  local ok_cdefs, cdefs = pcall(require, "tensordict.cdefs")
+  if not ok_cdefs then
+    error("tensordict: the generated FFI declarations (tensordict/cdefs.lua) are missing; "
+      .. "run 'make' in the source tree, or 'make install'", 2)
   end
-  list[#list + 1] = here .. "/libtensordict.so"
-  list[#list + 1] = here .. "/../../build/libtensordict.so" -- a source tree after 'make'
-  list[#list + 1] = here .. "/../../../../lib/libtensordict.so" -- PREFIX/share/lua/5.1/tensordict
-  local found = package.searchpath("libtensordict", package.cpath)
-  if found then list[#list + 1] = found end
-  list[#list + 1] = "tensordict" -- the OS loader (ld.so.conf, LD_LIBRARY_PATH)
-  return list
-end
+  ffi.cdef(cdefs.cdef)
 
-local function file_exists(path)
-  local f = io.open(path, "rb")
-  if f then f:close() end
-  return f ~= nil
-end
+  -- The folder holding this file, from the chunk name require gave it.
+  local here = (debug.getinfo(1, "S").source:match("^@(.*)[/\\][^/\\]*$")) or "."
 
-local function open()
-  local tried = {}
-  for _, path in ipairs(candidates()) do
-    if path == "tensordict" or file_exists(path) then
-      local ok, lib = pcall(ffi.load, path)
-      if ok then return lib, path end
-      tried[#tried + 1] = path .. " (" .. tostring(lib) .. ")"
-    else
-      tried[#tried + 1] = path .. " (absent)"
+  local function candidates()
+    local list = {}
+    local env = os.getenv("TENSORDICT_LIB")
+    if env and env ~= "" then
+      list[#list + 1] = env
+      return list -- an explicit choice is not second-guessed
     end
+    list[#list + 1] = here .. "/libtensordict.so"
+    list[#list + 1] = here .. "/../../build/libtensordict.so" -- a source tree after 'make'
+    list[#list + 1] = here .. "/../../../../lib/libtensordict.so" -- PREFIX/share/lua/5.1/tensordict
+    local found = package.searchpath("libtensordict", package.cpath)
+    if found then list[#list + 1] = found end
+    list[#list + 1] = "tensordict" -- the OS loader (ld.so.conf, LD_LIBRARY_PATH)
+    return list
   end
-  error("tensordict: cannot load libtensordict; tried: " .. table.concat(tried, "; ")
-    .. ". Build it with 'make' or set TENSORDICT_LIB", 3)
-end
 
-local C, path = open()
-local abi = C.td_abi_version()
-if abi ~= cdefs.abi_version then
-  error(("tensordict: %s has ABI version %d but the Lua cdefs expect %d; rebuild with 'make'")
-    :format(path, abi, cdefs.abi_version), 2)
-end
+  local function file_exists(path)
+    local f = io.open(path, "rb")
+    if f then f:close() end
+    return f ~= nil
+  end
 
-return { C = C, path = path, abi_version = abi, cdef = cdefs.cdef }
+  local function open()
+    local tried = {}
+    for _, path in ipairs(candidates()) do
+      if path == "tensordict" or file_exists(path) then
+        local ok, lib = pcall(ffi.load, path)
+        if ok then return lib, path end
+        tried[#tried + 1] = path .. " (" .. tostring(lib) .. ")"
+      else
+        tried[#tried + 1] = path .. " (absent)"
+      end
+    end
+    error("tensordict: cannot load libtensordict; tried: " .. table.concat(tried, "; ")
+      .. ". Build it with 'make' or set TENSORDICT_LIB", 3)
+  end
+
+  local C, path = open()
+  local abi = C.td_abi_version()
+  if abi ~= cdefs.abi_version then
+    error(("tensordict: %s has ABI version %d but the Lua cdefs expect %d; rebuild with 'make'")
+      :format(path, abi, cdefs.abi_version), 2)
+  end
+
+  return { C = C, path = path, abi_version = abi, cdef = cdefs.cdef }
+
+end)

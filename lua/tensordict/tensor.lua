@@ -15,11 +15,13 @@ local shape_buf, dims_buf = util.shape_buf, util.dims_buf
 local BOOL, FLOAT64 = dtypes.BOOL, dtypes.FLOAT64
 local tonumber, type = tonumber, type
 
-ffi.cdef [[ typedef struct td_tensor_ref { td_tensor *h; } td_tensor_ref; ]]
-
+-- The type is made once per Lua state; a reload rebinds the metamethods below.
+local mt, Ref = unpack(require("tensordict.once")("tensor_type", function()
+  ffi.cdef [[ typedef struct td_tensor_ref { td_tensor *h; } td_tensor_ref; ]]
+  local meta = { __metatable = "tensordict.Tensor" }
+  return { meta, ffi.metatype("td_tensor_ref", meta) }
+end))
 local Tensor = {} -- methods; user code may add more (torch7's habit)
-local mt = { __metatable = "tensordict.Tensor" }
-local Ref = ffi.metatype("td_tensor_ref", mt)
 
 local idx_buf = ffi.new("int64_t[?]", C.TD_MAX_DIMS)
 local out_buf = ffi.new("double[1]")
@@ -177,7 +179,13 @@ function Tensor.permute(self, ...)
   if #dims ~= ndim then
     fail(("permute: %d dims given for a tensor of %d dims"):format(#dims, ndim))
   end
-  for i = 1, ndim do dims_buf[i - 1] = dim0("permute", dims[i], ndim) end
+  local seen = {}
+  for i = 1, ndim do
+    local d = dim0("permute", dims[i], ndim)
+    if seen[d] then fail(("permute: dim %d appears twice in %s"):format(dims[i], util.format_list(dims))) end
+    seen[d] = true
+    dims_buf[i - 1] = d
+  end
   return wrap(C.td_tensor_permute(h, dims_buf))
 end
 
@@ -204,6 +212,7 @@ function Tensor.flatten(self, a, b)
   local ndim = C.td_tensor_ndim(h)
   if ndim == 0 then return wrap_new(C.td_tensor_flatten(h, 0, 0)) end
   local s, e = dim0("flatten", a or 1, ndim), dim0("flatten", b or -1, ndim)
+  if s > e then fail(("flatten: start dim %d comes after end dim %d"):format(a, b or -1)) end
   return wrap_new(C.td_tensor_flatten(h, s, e))
 end
 

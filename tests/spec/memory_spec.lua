@@ -1,0 +1,82 @@
+local T = require("tensordict")
+local H = require("helpers")
+
+local function tmpname()
+  local name = os.tmpname()
+  os.remove(name)
+  return name
+end
+
+describe("ownership", function()
+  it("free() releases early and later use raises", function()
+    local t = T.zeros(4)
+    local before = T.live_bytes()
+    t:free()
+    assert.are.equal(before - 16, T.live_bytes())
+    H.raises(function() local _ = t:shape() end, "tensor used after free()")
+    H.raises(function() return t[1] end, "tensor used after free()")
+    H.raises(function() t[1] = 2 end, "tensor used after free()")
+    H.raises(function() T.zeros(4):copy_(t) end, "tensor used after free()")
+    assert.are.equal("tensor(<freed>)", tostring(t))
+    t:free() -- a second free is harmless
+  end)
+
+  it("views keep their storage alive after the base is freed", function()
+    local base = T.arange(1, 6, "float32")
+    local v = base[{ { 2, 3 } }]
+    base:free()
+    collectgarbage("collect")
+    assert.are.same({ 2, 3 }, v:totable())
+  end)
+
+  it("returns big temporaries without collectgarbage() from the user", function()
+    collectgarbage("collect")
+    local start, peak = T.live_bytes(), 0
+    for _ = 1, 60 do
+      local t = T.empty(16 * 1024 * 1024) -- 64 MiB each, 3.75 GiB in all
+      t[1] = 1
+      peak = math.max(peak, T.live_bytes() - start)
+    end
+    assert.is_true(peak < 1024 * 1024 * 1024, ("peak %d bytes"):format(peak))
+  end)
+end)
+
+describe("T.from_file", function()
+  it("maps a file read-write, and the bytes reach the file", function()
+    local path = tmpname()
+    local w = T.from_file(path, { 2, 2 }, "int32", "w+")
+    w:copy_(T.tensor({ { 1, 2 }, { 3, 4 } }))
+    w:free()
+    local f = assert(io.open(path, "rb"))
+    local bytes = f:read("*a")
+    f:close()
+    assert.are.equal(16, #bytes)
+    assert.are.equal(string.char(3, 0, 0, 0), bytes:sub(9, 12)) -- little-endian int32
+    local r = T.from_file(path, { 4 }, "int32")
+    assert.are.same({ 1, 2, 3, 4 }, r:totable())
+    os.remove(path)
+  end)
+
+  it("refuses writes into a read-only mapping with an error, not a crash", function()
+    local path = tmpname()
+    T.from_file(path, { 3 }, "float32", "w+"):fill_(1)
+    local r = T.from_file(path, { 3 }, "float32", "r")
+    H.raises(function() r[1] = 5 end, "read-only")
+    H.raises(function() r:fill_(0) end, "fill_", "read-only")
+    H.raises(function() r:copy_(T.zeros(3)) end, "copy_", "read-only")
+    assert.are.same({ 1, 1, 1 }, r:totable())
+    local rw = T.from_file(path, { 3 }, "float32", "r+")
+    rw[2] = 9
+    assert.are.same({ 1, 9, 1 }, T.from_file(path, { 3 }, "float32"):totable())
+    os.remove(path)
+  end)
+
+  it("explains missing and short files", function()
+    local path = tmpname()
+    H.raises(function() T.from_file(path, { 2 }, "float32") end, "cannot open '" .. path .. "'")
+    T.from_file(path, { 2 }, "float32", "w+"):free()
+    H.raises(function() T.from_file(path, { 3 }, "float32") end, "holds 8 bytes, 12 needed")
+    H.raises(function() T.from_file(path, { 2 }, "float32", "x") end, "mode must be 'r', 'r+' or 'w+'")
+    os.remove(path)
+  end)
+end)
