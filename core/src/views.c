@@ -335,7 +335,8 @@ TD_EXPORT td_tensor *td_tensor_unflatten(const td_tensor *t, int32_t dim, int32_
                                          const int64_t *sizes) {
   if (!check_dim("unflatten", t, dim, t->ndim)) return NULL;
   if (n < 1 || t->ndim - 1 + n > TD_MAX_DIMS || !sizes) {
-    td_fail(TD_ESHAPE, "unflatten: cannot split dim %d into %d dims", (int)dim, (int)n);
+    td_fail(TD_ESHAPE, "unflatten: cannot split a dim of a %d-dim tensor into %d dims",
+            (int)t->ndim, (int)n);
     return NULL;
   }
   int64_t shape[TD_MAX_DIMS];
@@ -359,8 +360,8 @@ TD_EXPORT td_tensor *td_tensor_unflatten(const td_tensor *t, int32_t dim, int32_
   for (int32_t i = 0; i < n; i++) overflow |= __builtin_mul_overflow(product, shape[dim + i], &product);
   if (overflow || product != t->shape[dim] || (infer >= 0 && known <= 0)) {
     char buf[TD_SHAPE_STR];
-    td_fail(TD_ESHAPE, "unflatten: sizes %s do not multiply to %lld, the size of dim %d",
-            td_format_shape(buf, sizeof buf, n, sizes), (long long)t->shape[dim], (int)dim);
+    td_fail(TD_ESHAPE, "unflatten: sizes %s do not multiply to %lld, the size of the dim split",
+            td_format_shape(buf, sizeof buf, n, sizes), (long long)t->shape[dim]);
     return NULL;
   }
   return td_tensor_view(t, out, shape);

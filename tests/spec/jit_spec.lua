@@ -1,0 +1,90 @@
+-- The hot paths must JIT-compile: a trace that aborts falls back to the interpreter
+-- and costs 10x. Each case runs a loop and listens to the trace events of the JIT.
+local T = require("tensordict")
+local vmdef = require("jit.vmdef")
+local jutil = require("jit.util")
+-- The JIT's event handler must not touch globals: busted gives spec files a proxied
+-- environment that is not safe to enter from inside a trace event, and a global
+-- lookup in a loop under test would trace busted's proxy instead of our code.
+local jit, pcall, tostring, concat, check = jit, pcall, tostring, table.concat, assert
+
+-- Runs fn and reports on the traces of the loop under test: those that start in this
+-- file, and their side traces. Traces that start inside the library (a hot function's
+-- entry) may abort returning to the loop; the loop's own trace then compiles the call
+-- inline, which is what matters. A loop whose trace ends in a "stitch" calls something
+-- the JIT cannot compile (LuaJIT 2.1 stitches around it); that counts as a failure.
+local function trace_events(fn)
+  local loops, problems, ours, log = 0, {}, {}, {}
+  -- The callback must never raise: an error inside a JIT event handler hangs LuaJIT.
+  local function record(what, tr, func, pc, code, info)
+    if what ~= "start" and what ~= "stop" and what ~= "abort" then return end
+    local loc = func and jutil.funcinfo(func, pc) or {}
+    log[#log + 1] = concat({ what, tostring(tr), tostring(loc.loc), what == "abort" and tostring(vmdef.traceerr[code]) or "" }, " ")
+    if what == "start" then
+      ours[tr] = (loc.source or ""):find("jit_spec.lua", 1, true) ~= nil
+        or (code ~= nil and ours[code] == true)
+    elseif what == "stop" and ours[tr] then
+      local link = jutil.traceinfo(tr).linktype
+      if link == "loop" then loops = loops + 1 end
+      if link == "stitch" then problems[#problems + 1] = "trace " .. tr .. " stitches" end
+    elseif what == "abort" and ours[tr] then
+      local reason = tostring(vmdef.traceerr[code] or code)
+      -- Leaving the loop only ends recording at the loop's exit: the loop itself compiled.
+      if reason ~= "leaving loop in root trace" then
+        problems[#problems + 1] = reason:gsub("%%%a", tostring(info))
+      end
+    end
+  end
+  local function on_trace(...) pcall(record, ...) end
+  jit.flush()
+  jit.attach(on_trace, "trace")
+  local ok, err = pcall(fn)
+  jit.attach(on_trace)
+  assert(ok, err)
+  return loops, problems, concat(log, "; ")
+end
+
+local function assert_compiles(fn)
+  local loops, problems, log = trace_events(fn)
+  assert.are.same({}, problems, log)
+  assert.is_true(loops > 0, "the loop did not compile: " .. log)
+end
+
+describe("hot paths compile", function()
+  local m = T.arange(1, 40000, "float32"):view(200, 200)
+  local v = T.arange(1, 100, "float32")
+
+  it("t:size(d) and t:dim()", function()
+    assert_compiles(function()
+      local s = 0
+      for _ = 1, 2000 do s = s + m:size(1) + m:dim() end
+      check(s == 2000 * 202)
+    end)
+  end)
+
+  it("t[i] element reads of a 1-D tensor", function()
+    assert_compiles(function()
+      local s = 0
+      for i = 1, 2000 do s = s + v[i % 100 + 1] end
+      check(s > 0)
+    end)
+  end)
+
+  it("t[i] row views of a 2-D tensor", function()
+    assert_compiles(function()
+      for i = 1, 2000 do
+        local row = m[i % 200 + 1]
+        check(row ~= nil)
+      end
+    end)
+  end)
+
+  it("t[{{a, b}}] range views", function()
+    assert_compiles(function()
+      for i = 1, 2000 do
+        local r = m[{ { 1, i % 100 + 1 } }]
+        check(r ~= nil)
+      end
+    end)
+  end)
+end)
