@@ -1,0 +1,120 @@
+/*
+ * dtype.c: dtype names, sizes, and the IEEE half / bfloat16 conversions.
+ *
+ * The conversions work on bit patterns rather than a compiler _Float16 so they behave
+ * the same with every compiler and target, and so rounding is exactly IEEE
+ * round-to-nearest-even whatever the FPU mode.
+ */
+#include <string.h>
+
+#include "internal.h"
+
+const int64_t td_itemsizes[TD_NUM_DTYPES] = {1, 1, 1, 2, 4, 8, 2, 2, 4, 8};
+
+static const char *const canonical_names[TD_NUM_DTYPES] = {
+    "bool", "uint8", "int8", "int16", "int32", "int64",
+    "float16", "bfloat16", "float32", "float64"};
+
+/* torch's other spellings of the same dtypes (torch.float is float32, and so on). */
+static const struct {
+  const char *name;
+  int32_t dtype;
+} aliases[] = {
+    {"float", TD_FLOAT32}, {"double", TD_FLOAT64}, {"half", TD_FLOAT16},
+    {"long", TD_INT64},    {"int", TD_INT32},      {"short", TD_INT16},
+};
+
+TD_EXPORT int32_t td_dtype_from_name(const char *name) {
+  if (!name) return td_fail(TD_EINVAL, "dtype_from_name: name is NULL");
+  const char *bare = strncmp(name, "torch.", 6) == 0 ? name + 6 : name;
+  for (int32_t d = 0; d < TD_NUM_DTYPES; d++)
+    if (strcmp(bare, canonical_names[d]) == 0) return d;
+  for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
+    if (strcmp(bare, aliases[i].name) == 0) return aliases[i].dtype;
+  return td_fail(TD_EDTYPE,
+                 "unknown dtype '%.200s' (expected one of bool, uint8, int8, int16, int32, "
+                 "int64, float16, bfloat16, float32, float64)",
+                 name);
+}
+
+TD_EXPORT const char *td_dtype_name(int32_t dtype) {
+  return dtype >= 0 && dtype < TD_NUM_DTYPES ? canonical_names[dtype] : NULL;
+}
+
+TD_EXPORT int64_t td_dtype_itemsize(int32_t dtype) {
+  return dtype >= 0 && dtype < TD_NUM_DTYPES ? td_itemsizes[dtype] : 0;
+}
+
+TD_EXPORT int32_t td_dtype_is_floating(int32_t dtype) {
+  return dtype == TD_FLOAT16 || dtype == TD_BFLOAT16 || dtype == TD_FLOAT32 ||
+         dtype == TD_FLOAT64;
+}
+
+static inline uint32_t float_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+static inline float bits_float(uint32_t u) {
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+/* Float layout: sign 1, exponent 8 (bias 127), mantissa 23.
+ * Half layout:  sign 1, exponent 5 (bias 15),  mantissa 10. */
+TD_EXPORT uint16_t td_float_to_half(float value) {
+  uint32_t x = float_bits(value);
+  uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
+  uint32_t a = x & 0x7fffffffu;
+  if (a > 0x7f800000u) /* NaN: keep the top payload bits, force the quiet bit */
+    return (uint16_t)(sign | 0x7e00u | ((a >> 13) & 0x3ffu));
+  /* 65520 is the midpoint between 65504 (max half, odd mantissa) and 2^16: ties go
+   * to the even side, which is Inf; so is everything above, Inf included. */
+  if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);
+  if (a >= 0x38800000u) { /* normal half (>= 2^-14): rebias, round away 13 bits */
+    uint32_t odd = (a >> 13) & 1u;
+    a += 0xfffu + odd; /* a carry out of the mantissa correctly bumps the exponent */
+    return (uint16_t)(sign | ((a - (112u << 23)) >> 13));
+  }
+  /* Subnormal half: m * 2^-24. Below 2^-25 (the midpoint of 0 and 2^-24, itself a
+   * tie to 0) everything rounds to zero; float subnormals land there too. */
+  uint32_t e = a >> 23;
+  if (e < 102) return sign;
+  uint32_t mant = (a & 0x7fffffu) | 0x800000u;
+  uint32_t shift = 126 - e; /* 14..24 */
+  uint32_t m = mant >> shift;
+  uint32_t rem = mant & ((1u << shift) - 1);
+  uint32_t halfway = 1u << (shift - 1);
+  if (rem > halfway || (rem == halfway && (m & 1u))) m++; /* m may reach 0x400: fine */
+  return (uint16_t)(sign | m);
+}
+
+TD_EXPORT float td_half_to_float(uint16_t bits) {
+  uint32_t sign = (uint32_t)(bits & 0x8000u) << 16;
+  uint32_t e = (bits >> 10) & 0x1fu;
+  uint32_t m = bits & 0x3ffu;
+  if (e == 0x1f) /* Inf, or NaN made quiet (as hardware converters do) */
+    return bits_float(sign | 0x7f800000u | (m << 13) | (m ? 0x400000u : 0));
+  if (e != 0) return bits_float(sign | ((e + 112) << 23) | (m << 13));
+  if (m == 0) return bits_float(sign);
+  /* Subnormal half: normalise so the leading 1 sits at bit 10. */
+  int lead = 31 - __builtin_clz(m); /* 0..9 */
+  uint32_t shift = 10u - (uint32_t)lead;
+  return bits_float(sign | ((113u - shift) << 23) | (((m << shift) & 0x3ffu) << 13));
+}
+
+/* bfloat16 is the top half of a float, so only the rounding needs care. */
+TD_EXPORT uint16_t td_float_to_bfloat16(float value) {
+  uint32_t x = float_bits(value);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u);
+  x += 0x7fffu + ((x >> 16) & 1u); /* overflow past the max rounds into Inf */
+  return (uint16_t)(x >> 16);
+}
+
+TD_EXPORT float td_bfloat16_to_float(uint16_t bits) {
+  uint32_t x = (uint32_t)bits << 16;
+  if ((x & 0x7fffffffu) > 0x7f800000u) x |= 0x400000u;
+  return bits_float(x);
+}
