@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TD_ABI_VERSION 1
+#define TD_ABI_VERSION 2
 
 #ifdef __cplusplus
 extern "C" {
@@ -119,33 +119,51 @@ int64_t td_live_bytes(void);
 
 /* ---- tensors --------------------------------------------------------------------- */
 
-typedef struct td_tensor td_tensor;
+/*
+ * A tensor is a header: a strided view of one storage. The struct is public so that
+ * callers, Lua included, can hold headers by value and read shapes without a call.
+ * Headers come in two kinds:
+ *  - owned headers, returned by pointer from the functions that create tensors
+ *    (td_tensor_empty, clone, reshape, ...): refcount >= 1, they hold one reference
+ *    to their storage, and td_tensor_retain / td_tensor_release manage them;
+ *  - caller-owned headers, which the view functions write into memory the caller
+ *    provides: refcount 0 and no storage reference, so the caller keeps the viewed
+ *    tensor alive while it uses them; retain and release do nothing to them.
+ *    td_tensor_share makes an owned header from either kind.
+ * Treat the fields as read-only; the functions below keep them consistent.
+ */
+typedef struct td_tensor {
+  int64_t refcount;     /* owned: the reference count; caller-owned: 0 */
+  td_storage *storage;
+  int64_t offset;       /* of element [0, ..., 0], in elements */
+  int64_t itemsize;     /* bytes per element */
+  int32_t ndim;
+  int32_t dtype;        /* enum td_dtype */
+  int64_t shape[TD_MAX_DIMS];
+  int64_t strides[TD_MAX_DIMS]; /* in elements, >= 0 */
+} td_tensor;
 
-/* New contiguous tensors; ndim 0 is a scalar, 0-size dims are allowed. */
+/* New contiguous owned tensors; ndim 0 is a scalar, 0-size dims are allowed. */
 td_tensor *td_tensor_empty(int32_t ndim, const int64_t *shape, int32_t dtype);
 td_tensor *td_tensor_empty_shared(int32_t ndim, const int64_t *shape, int32_t dtype);
 td_tensor *td_tensor_full(int32_t ndim, const int64_t *shape, int32_t dtype, double value);
 /* n values start, start + step, ... cast to dtype. */
 td_tensor *td_tensor_arange(double start, double step, int64_t n, int32_t dtype);
-/* A tensor over existing storage; strides NULL means contiguous. Every reachable
- * element must lie inside the storage. */
+/* An owned tensor over existing storage; strides NULL means contiguous. Every
+ * reachable element must lie inside the storage. */
 td_tensor *td_tensor_from_storage(td_storage *s, int64_t offset, int32_t ndim,
                                   const int64_t *shape, const int64_t *strides,
                                   int32_t dtype);
+/* An owned header equal to t (t itself, retained, when t is owned). */
+td_tensor *td_tensor_share(const td_tensor *t);
 
 void td_tensor_retain(td_tensor *t);
 void td_tensor_release(td_tensor *t);
 
-int32_t td_tensor_ndim(const td_tensor *t);
-int32_t td_tensor_dtype(const td_tensor *t);
 /* Size and stride of dim d; -1 when d is out of range. */
 int64_t td_tensor_size(const td_tensor *t, int32_t d);
 int64_t td_tensor_stride(const td_tensor *t, int32_t d);
-const int64_t *td_tensor_shape_borrow(const td_tensor *t);
-const int64_t *td_tensor_strides_borrow(const td_tensor *t);
 int64_t td_tensor_numel(const td_tensor *t);
-int64_t td_tensor_offset(const td_tensor *t);
-td_storage *td_tensor_storage_borrow(const td_tensor *t);
 /* Address of element [0, ..., 0]. */
 void *td_tensor_data_borrow(const td_tensor *t);
 int32_t td_tensor_is_contiguous(const td_tensor *t);
@@ -153,33 +171,33 @@ int32_t td_tensor_is_writable(const td_tensor *t);
 int32_t td_tensor_device_type(const td_tensor *t);
 int32_t td_tensor_device_index(const td_tensor *t);
 
-/* ---- views (share storage) --------------------------------------------------------- */
+/* ---- views: caller-owned headers over the same storage, written into out -------------
+ * Each returns 0, or a negative TD_E* code leaving out untouched. out may be t itself
+ * when t is caller-owned. */
 
-td_tensor *td_tensor_select(const td_tensor *t, int32_t dim, int64_t index);
+int32_t td_tensor_select(const td_tensor *t, int32_t dim, int64_t index, td_tensor *out);
 /* Python slice semantics: negative start/stop count from the end, both are clamped
  * to [0, size], step > 0. */
-td_tensor *td_tensor_slice(const td_tensor *t, int32_t dim, int64_t start, int64_t stop,
-                           int64_t step);
-td_tensor *td_tensor_unsqueeze(const td_tensor *t, int32_t dim);
+int32_t td_tensor_slice(const td_tensor *t, int32_t dim, int64_t start, int64_t stop,
+                        int64_t step, td_tensor *out);
+int32_t td_tensor_unsqueeze(const td_tensor *t, int32_t dim, td_tensor *out);
 /* Removes dim if its size is 1 (otherwise the same shape). */
-td_tensor *td_tensor_squeeze(const td_tensor *t, int32_t dim);
+int32_t td_tensor_squeeze(const td_tensor *t, int32_t dim, td_tensor *out);
 /* Removes every dim of size 1. */
-td_tensor *td_tensor_squeeze_all(const td_tensor *t);
-td_tensor *td_tensor_permute(const td_tensor *t, const int32_t *dims);
-td_tensor *td_tensor_transpose(const td_tensor *t, int32_t dim0, int32_t dim1);
+int32_t td_tensor_squeeze_all(const td_tensor *t, td_tensor *out);
+int32_t td_tensor_permute(const td_tensor *t, const int32_t *dims, td_tensor *out);
+int32_t td_tensor_transpose(const td_tensor *t, int32_t dim0, int32_t dim1, td_tensor *out);
 /* Broadcast to shape (stride 0 on expanded dims); -1 keeps a size; new leading dims
  * are allowed. */
-td_tensor *td_tensor_expand(const td_tensor *t, int32_t ndim, const int64_t *shape);
+int32_t td_tensor_expand(const td_tensor *t, int32_t ndim, const int64_t *shape,
+                         td_tensor *out);
 /* Same elements, new shape, no copy; one size may be -1. Fails when the strides
  * forbid it. */
-td_tensor *td_tensor_view(const td_tensor *t, int32_t ndim, const int64_t *shape);
-/* A view when the strides allow it, a contiguous copy otherwise. */
-td_tensor *td_tensor_reshape(const td_tensor *t, int32_t ndim, const int64_t *shape);
-/* Merges dims start..end (inclusive) into one: a view or a copy, like reshape. */
-td_tensor *td_tensor_flatten(const td_tensor *t, int32_t start_dim, int32_t end_dim);
-/* Splits dim into n dims of the given sizes (one may be -1): always a view. */
-td_tensor *td_tensor_unflatten(const td_tensor *t, int32_t dim, int32_t n,
-                               const int64_t *sizes);
+int32_t td_tensor_view(const td_tensor *t, int32_t ndim, const int64_t *shape,
+                       td_tensor *out);
+/* Splits dim into n dims of the given sizes (one may be -1). */
+int32_t td_tensor_unflatten(const td_tensor *t, int32_t dim, int32_t n, const int64_t *sizes,
+                            td_tensor *out);
 
 /* One entry of an index expression, already resolved to 0-based values. */
 enum td_index_kind {
@@ -196,18 +214,24 @@ typedef struct td_index {
   int64_t step;
 } td_index;
 
-/* Applies entries left to right; dims left over are kept whole. Always a view. */
-td_tensor *td_tensor_index(const td_tensor *t, const td_index *entries, int32_t n);
+/* Applies entries left to right; dims left over are kept whole. */
+int32_t td_tensor_index(const td_tensor *t, const td_index *entries, int32_t n,
+                        td_tensor *out);
+
+/* New owned tensors that share t's storage when the strides allow, else copy:
+ * reshape (one size may be -1) and flatten (merges dims start..end inclusive). */
+td_tensor *td_tensor_reshape(const td_tensor *t, int32_t ndim, const int64_t *shape);
+td_tensor *td_tensor_flatten(const td_tensor *t, int32_t start_dim, int32_t end_dim);
 
 /* ---- copies ------------------------------------------------------------------------ */
 
 /* Copies src into dst, broadcasting src to dst's shape and casting its dtype. */
 int32_t td_tensor_copy_(td_tensor *dst, const td_tensor *src);
 int32_t td_tensor_fill_(td_tensor *dst, double value);
-/* t itself (a new reference) when already contiguous, else a contiguous copy. */
+/* An owned tensor sharing t's storage when t is already contiguous, else a copy. */
 td_tensor *td_tensor_contiguous(const td_tensor *t);
 td_tensor *td_tensor_clone(const td_tensor *t);
-/* t itself (a new reference) when it has that dtype already, else a cast copy. */
+/* An owned tensor sharing t's storage when t has that dtype already, else a cast copy. */
 td_tensor *td_tensor_to_dtype(const td_tensor *t, int32_t dtype);
 
 /* One element as a double: index has ndim entries (ignored for ndim 0). */

@@ -339,8 +339,8 @@ TD_EXPORT int32_t td_tensor_copy_(td_tensor *dst, const td_tensor *src) {
   if (!td_check_writable("copy_", dst)) return td_last_status();
   if (!check_cpu("copy_", dst, "destination") || !check_cpu("copy_", src, "source"))
     return TD_EINVAL;
-  td_tensor *srcx = td_tensor_expand(src, dst->ndim, dst->shape);
-  if (!srcx) {
+  td_tensor srcx; /* src broadcast to dst's shape: a caller-owned view */
+  if (td_tensor_expand(src, dst->ndim, dst->shape, &srcx) != TD_OK) {
     char a[TD_SHAPE_STR], b[TD_SHAPE_STR];
     return td_fail(TD_ESHAPE, "copy_: source shape %s does not broadcast to destination shape %s",
                    td_format_shape(a, sizeof a, src->ndim, src->shape),
@@ -348,26 +348,22 @@ TD_EXPORT int32_t td_tensor_copy_(td_tensor *dst, const td_tensor *src) {
   }
   int64_t numel = 1;
   for (int32_t d = 0; d < dst->ndim; d++) numel *= dst->shape[d];
-  if (numel == 0 || same_layout(dst, srcx)) { /* nothing to move */
-    td_tensor_release(srcx);
-    return TD_OK;
-  }
+  if (numel == 0 || same_layout(dst, &srcx)) return TD_OK; /* nothing to move */
   uintptr_t dlo, dhi, slo, shi;
   byte_range(dst, &dlo, &dhi);
-  byte_range(srcx, &slo, &shi);
-  if (dlo < shi && slo < dhi) {
-    /* Overlap: writes could clobber elements not yet read, so read from a snapshot of
-     * the (unexpanded, hence smallest) source. */
-    td_tensor_release(srcx);
-    td_tensor *tmp = td_tensor_clone(src);
-    if (!tmp) return td_last_status();
-    srcx = td_tensor_expand(tmp, dst->ndim, dst->shape);
-    td_tensor_release(tmp);
-    if (!srcx) return td_last_status();
+  byte_range(&srcx, &slo, &shi);
+  if (!(dlo < shi && slo < dhi)) {
+    copy_run(dst, &srcx);
+    return TD_OK;
   }
-  copy_run(dst, srcx);
-  td_tensor_release(srcx);
-  return TD_OK;
+  /* Overlap: writes could clobber elements not yet read, so read from a snapshot of
+   * the (unexpanded, hence smallest) source. */
+  td_tensor *tmp = td_tensor_clone(src);
+  if (!tmp) return td_last_status();
+  int32_t status = td_tensor_expand(tmp, dst->ndim, dst->shape, &srcx);
+  if (status == TD_OK) copy_run(dst, &srcx);
+  td_tensor_release(tmp);
+  return status;
 }
 
 typedef struct fill_ctx {
@@ -413,10 +409,7 @@ TD_EXPORT td_tensor *td_tensor_contiguous(const td_tensor *t) {
     td_fail(TD_EINVAL, "contiguous: the tensor is NULL");
     return NULL;
   }
-  if (td_tensor_is_contiguous(t)) {
-    td_tensor_retain((td_tensor *)t);
-    return (td_tensor *)t;
-  }
+  if (td_tensor_is_contiguous(t)) return td_tensor_share(t);
   return td_tensor_clone(t);
 }
 
@@ -426,10 +419,7 @@ TD_EXPORT td_tensor *td_tensor_to_dtype(const td_tensor *t, int32_t dtype) {
     return NULL;
   }
   if (!td_check_dtype("to_dtype", dtype)) return NULL;
-  if (t->dtype == dtype) {
-    td_tensor_retain((td_tensor *)t);
-    return (td_tensor *)t;
-  }
+  if (t->dtype == dtype) return td_tensor_share(t);
   td_tensor *out = td_tensor_empty(t->ndim, t->shape, dtype);
   if (out && td_tensor_copy_(out, t) < 0) {
     td_tensor_release(out);

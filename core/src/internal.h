@@ -29,17 +29,6 @@ struct td_storage {
   int32_t device_index;
 };
 
-struct td_tensor {
-  atomic_int_fast64_t refcount;
-  td_storage *storage;
-  int64_t offset; /* in elements */
-  int32_t ndim;
-  int32_t dtype;
-  int64_t itemsize;
-  int64_t shape[TD_MAX_DIMS];
-  int64_t strides[TD_MAX_DIMS];
-};
-
 /* ---- errors (error.c) ---- */
 /* Records status and a printf-style message for td_last_error(); returns status. */
 int32_t td_fail(int32_t status, const char *fmt, ...) TD_PRINTF(2, 3);
@@ -48,9 +37,13 @@ const char *td_format_shape(char *buf, size_t len, int32_t ndim, const int64_t *
 enum { TD_SHAPE_STR = 16 * 22 + 4 };
 
 /* ---- tensors (tensor.c) ---- */
-/* A new tensor header over s (retained), no bounds check: callers computed it. */
+/* A new owned header over s (retained), no bounds check: callers computed it.
+ * strides NULL means contiguous. */
 td_tensor *td_tensor_wrap(td_storage *s, int64_t offset, int32_t ndim, const int64_t *shape,
                           const int64_t *strides, int32_t dtype);
+/* Writes a caller-owned header over t's storage into out (out may alias t). */
+void td_view_set(td_tensor *out, const td_tensor *t, int64_t offset, int32_t ndim,
+                 const int64_t *shape, const int64_t *strides);
 bool td_shape_is_valid(const char *call, int32_t ndim, const int64_t *shape, int64_t *numel);
 bool td_check_dtype(const char *call, int32_t dtype);
 bool td_check_writable(const char *call, const td_tensor *t);

@@ -58,6 +58,29 @@ static void contiguous_strides(int32_t ndim, const int64_t *shape, int64_t *stri
   }
 }
 
+/* Fills every field but refcount; shape and strides may alias header's own arrays. */
+static void set_layout(td_tensor *h, td_storage *s, int64_t offset, int32_t ndim,
+                       const int64_t *shape, const int64_t *strides, int32_t dtype) {
+  int64_t sh[TD_MAX_DIMS], st[TD_MAX_DIMS];
+  if (ndim) memcpy(sh, shape, (size_t)ndim * sizeof *shape);
+  if (strides) {
+    if (ndim) memcpy(st, strides, (size_t)ndim * sizeof *strides);
+  } else {
+    contiguous_strides(ndim, sh, st);
+  }
+  h->storage = s;
+  h->offset = offset;
+  h->ndim = ndim;
+  h->dtype = dtype;
+  h->itemsize = td_itemsizes[dtype];
+  memset(h->shape, 0, sizeof h->shape);
+  memset(h->strides, 0, sizeof h->strides);
+  if (ndim) {
+    memcpy(h->shape, sh, (size_t)ndim * sizeof *sh);
+    memcpy(h->strides, st, (size_t)ndim * sizeof *st);
+  }
+}
+
 td_tensor *td_tensor_wrap(td_storage *s, int64_t offset, int32_t ndim, const int64_t *shape,
                           const int64_t *strides, int32_t dtype) {
   td_tensor *t = malloc(sizeof *t);
@@ -65,19 +88,16 @@ td_tensor *td_tensor_wrap(td_storage *s, int64_t offset, int32_t ndim, const int
     td_fail(TD_ENOMEM, "tensor: out of memory");
     return NULL;
   }
-  atomic_init(&t->refcount, 1);
+  set_layout(t, s, offset, ndim, shape, strides, dtype);
+  t->refcount = 1;
   td_storage_retain(s);
-  t->storage = s;
-  t->offset = offset;
-  t->ndim = ndim;
-  t->dtype = dtype;
-  t->itemsize = td_itemsizes[dtype];
-  if (ndim) memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
-  if (strides)
-    memcpy(t->strides, strides, (size_t)ndim * sizeof *strides);
-  else
-    contiguous_strides(ndim, shape, t->strides);
   return t;
+}
+
+void td_view_set(td_tensor *out, const td_tensor *t, int64_t offset, int32_t ndim,
+                 const int64_t *shape, const int64_t *strides) {
+  set_layout(out, t->storage, offset, ndim, shape, strides, t->dtype);
+  out->refcount = 0;
 }
 
 static td_tensor *new_contiguous(const char *call, int32_t ndim, const int64_t *shape,
@@ -144,28 +164,37 @@ TD_EXPORT td_tensor *td_tensor_from_storage(td_storage *s, int64_t offset, int32
   return td_tensor_wrap(s, offset, ndim, shape, strides, dtype);
 }
 
+TD_EXPORT td_tensor *td_tensor_share(const td_tensor *t) {
+  if (!t) {
+    td_fail(TD_EINVAL, "share: the tensor is NULL");
+    return NULL;
+  }
+  if (t->refcount > 0) {
+    td_tensor_retain((td_tensor *)t);
+    return (td_tensor *)t;
+  }
+  return td_tensor_wrap(t->storage, t->offset, t->ndim, t->shape, t->strides, t->dtype);
+}
+
+/* Caller-owned headers (refcount 0) are not counted: retain and release skip them. */
 TD_EXPORT void td_tensor_retain(td_tensor *t) {
-  if (t) atomic_fetch_add_explicit(&t->refcount, 1, memory_order_relaxed);
+  if (t && __atomic_load_n(&t->refcount, __ATOMIC_RELAXED) > 0)
+    __atomic_fetch_add(&t->refcount, 1, __ATOMIC_RELAXED);
 }
 
 TD_EXPORT void td_tensor_release(td_tensor *t) {
-  if (!t || atomic_fetch_sub_explicit(&t->refcount, 1, memory_order_acq_rel) != 1) return;
+  if (!t || __atomic_load_n(&t->refcount, __ATOMIC_RELAXED) <= 0) return;
+  if (__atomic_fetch_sub(&t->refcount, 1, __ATOMIC_ACQ_REL) != 1) return;
   td_storage_release(t->storage);
   free(t);
 }
 
-TD_EXPORT int32_t td_tensor_ndim(const td_tensor *t) { return t->ndim; }
-TD_EXPORT int32_t td_tensor_dtype(const td_tensor *t) { return t->dtype; }
 TD_EXPORT int64_t td_tensor_size(const td_tensor *t, int32_t d) {
   return d >= 0 && d < t->ndim ? t->shape[d] : -1;
 }
 TD_EXPORT int64_t td_tensor_stride(const td_tensor *t, int32_t d) {
   return d >= 0 && d < t->ndim ? t->strides[d] : -1;
 }
-TD_EXPORT const int64_t *td_tensor_shape_borrow(const td_tensor *t) { return t->shape; }
-TD_EXPORT const int64_t *td_tensor_strides_borrow(const td_tensor *t) { return t->strides; }
-TD_EXPORT int64_t td_tensor_offset(const td_tensor *t) { return t->offset; }
-TD_EXPORT td_storage *td_tensor_storage_borrow(const td_tensor *t) { return t->storage; }
 TD_EXPORT void *td_tensor_data_borrow(const td_tensor *t) { return td_tensor_ptr(t); }
 TD_EXPORT int32_t td_tensor_is_writable(const td_tensor *t) { return t->storage->writable; }
 TD_EXPORT int32_t td_tensor_device_type(const td_tensor *t) { return t->storage->device_type; }

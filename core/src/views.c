@@ -1,8 +1,8 @@
 /*
- * views.c: every operation that returns a new header over the same storage:
- * select, slice, index, (un)squeeze, permute, transpose, expand, view, reshape,
- * flatten, unflatten. None of them touches element data, except reshape and flatten,
- * which copy when the strides forbid a view.
+ * views.c: every operation that makes a new header over the same storage: select,
+ * slice, index, (un)squeeze, permute, transpose, expand, view, unflatten write a
+ * caller-owned header into out; reshape and flatten return an owned tensor, copying
+ * when the strides forbid a view. None of them touches element data otherwise.
  */
 #include <string.h>
 
@@ -15,27 +15,30 @@ static bool check_dim(const char *call, const td_tensor *t, int32_t dim, int32_t
   return false;
 }
 
-static td_tensor *derive(const td_tensor *t, int64_t offset, int32_t ndim,
-                         const int64_t *shape, const int64_t *strides) {
-  return td_tensor_wrap(t->storage, offset, ndim, shape, strides, t->dtype);
+static int32_t derive(td_tensor *out, const td_tensor *t, int64_t offset, int32_t ndim,
+                      const int64_t *shape, const int64_t *strides) {
+  td_view_set(out, t, offset, ndim, shape, strides);
+  return TD_OK;
 }
 
-TD_EXPORT td_tensor *td_tensor_select(const td_tensor *t, int32_t dim, int64_t index) {
-  if (!check_dim("select", t, dim, t->ndim)) return NULL;
-  /* select(dim, i) is an index expression: dim whole dims, then i. */
-  td_index entries[TD_MAX_DIMS];
+/* Entries selecting dim whole dims, then e: how select, slice and unsqueeze reach index. */
+static int32_t index_at_dim(const td_tensor *t, int32_t dim, td_index e, td_tensor *out) {
+  td_index entries[TD_MAX_DIMS + 1];
   for (int32_t i = 0; i < dim; i++) entries[i] = (td_index){TD_INDEX_SLICE, 0, INT64_MAX, 1};
-  entries[dim] = (td_index){TD_INDEX_SELECT, index, 0, 0};
-  return td_tensor_index(t, entries, dim + 1);
+  entries[dim] = e;
+  return td_tensor_index(t, entries, dim + 1, out);
 }
 
-TD_EXPORT td_tensor *td_tensor_slice(const td_tensor *t, int32_t dim, int64_t start,
-                                     int64_t stop, int64_t step) {
-  if (!check_dim("slice", t, dim, t->ndim)) return NULL;
-  td_index entries[TD_MAX_DIMS];
-  for (int32_t i = 0; i < dim; i++) entries[i] = (td_index){TD_INDEX_SLICE, 0, INT64_MAX, 1};
-  entries[dim] = (td_index){TD_INDEX_SLICE, start, stop, step};
-  return td_tensor_index(t, entries, dim + 1);
+TD_EXPORT int32_t td_tensor_select(const td_tensor *t, int32_t dim, int64_t index,
+                                   td_tensor *out) {
+  if (!check_dim("select", t, dim, t->ndim)) return TD_EINDEX;
+  return index_at_dim(t, dim, (td_index){TD_INDEX_SELECT, index, 0, 0}, out);
+}
+
+TD_EXPORT int32_t td_tensor_slice(const td_tensor *t, int32_t dim, int64_t start, int64_t stop,
+                                  int64_t step, td_tensor *out) {
+  if (!check_dim("slice", t, dim, t->ndim)) return TD_EINDEX;
+  return index_at_dim(t, dim, (td_index){TD_INDEX_SLICE, start, stop, step}, out);
 }
 
 /* Python's rule: negative bounds count from the end, then clamp into [0, size]. */
@@ -44,154 +47,130 @@ static int64_t clamp_bound(int64_t v, int64_t size) {
   return v < 0 ? 0 : v > size ? size : v;
 }
 
-TD_EXPORT td_tensor *td_tensor_index(const td_tensor *t, const td_index *entries, int32_t n) {
-  int32_t consuming = 0, ellipses = 0, newaxes = 0;
-  if (n < 0 || (n > 0 && !entries)) {
-    td_fail(TD_EINVAL, "index: %d entries at %p", (int)n, (const void *)entries);
-    return NULL;
-  }
+TD_EXPORT int32_t td_tensor_index(const td_tensor *t, const td_index *entries, int32_t n,
+                                  td_tensor *out) {
+  int32_t consuming = 0, selects = 0, ellipses = 0, newaxes = 0;
+  if (n < 0 || (n > 0 && !entries))
+    return td_fail(TD_EINVAL, "index: %d entries at %p", (int)n, (const void *)entries);
   for (int32_t k = 0; k < n; k++) {
     switch (entries[k].kind) {
-      case TD_INDEX_SELECT:
+      case TD_INDEX_SELECT: selects++; consuming++; break;
       case TD_INDEX_SLICE: consuming++; break;
       case TD_INDEX_NEWAXIS: newaxes++; break;
       case TD_INDEX_ELLIPSIS: ellipses++; break;
       default:
-        td_fail(TD_EINVAL, "index: entry %d has unknown kind %d", (int)k, (int)entries[k].kind);
-        return NULL;
+        return td_fail(TD_EINVAL, "index: entry %d has unknown kind %d", (int)k,
+                       (int)entries[k].kind);
     }
   }
-  if (ellipses > 1) {
-    td_fail(TD_EINVAL, "index: at most one ellipsis, got %d", (int)ellipses);
-    return NULL;
-  }
-  if (consuming > t->ndim) {
-    td_fail(TD_EINDEX, "index: %d indices for a tensor of %d dims", (int)consuming,
-            (int)t->ndim);
-    return NULL;
-  }
+  if (ellipses > 1) return td_fail(TD_EINVAL, "index: at most one ellipsis, got %d", (int)ellipses);
+  if (consuming > t->ndim)
+    return td_fail(TD_EINDEX, "index: %d indices for a tensor of %d dims", (int)consuming,
+                   (int)t->ndim);
+  int32_t out_ndim = t->ndim - selects + newaxes; /* slices keep their dim */
+  if (out_ndim > TD_MAX_DIMS)
+    return td_fail(TD_ESHAPE, "index: the result would have %d dims, at most %d supported",
+                   (int)out_ndim, TD_MAX_DIMS);
   int64_t shape[TD_MAX_DIMS], strides[TD_MAX_DIMS], offset = t->offset;
-  int32_t in = 0, out = 0, out_ndim = t->ndim - consuming + newaxes;
+  int32_t in = 0, k_out = 0;
   for (int32_t k = 0; k < n; k++) {
-    if (entries[k].kind == TD_INDEX_SELECT) {
-      int64_t size = t->shape[in], i = entries[k].start;
-      if (i < -size || i >= size) {
-        td_fail(TD_EINDEX, "index: index %lld is out of range for dim %d of size %lld",
-                (long long)i, (int)in, (long long)size);
-        return NULL;
-      }
+    const td_index *e = &entries[k];
+    if (e->kind == TD_INDEX_SELECT) {
+      int64_t size = t->shape[in], i = e->start;
+      if (i < -size || i >= size)
+        return td_fail(TD_EINDEX, "index: index %lld is out of range for dim %d of size %lld",
+                       (long long)i, (int)in, (long long)size);
       offset += (i < 0 ? i + size : i) * t->strides[in];
       in++;
-      continue;
-    }
-    if (out_ndim > TD_MAX_DIMS) break;
-    if (entries[k].kind == TD_INDEX_SLICE) {
-      int64_t size = t->shape[in], step = entries[k].step;
-      if (step <= 0) {
-        td_fail(TD_EINVAL, "index: slice step must be positive, got %lld", (long long)step);
-        return NULL;
-      }
-      int64_t start = clamp_bound(entries[k].start, size);
-      int64_t stop = clamp_bound(entries[k].stop, size);
-      int64_t len = stop > start ? (stop - start - 1) / step + 1 : 0;
+    } else if (e->kind == TD_INDEX_SLICE) {
+      int64_t size = t->shape[in];
+      if (e->step <= 0)
+        return td_fail(TD_EINVAL, "index: slice step must be positive, got %lld",
+                       (long long)e->step);
+      int64_t start = clamp_bound(e->start, size), stop = clamp_bound(e->stop, size);
+      int64_t len = stop > start ? (stop - start - 1) / e->step + 1 : 0;
       if (len > 0) offset += start * t->strides[in];
-      shape[out] = len;
-      strides[out++] = t->strides[in++] * step;
-    } else if (entries[k].kind == TD_INDEX_NEWAXIS) {
-      shape[out] = 1;
-      strides[out++] = 1;
+      shape[k_out] = len;
+      strides[k_out++] = t->strides[in++] * e->step;
+    } else if (e->kind == TD_INDEX_NEWAXIS) {
+      shape[k_out] = 1;
+      strides[k_out++] = 1;
     } else { /* the ellipsis stands for every dim no other entry consumes */
       for (int32_t j = 0; j < t->ndim - consuming; j++) {
-        shape[out] = t->shape[in];
-        strides[out++] = t->strides[in++];
+        shape[k_out] = t->shape[in];
+        strides[k_out++] = t->strides[in++];
       }
     }
   }
-  if (out_ndim > TD_MAX_DIMS) {
-    td_fail(TD_ESHAPE, "index: the result would have %d dims, at most %d supported",
-            (int)out_ndim, TD_MAX_DIMS);
-    return NULL;
-  }
   while (in < t->ndim) {
-    shape[out] = t->shape[in];
-    strides[out++] = t->strides[in++];
+    shape[k_out] = t->shape[in];
+    strides[k_out++] = t->strides[in++];
   }
-  return derive(t, offset, out, shape, strides);
+  return derive(out, t, offset, k_out, shape, strides);
 }
 
-TD_EXPORT td_tensor *td_tensor_unsqueeze(const td_tensor *t, int32_t dim) {
-  if (!check_dim("unsqueeze", t, dim, t->ndim + 1)) return NULL;
-  td_index entries[TD_MAX_DIMS + 1];
-  for (int32_t i = 0; i < dim; i++) entries[i] = (td_index){TD_INDEX_SLICE, 0, INT64_MAX, 1};
-  entries[dim] = (td_index){TD_INDEX_NEWAXIS, 0, 0, 0};
-  return td_tensor_index(t, entries, dim + 1);
+TD_EXPORT int32_t td_tensor_unsqueeze(const td_tensor *t, int32_t dim, td_tensor *out) {
+  if (!check_dim("unsqueeze", t, dim, t->ndim + 1)) return TD_EINDEX;
+  return index_at_dim(t, dim, (td_index){TD_INDEX_NEWAXIS, 0, 0, 0}, out);
 }
 
-TD_EXPORT td_tensor *td_tensor_squeeze(const td_tensor *t, int32_t dim) {
-  if (!check_dim("squeeze", t, dim, t->ndim)) return NULL;
-  if (t->shape[dim] != 1) return derive(t, t->offset, t->ndim, t->shape, t->strides);
-  return td_tensor_select(t, dim, 0);
+TD_EXPORT int32_t td_tensor_squeeze(const td_tensor *t, int32_t dim, td_tensor *out) {
+  if (!check_dim("squeeze", t, dim, t->ndim)) return TD_EINDEX;
+  if (t->shape[dim] != 1) return derive(out, t, t->offset, t->ndim, t->shape, t->strides);
+  return td_tensor_select(t, dim, 0, out);
 }
 
-TD_EXPORT td_tensor *td_tensor_squeeze_all(const td_tensor *t) {
+TD_EXPORT int32_t td_tensor_squeeze_all(const td_tensor *t, td_tensor *out) {
   int64_t shape[TD_MAX_DIMS], strides[TD_MAX_DIMS];
-  int32_t out = 0;
+  int32_t k = 0;
   for (int32_t i = 0; i < t->ndim; i++) {
     if (t->shape[i] == 1) continue;
-    shape[out] = t->shape[i];
-    strides[out++] = t->strides[i];
+    shape[k] = t->shape[i];
+    strides[k++] = t->strides[i];
   }
-  return derive(t, t->offset, out, shape, strides);
+  return derive(out, t, t->offset, k, shape, strides);
 }
 
-TD_EXPORT td_tensor *td_tensor_permute(const td_tensor *t, const int32_t *dims) {
+TD_EXPORT int32_t td_tensor_permute(const td_tensor *t, const int32_t *dims, td_tensor *out) {
   int64_t shape[TD_MAX_DIMS], strides[TD_MAX_DIMS];
   bool seen[TD_MAX_DIMS] = {false};
-  if (t->ndim > 0 && !dims) {
-    td_fail(TD_EINVAL, "permute: dims is NULL");
-    return NULL;
-  }
+  if (t->ndim > 0 && !dims) return td_fail(TD_EINVAL, "permute: dims is NULL");
   for (int32_t i = 0; i < t->ndim; i++) {
     int32_t d = dims[i];
-    if (!check_dim("permute", t, d, t->ndim)) return NULL;
-    if (seen[d]) {
-      td_fail(TD_EINVAL, "permute: dim %d appears twice", (int)d);
-      return NULL;
-    }
+    if (!check_dim("permute", t, d, t->ndim)) return TD_EINDEX;
+    if (seen[d]) return td_fail(TD_EINVAL, "permute: dim %d appears twice", (int)d);
     seen[d] = true;
     shape[i] = t->shape[d];
     strides[i] = t->strides[d];
   }
-  return derive(t, t->offset, t->ndim, shape, strides);
+  return derive(out, t, t->offset, t->ndim, shape, strides);
 }
 
-TD_EXPORT td_tensor *td_tensor_transpose(const td_tensor *t, int32_t dim0, int32_t dim1) {
+TD_EXPORT int32_t td_tensor_transpose(const td_tensor *t, int32_t dim0, int32_t dim1,
+                                      td_tensor *out) {
   if (!check_dim("transpose", t, dim0, t->ndim) || !check_dim("transpose", t, dim1, t->ndim))
-    return NULL;
+    return TD_EINDEX;
   int32_t dims[TD_MAX_DIMS];
   for (int32_t i = 0; i < t->ndim; i++) dims[i] = i;
   dims[dim0] = dim1;
   dims[dim1] = dim0;
-  return td_tensor_permute(t, dims);
+  return td_tensor_permute(t, dims, out);
 }
 
-TD_EXPORT td_tensor *td_tensor_expand(const td_tensor *t, int32_t ndim, const int64_t *shape) {
+TD_EXPORT int32_t td_tensor_expand(const td_tensor *t, int32_t ndim, const int64_t *shape,
+                                   td_tensor *out) {
   char from[TD_SHAPE_STR], to[TD_SHAPE_STR];
-  if (ndim < t->ndim || ndim > TD_MAX_DIMS || (ndim > 0 && !shape)) {
-    td_fail(TD_ESHAPE, "expand: cannot expand shape %s to %d dims",
-            td_format_shape(from, sizeof from, t->ndim, t->shape), (int)ndim);
-    return NULL;
-  }
+  if (ndim < t->ndim || ndim > TD_MAX_DIMS || (ndim > 0 && !shape))
+    return td_fail(TD_ESHAPE, "expand: cannot expand shape %s to %d dims",
+                   td_format_shape(from, sizeof from, t->ndim, t->shape), (int)ndim);
   int64_t out_shape[TD_MAX_DIMS], out_strides[TD_MAX_DIMS];
   int32_t lead = ndim - t->ndim;
   for (int32_t i = 0; i < ndim; i++) {
     int64_t want = shape[i];
     if (i < lead) { /* a new leading dim repeats the whole tensor */
-      if (want < 0) {
-        td_fail(TD_ESHAPE, "expand: size %lld is not allowed for new leading dim of %s",
-                (long long)want, td_format_shape(to, sizeof to, ndim, shape));
-        return NULL;
-      }
+      if (want < 0)
+        return td_fail(TD_ESHAPE, "expand: size %lld is not allowed for new leading dim of %s",
+                       (long long)want, td_format_shape(to, sizeof to, ndim, shape));
       out_shape[i] = want;
       out_strides[i] = 0;
       continue;
@@ -204,13 +183,12 @@ TD_EXPORT td_tensor *td_tensor_expand(const td_tensor *t, int32_t ndim, const in
       out_shape[i] = want;
       out_strides[i] = 0;
     } else {
-      td_fail(TD_ESHAPE, "expand: cannot expand shape %s to %s (only size-1 dims expand)",
-              td_format_shape(from, sizeof from, t->ndim, t->shape),
-              td_format_shape(to, sizeof to, ndim, shape));
-      return NULL;
+      return td_fail(TD_ESHAPE, "expand: cannot expand shape %s to %s (only size-1 dims expand)",
+                     td_format_shape(from, sizeof from, t->ndim, t->shape),
+                     td_format_shape(to, sizeof to, ndim, shape));
     }
   }
-  return derive(t, t->offset, ndim, out_shape, out_strides);
+  return derive(out, t, t->offset, ndim, out_shape, out_strides);
 }
 
 /* Resolves one -1 in shape from numel; checks the element count matches. */
@@ -282,29 +260,29 @@ static bool view_strides(const td_tensor *t, int32_t ndim, const int64_t *shape,
   return vd == -1;
 }
 
-TD_EXPORT td_tensor *td_tensor_view(const td_tensor *t, int32_t ndim, const int64_t *shape) {
+TD_EXPORT int32_t td_tensor_view(const td_tensor *t, int32_t ndim, const int64_t *shape,
+                                 td_tensor *out) {
   int64_t resolved[TD_MAX_DIMS], strides[TD_MAX_DIMS];
-  if (!infer_shape("view", t, ndim, shape, resolved)) return NULL;
+  if (!infer_shape("view", t, ndim, shape, resolved)) return TD_ESHAPE;
   if (!view_strides(t, ndim, resolved, strides)) {
     char have[TD_SHAPE_STR], st[TD_SHAPE_STR], want[TD_SHAPE_STR];
-    td_fail(TD_ESHAPE, "view: cannot view shape %s with strides %s as %s without a copy; "
-            "use reshape() or contiguous() first",
-            td_format_shape(have, sizeof have, t->ndim, t->shape),
-            td_format_shape(st, sizeof st, t->ndim, t->strides),
-            td_format_shape(want, sizeof want, ndim, resolved));
-    return NULL;
+    return td_fail(TD_ESHAPE, "view: cannot view shape %s with strides %s as %s without a copy; "
+                   "use reshape() or contiguous() first",
+                   td_format_shape(have, sizeof have, t->ndim, t->shape),
+                   td_format_shape(st, sizeof st, t->ndim, t->strides),
+                   td_format_shape(want, sizeof want, ndim, resolved));
   }
-  return derive(t, t->offset, ndim, resolved, strides);
+  return derive(out, t, t->offset, ndim, resolved, strides);
 }
 
 TD_EXPORT td_tensor *td_tensor_reshape(const td_tensor *t, int32_t ndim, const int64_t *shape) {
   int64_t resolved[TD_MAX_DIMS], strides[TD_MAX_DIMS];
   if (!infer_shape("reshape", t, ndim, shape, resolved)) return NULL;
   if (view_strides(t, ndim, resolved, strides))
-    return derive(t, t->offset, ndim, resolved, strides);
+    return td_tensor_wrap(t->storage, t->offset, ndim, resolved, strides, t->dtype);
   td_tensor *c = td_tensor_contiguous(t);
   if (!c) return NULL;
-  td_tensor *r = td_tensor_view(c, ndim, resolved);
+  td_tensor *r = td_tensor_wrap(c->storage, c->offset, ndim, resolved, NULL, c->dtype);
   td_tensor_release(c);
   return r;
 }
@@ -322,28 +300,26 @@ TD_EXPORT td_tensor *td_tensor_flatten(const td_tensor *t, int32_t start_dim, in
     return NULL;
   }
   int64_t shape[TD_MAX_DIMS];
-  int32_t out = 0;
-  for (int32_t i = 0; i < start_dim; i++) shape[out++] = t->shape[i];
-  shape[out] = 1;
-  for (int32_t i = start_dim; i <= end_dim; i++) shape[out] *= t->shape[i];
-  out++;
-  for (int32_t i = end_dim + 1; i < t->ndim; i++) shape[out++] = t->shape[i];
-  return td_tensor_reshape(t, out, shape);
+  int32_t k = 0;
+  for (int32_t i = 0; i < start_dim; i++) shape[k++] = t->shape[i];
+  shape[k] = 1;
+  for (int32_t i = start_dim; i <= end_dim; i++) shape[k] *= t->shape[i];
+  k++;
+  for (int32_t i = end_dim + 1; i < t->ndim; i++) shape[k++] = t->shape[i];
+  return td_tensor_reshape(t, k, shape);
 }
 
-TD_EXPORT td_tensor *td_tensor_unflatten(const td_tensor *t, int32_t dim, int32_t n,
-                                         const int64_t *sizes) {
-  if (!check_dim("unflatten", t, dim, t->ndim)) return NULL;
-  if (n < 1 || t->ndim - 1 + n > TD_MAX_DIMS || !sizes) {
-    td_fail(TD_ESHAPE, "unflatten: cannot split a dim of a %d-dim tensor into %d dims",
-            (int)t->ndim, (int)n);
-    return NULL;
-  }
+TD_EXPORT int32_t td_tensor_unflatten(const td_tensor *t, int32_t dim, int32_t n,
+                                      const int64_t *sizes, td_tensor *out) {
+  if (!check_dim("unflatten", t, dim, t->ndim)) return TD_EINDEX;
+  if (n < 1 || t->ndim - 1 + n > TD_MAX_DIMS || !sizes)
+    return td_fail(TD_ESHAPE, "unflatten: cannot split a dim of a %d-dim tensor into %d dims",
+                   (int)t->ndim, (int)n);
   int64_t shape[TD_MAX_DIMS];
-  int32_t out = 0;
-  for (int32_t i = 0; i < dim; i++) shape[out++] = t->shape[i];
-  for (int32_t i = 0; i < n; i++) shape[out++] = sizes[i];
-  for (int32_t i = dim + 1; i < t->ndim; i++) shape[out++] = t->shape[i];
+  int32_t k = 0;
+  for (int32_t i = 0; i < dim; i++) shape[k++] = t->shape[i];
+  for (int32_t i = 0; i < n; i++) shape[k++] = sizes[i];
+  for (int32_t i = dim + 1; i < t->ndim; i++) shape[k++] = t->shape[i];
   /* A -1 here must resolve within the split dim, not across the whole tensor. */
   int64_t known = 1;
   int32_t infer = -1;
@@ -357,12 +333,13 @@ TD_EXPORT td_tensor *td_tensor_unflatten(const td_tensor *t, int32_t dim, int32_
     shape[dim + infer] = t->shape[dim] / known;
   int64_t product = 1;
   bool overflow = false;
-  for (int32_t i = 0; i < n; i++) overflow |= __builtin_mul_overflow(product, shape[dim + i], &product);
+  for (int32_t i = 0; i < n; i++)
+    overflow |= __builtin_mul_overflow(product, shape[dim + i], &product);
   if (overflow || product != t->shape[dim] || (infer >= 0 && known <= 0)) {
     char buf[TD_SHAPE_STR];
-    td_fail(TD_ESHAPE, "unflatten: sizes %s do not multiply to %lld, the size of the dim split",
-            td_format_shape(buf, sizeof buf, n, sizes), (long long)t->shape[dim]);
-    return NULL;
+    return td_fail(TD_ESHAPE,
+                   "unflatten: sizes %s do not multiply to %lld, the size of the dim split",
+                   td_format_shape(buf, sizeof buf, n, sizes), (long long)t->shape[dim]);
   }
-  return td_tensor_view(t, out, shape);
+  return td_tensor_view(t, k, shape, out);
 }

@@ -8,7 +8,7 @@ local tensor = require("tensordict.tensor")
 local C = lib.C
 local fail, describe = util.fail, util.describe
 local shape_buf = util.shape_buf
-local wrap, wrap_new, is_tensor, H = tensor.wrap, tensor.wrap_new, tensor.is_tensor, tensor.handle
+local adopt, is_tensor, H = tensor.adopt, tensor.is_tensor, tensor.handle
 local FLOAT32, FLOAT64, INT64, BOOL = dtypes.FLOAT32, dtypes.FLOAT64, dtypes.INT64, dtypes.BOOL
 
 local M = {}
@@ -44,7 +44,7 @@ function M.from_table(data, dtype, call)
     fail(("%s: the nested table has %d levels, at most %d supported"):format(call, #shape, C.TD_MAX_DIMS))
   end
   for i = 1, #shape do shape_buf[i - 1] = shape[i] end
-  local staging = wrap_new(C.td_tensor_empty(#shape, shape_buf, FLOAT64))
+  local staging = adopt(C.td_tensor_empty(#shape, shape_buf, FLOAT64))
   local out = ffi.cast("double *", C.td_tensor_data_borrow(staging.h))
   local pos, only_bools, stack = 0, true, {}
   local function store(v, depth)
@@ -78,7 +78,7 @@ function M.from_table(data, dtype, call)
   walk(data, 0)
   if dtype == nil then dtype = (only_bools and pos > 0) and BOOL or FLOAT32 end
   if dtype == FLOAT64 then return staging end
-  local result = wrap_new(C.td_tensor_to_dtype(staging.h, dtype))
+  local result = adopt(C.td_tensor_to_dtype(staging.h, dtype))
   staging:free()
   return result
 end
@@ -89,8 +89,8 @@ function M.tensor(data, dtype)
   if is_tensor(data) then
     -- Always a copy, like torch.tensor(t): a cast copies, the same dtype clones.
     local h = H(data)
-    if code == nil or code == C.td_tensor_dtype(h) then return wrap_new(C.td_tensor_clone(h)) end
-    return wrap_new(C.td_tensor_to_dtype(h, code))
+    if code == nil or code == h.dtype then return adopt(C.td_tensor_clone(h)) end
+    return adopt(C.td_tensor_to_dtype(h, code))
   end
   local td = type(data)
   if td ~= "table" and td ~= "number" and td ~= "boolean" then
@@ -103,14 +103,14 @@ function M.empty(...)
   local n, dtype, opts = shape_and_rest("empty", ...)
   local code = dtype_or(FLOAT32, dtype, "empty")
   if type(opts) == "table" and opts.shared then
-    return wrap_new(C.td_tensor_empty_shared(n, shape_buf, code))
+    return adopt(C.td_tensor_empty_shared(n, shape_buf, code))
   end
-  return wrap_new(C.td_tensor_empty(n, shape_buf, code))
+  return adopt(C.td_tensor_empty(n, shape_buf, code))
 end
 
 local function filled(call, value, ...)
   local n, dtype = shape_and_rest(call, ...)
-  return wrap_new(C.td_tensor_full(n, shape_buf, dtype_or(FLOAT32, dtype, call), value))
+  return adopt(C.td_tensor_full(n, shape_buf, dtype_or(FLOAT32, dtype, call), value))
 end
 
 function M.zeros(...) return filled("zeros", 0, ...) end
@@ -128,7 +128,7 @@ function M.full(shape, value, dtype)
   end
   local code = dtype_or(tv == "boolean" and BOOL or FLOAT32, dtype, "full")
   if tv == "boolean" then value = value and 1 or 0 end
-  return wrap_new(C.td_tensor_full(n, shape_buf, code, value))
+  return adopt(C.td_tensor_full(n, shape_buf, code, value))
 end
 
 -- T.arange(n) is 1..n; T.arange(a, b [, step]) runs from a to b inclusive, like Lua's
@@ -155,7 +155,7 @@ function M.arange(...)
   if n < 0 then n = 0 end
   local integral = util.is_int(a) and util.is_int(b) and util.is_int(step)
   local code = dtype_or(integral and INT64 or FLOAT32, dtype, "arange")
-  return wrap_new(C.td_tensor_arange(a, step, n, code))
+  return adopt(C.td_tensor_arange(a, step, n, code))
 end
 
 local MAP_MODES = { r = C.TD_MAP_READ, ["r+"] = C.TD_MAP_READWRITE, ["w+"] = C.TD_MAP_CREATE }
@@ -178,7 +178,7 @@ function M.from_file(path, shape, dtype, mode)
   if storage == nil then util.c_fail() end
   local h = C.td_tensor_from_storage(storage, 0, n, shape_buf, nil, code)
   C.td_storage_release(storage) -- the tensor holds its own reference
-  return wrap(h)
+  return adopt(h)
 end
 
 return M

@@ -65,7 +65,7 @@ end
 
 -- Fills M.entries from key for the tensor handle h; returns the entry count.
 function M.parse(h, key)
-  local ndim = C.td_tensor_ndim(h)
+  local ndim = h.ndim
   local entries = M.entries
   if type(key) ~= "table" then
     fail(("index: cannot index a tensor with %s"):format(describe(key)))
@@ -91,7 +91,7 @@ function M.parse(h, key)
     local e, entry = key[k], entries[k - 1]
     local te = type(e)
     if te == "number" then
-      entry.kind, entry.start = SELECT, M.position(e, tonumber(C.td_tensor_size(h, dim)), dim + 1)
+      entry.kind, entry.start = SELECT, M.position(e, tonumber(h.shape[dim]), dim + 1)
       dim = dim + 1
     elseif e == M.newaxis then
       entry.kind = NEWAXIS

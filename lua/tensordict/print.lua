@@ -110,8 +110,8 @@ end
 
 function M.tensor(t)
   local h = t.h
-  local ndim, dtype = C.td_tensor_ndim(h), C.td_tensor_dtype(h)
-  local shape = util.int64_list(C.td_tensor_shape_borrow(h), ndim)
+  local ndim, dtype = h.ndim, h.dtype
+  local shape = util.int64_list(h.shape, ndim)
   local numel = tonumber(C.td_tensor_numel(h))
   local suffix = ("shape=%s, dtype=%s)"):format(util.format_list(shape), dtypes.name(dtype))
   if ndim == 0 then

@@ -1,7 +1,15 @@
--- tensor.lua: the Tensor type. A Lua tensor is a small cdata struct holding one
--- reference to a C td_tensor; its metatype gives methods, indexing and printing.
--- free() releases early and leaves a NULL handle, so later use raises instead of
--- touching freed memory. No numeric loops here: they are all in the C kernels.
+-- tensor.lua: the Tensor type.
+--
+-- A Lua tensor is a table { h = header, o = owner }:
+--   h  a td_tensor header in Lua-managed memory (ffi.new), caller-owned in the C
+--      sense: it holds no storage reference of its own;
+--   o  the owner: a small cdata holding the one C reference to the storage (an owned
+--      td_tensor), released by its GC finaliser or by free().
+-- Every tensor made from the same storage shares one owner, so a view costs one
+-- header and one table and no finaliser (a LuaJIT finaliser costs ~300 ns, more than
+-- a view is allowed to). free() releases the owner: the tensor and every tensor that
+-- shares its storage raise on use afterwards. No numeric loops here: they are all in
+-- the C kernels.
 local ffi = require("ffi")
 local lib = require("tensordict.lib")
 local util = require("tensordict.util")
@@ -13,47 +21,52 @@ local C = lib.C
 local fail, c_fail, describe, dim0 = util.fail, util.c_fail, util.describe, util.dim0
 local shape_buf, dims_buf = util.shape_buf, util.dims_buf
 local BOOL, FLOAT64 = dtypes.BOOL, dtypes.FLOAT64
-local tonumber, type = tonumber, type
+local tonumber, type, setmetatable, getmetatable = tonumber, type, setmetatable, getmetatable
 
--- The type is made once per Lua state; a reload rebinds the metamethods below.
-local mt, Ref = unpack(require("tensordict.once")("tensor_type", function()
-  ffi.cdef [[ typedef struct td_tensor_ref { td_tensor *h; } td_tensor_ref; ]]
-  local meta = { __metatable = "tensordict.Tensor" }
-  return { meta, ffi.metatype("td_tensor_ref", meta) }
+-- Made once per Lua state; a reload rebinds the metamethods below.
+local mt, Owner = unpack(require("tensordict.once")("tensor_type", function()
+  ffi.cdef [[ typedef struct td_owner { td_tensor *t; } td_owner; ]]
+  return { {}, ffi.typeof("td_owner") }
 end))
+local Header = ffi.typeof("td_tensor")
+local HEADER_BYTES = ffi.sizeof(Header)
 local Tensor = {} -- methods; user code may add more (torch7's habit)
 
 local idx_buf = ffi.new("int64_t[?]", C.TD_MAX_DIMS)
 local out_buf = ffi.new("double[1]")
 
-local function release(ref)
-  local h = ref.h
-  if h ~= nil then
-    ref.h = nil
-    C.td_tensor_release(h)
+local function release_owner(o)
+  local t = o.t
+  if t ~= nil then
+    o.t = nil
+    C.td_tensor_release(t)
   end
 end
 
--- Takes ownership of a fresh reference h (NULL: raise the C library's error).
-local function wrap(h)
-  if h == nil then c_fail() end
-  return ffi.gc(Ref(h), release)
-end
+local function new_tensor(h, o) return setmetatable({ h = h, o = o }, mt) end
 
--- As wrap, for results that may own new storage: lets the GC see the bytes.
-local function wrap_new(h)
-  local t = wrap(h)
-  memory.after_alloc()
+-- A tensor from an owned C header p (NULL: raise the C library's error). When p views
+-- the storage of `like`, it joins like's owner instead of making a new one.
+local function adopt(p, like)
+  if p == nil then c_fail() end
+  local h = Header()
+  ffi.copy(h, p, HEADER_BYTES)
+  h.refcount = 0
+  if like ~= nil and p.storage == like.h.storage then
+    C.td_tensor_release(p)
+    return new_tensor(h, like.o)
+  end
+  local t = new_tensor(h, ffi.gc(Owner(p), release_owner))
+  memory.after_alloc() -- p may own new storage: let the GC see its bytes
   return t
 end
 
-local function is_tensor(x) return ffi.istype(Ref, x) end
+local function is_tensor(x) return getmetatable(x) == mt end
 
--- The C handle of a live tensor (raises once freed).
+-- The header of a live tensor (raises once its storage was freed).
 local function H(self)
-  local h = self.h
-  if h == nil then fail("tensor used after free()") end
-  return h
+  if self.o.t == nil then fail("tensor used after free()") end
+  return self.h
 end
 
 local function tensor_arg(x, call, what)
@@ -67,11 +80,11 @@ local function check(status)
   if status ~= 0 then c_fail() end
 end
 
--- The element at idx_buf of h as a Lua value.
+-- The element at idx_buf of header h as a Lua value.
 local function read(h)
   check(C.td_tensor_read_f64(h, idx_buf, out_buf))
   local v = out_buf[0]
-  if C.td_tensor_dtype(h) == BOOL then return v ~= 0 end
+  if h.dtype == BOOL then return v ~= 0 end
   return v
 end
 
@@ -85,27 +98,27 @@ end
 
 ---------------------------------------------------------------------------- inspection
 
-function Tensor.dim(self) return C.td_tensor_ndim(H(self)) end
+function Tensor.dim(self) return H(self).ndim end
 
 function Tensor.shape(self)
   local h = H(self)
-  return util.int64_list(C.td_tensor_shape_borrow(h), C.td_tensor_ndim(h))
+  return util.int64_list(h.shape, h.ndim)
 end
 
 function Tensor.size(self, d)
   local h = H(self)
-  if d == nil then return util.int64_list(C.td_tensor_shape_borrow(h), C.td_tensor_ndim(h)) end
-  return tonumber(C.td_tensor_size(h, dim0("size", d, C.td_tensor_ndim(h))))
+  if d == nil then return util.int64_list(h.shape, h.ndim) end
+  return tonumber(h.shape[dim0("size", d, h.ndim)])
 end
 
 function Tensor.stride(self, d)
   local h = H(self)
-  if d == nil then return util.int64_list(C.td_tensor_strides_borrow(h), C.td_tensor_ndim(h)) end
-  return tonumber(C.td_tensor_stride(h, dim0("stride", d, C.td_tensor_ndim(h))))
+  if d == nil then return util.int64_list(h.strides, h.ndim) end
+  return tonumber(h.strides[dim0("stride", d, h.ndim)])
 end
 
 function Tensor.numel(self) return tonumber(C.td_tensor_numel(H(self))) end
-function Tensor.dtype(self) return dtypes.name(C.td_tensor_dtype(H(self))) end
+function Tensor.dtype(self) return dtypes.name(H(self).dtype) end
 function Tensor.is_contiguous(self) return C.td_tensor_is_contiguous(H(self)) ~= 0 end
 
 function Tensor.device(self)
@@ -117,28 +130,24 @@ end
 function Tensor.item(self)
   local h = H(self)
   local n = tonumber(C.td_tensor_numel(h))
-  if n ~= 1 then
-    fail(("item: the tensor has %d elements, item() needs exactly 1"):format(n))
-  end
-  -- Any index of a one-element tensor is 0 in every dim.
-  for i = 0, C.td_tensor_ndim(h) - 1 do idx_buf[i] = 0 end
+  if n ~= 1 then fail(("item: the tensor has %d elements, item() needs exactly 1"):format(n)) end
+  for i = 0, h.ndim - 1 do idx_buf[i] = 0 end -- the one element is at 0 in every dim
   return read(h)
 end
 
 -- Nested Lua tables of numbers (booleans for bool tensors); a 0-dim tensor gives a value.
 function Tensor.totable(self)
   local h = H(self)
-  local ndim = C.td_tensor_ndim(h)
+  local ndim = h.ndim
   if ndim == 0 then return Tensor.item(self) end
   -- One C cast into a contiguous float64 copy, then plain reads.
-  local copy = wrap_new(C.td_tensor_empty(ndim, C.td_tensor_shape_borrow(h), FLOAT64))
+  local copy = adopt(C.td_tensor_empty(ndim, h.shape, FLOAT64))
   check(C.td_tensor_copy_(copy.h, h))
   local data = ffi.cast("const double *", C.td_tensor_data_borrow(copy.h))
-  local shape = C.td_tensor_shape_borrow(h)
-  local as_bool = C.td_tensor_dtype(h) == BOOL
+  local as_bool = h.dtype == BOOL
   local pos = 0
   local function build(d)
-    local t, n = {}, tonumber(shape[d])
+    local t, n = {}, tonumber(h.shape[d])
     if d == ndim - 1 then
       for i = 1, n do
         local v = data[pos + i - 1]
@@ -157,28 +166,39 @@ end
 
 ------------------------------------------------------------------------------ views
 
-local function shape_view(call, fn, self, ...)
-  local h = H(self)
-  local n = util.read_shape(call, true, ...)
-  return wrap(fn(h, n, shape_buf))
+-- A view of self written by a C view function; it shares self's owner.
+local function view_of(self, status, h)
+  if status ~= 0 then c_fail() end
+  return new_tensor(h, self.o)
 end
 
-function Tensor.view(self, ...) return shape_view("view", C.td_tensor_view, self, ...) end
-function Tensor.expand(self, ...) return shape_view("expand", C.td_tensor_expand, self, ...) end
+local function shape_call(call, self, ...)
+  local h = H(self)
+  return h, util.read_shape(call, true, ...)
+end
+
+function Tensor.view(self, ...)
+  local h, n = shape_call("view", self, ...)
+  local out = Header()
+  return view_of(self, C.td_tensor_view(h, n, shape_buf, out), out)
+end
+
+function Tensor.expand(self, ...)
+  local h, n = shape_call("expand", self, ...)
+  local out = Header()
+  return view_of(self, C.td_tensor_expand(h, n, shape_buf, out), out)
+end
 
 function Tensor.reshape(self, ...)
-  local t = shape_view("reshape", C.td_tensor_reshape, self, ...)
-  memory.after_alloc()
-  return t
+  local h, n = shape_call("reshape", self, ...)
+  return adopt(C.td_tensor_reshape(h, n, shape_buf), self)
 end
 
 function Tensor.permute(self, ...)
   local h = H(self)
   local dims = type(...) == "table" and ... or { ... }
-  local ndim = C.td_tensor_ndim(h)
-  if #dims ~= ndim then
-    fail(("permute: %d dims given for a tensor of %d dims"):format(#dims, ndim))
-  end
+  local ndim = h.ndim
+  if #dims ~= ndim then fail(("permute: %d dims given for a tensor of %d dims"):format(#dims, ndim)) end
   local seen = {}
   for i = 1, ndim do
     local d = dim0("permute", dims[i], ndim)
@@ -186,60 +206,61 @@ function Tensor.permute(self, ...)
     seen[d] = true
     dims_buf[i - 1] = d
   end
-  return wrap(C.td_tensor_permute(h, dims_buf))
+  local out = Header()
+  return view_of(self, C.td_tensor_permute(h, dims_buf, out), out)
 end
 
 function Tensor.transpose(self, a, b)
   local h = H(self)
-  local ndim = C.td_tensor_ndim(h)
-  return wrap(C.td_tensor_transpose(h, dim0("transpose", a, ndim), dim0("transpose", b, ndim)))
+  local out = Header()
+  return view_of(self, C.td_tensor_transpose(h, dim0("transpose", a, h.ndim), dim0("transpose", b, h.ndim), out), out)
 end
 
 function Tensor.squeeze(self, d)
   local h = H(self)
-  if d == nil then return wrap(C.td_tensor_squeeze_all(h)) end
-  return wrap(C.td_tensor_squeeze(h, dim0("squeeze", d, C.td_tensor_ndim(h))))
+  local out = Header()
+  if d == nil then return view_of(self, C.td_tensor_squeeze_all(h, out), out) end
+  return view_of(self, C.td_tensor_squeeze(h, dim0("squeeze", d, h.ndim), out), out)
 end
 
 function Tensor.unsqueeze(self, d)
   local h = H(self)
-  return wrap(C.td_tensor_unsqueeze(h, dim0("unsqueeze", d, C.td_tensor_ndim(h), 1)))
+  local out = Header()
+  return view_of(self, C.td_tensor_unsqueeze(h, dim0("unsqueeze", d, h.ndim, 1), out), out)
 end
 
 -- flatten() merges every dim; flatten(a [, b]) merges dims a..b (b defaults to -1).
 function Tensor.flatten(self, a, b)
   local h = H(self)
-  local ndim = C.td_tensor_ndim(h)
-  if ndim == 0 then return wrap_new(C.td_tensor_flatten(h, 0, 0)) end
+  local ndim = h.ndim
+  if ndim == 0 then return adopt(C.td_tensor_flatten(h, 0, 0), self) end
   local s, e = dim0("flatten", a or 1, ndim), dim0("flatten", b or -1, ndim)
   if s > e then fail(("flatten: start dim %d comes after end dim %d"):format(a, b or -1)) end
-  return wrap_new(C.td_tensor_flatten(h, s, e))
+  return adopt(C.td_tensor_flatten(h, s, e), self)
 end
 
 function Tensor.unflatten(self, d, sizes)
   local h = H(self)
-  local dim = dim0("unflatten", d, C.td_tensor_ndim(h))
+  local dim = dim0("unflatten", d, h.ndim)
   if type(sizes) ~= "table" then
     fail(("unflatten: sizes must be a table such as {2, 3}, got %s"):format(describe(sizes)))
   end
   local n = util.read_shape("unflatten", true, sizes)
-  return wrap(C.td_tensor_unflatten(h, dim, n, shape_buf))
+  local out = Header()
+  return view_of(self, C.td_tensor_unflatten(h, dim, n, shape_buf, out), out)
 end
 
 ----------------------------------------------------------------------------- copies
 
-function Tensor.contiguous(self) return wrap_new(C.td_tensor_contiguous(H(self))) end
-function Tensor.clone(self) return wrap_new(C.td_tensor_clone(H(self))) end
+function Tensor.contiguous(self) return adopt(C.td_tensor_contiguous(H(self)), self) end
+function Tensor.clone(self) return adopt(C.td_tensor_clone(H(self))) end
 
--- to(dtype) casts (returning self's data when the dtype already matches, like torch);
--- to("cpu") is the identity, since every tensor of this build lives on the CPU.
+-- to(dtype) casts (sharing self's data when the dtype already matches, like torch);
+-- to("cpu") is self, since every tensor of this build lives on the CPU.
 function Tensor.to(self, target)
   local h = H(self)
-  if target == "cpu" then
-    C.td_tensor_retain(h)
-    return wrap(h)
-  end
-  return wrap_new(C.td_tensor_to_dtype(h, dtypes.code(target, "to")))
+  if target == "cpu" then return self end
+  return adopt(C.td_tensor_to_dtype(h, dtypes.code(target, "to")), self)
 end
 
 function Tensor.copy_(self, src)
@@ -252,29 +273,25 @@ function Tensor.fill_(self, value)
   return self
 end
 
--- Releases the C tensor now; the handle then raises on use. Views keep the storage alive.
+-- Returns the storage's memory now. This tensor and every tensor sharing its storage
+-- (views of it, and what it is a view of) raise on use afterwards.
 function Tensor.free(self)
-  local h = self.h
-  if h ~= nil then
-    ffi.gc(self, nil)
-    self.h = nil
-    C.td_tensor_release(h)
+  local o = self.o
+  if o.t ~= nil then
+    ffi.gc(o, nil)
+    release_owner(o)
   end
 end
 
 --------------------------------------------------------------------------- indexing
 
--- Handle of the view key selects (a new reference).
-local function index_view(h, key)
+-- Writes the view key selects into out; returns the C status.
+local function index_into(h, key, out)
   if type(key) == "number" then
-    if C.td_tensor_ndim(h) == 0 then
-      fail(("index: cannot index a 0-dim tensor with %s"):format(key))
-    end
-    local i = index.position(key, tonumber(C.td_tensor_size(h, 0)), 1)
-    return C.td_tensor_select(h, 0, i)
+    if h.ndim == 0 then fail(("index: cannot index a 0-dim tensor with %s"):format(key)) end
+    return C.td_tensor_select(h, 0, index.position(key, tonumber(h.shape[0]), 1), out)
   end
-  local n = index.parse(h, key)
-  return C.td_tensor_index(h, index.entries, n)
+  return C.td_tensor_index(h, index.entries, index.parse(h, key), out)
 end
 
 function mt.__index(self, key)
@@ -283,54 +300,42 @@ function mt.__index(self, key)
   if type(key) == "string" then fail(("Tensor has no method or field '%s'"):format(key)) end
   local h = H(self)
   -- t[i] on a 1-D tensor reads the element without making a view.
-  if type(key) == "number" and C.td_tensor_ndim(h) == 1 then
-    idx_buf[0] = index.position(key, tonumber(C.td_tensor_size(h, 0)), 1)
+  if type(key) == "number" and h.ndim == 1 then
+    idx_buf[0] = index.position(key, tonumber(h.shape[0]), 1)
     return read(h)
   end
-  local v = index_view(h, key)
-  if v == nil then c_fail() end
-  if C.td_tensor_ndim(v) == 0 then -- every dim selected: the element itself
-    local ok, value = pcall(read, v)
-    C.td_tensor_release(v)
-    if not ok then error(value, 0) end
-    return value
-  end
-  return wrap(v)
+  local out = Header()
+  check(index_into(h, key, out))
+  if out.ndim == 0 then return read(out) end -- every dim selected: the element itself
+  return new_tensor(out, self.o)
 end
 
 -- Copies value into the positions key selects: a number or boolean fills, a tensor
 -- (or nested table) broadcasts to the selection and is cast to its dtype.
 function mt.__newindex(self, key, value)
+  if type(key) == "string" then fail(("cannot set field '%s' of a tensor"):format(key)) end
   local h = H(self)
-  local target = wrap(index_view(h, key))
+  local target = Header()
+  check(index_into(h, key, target))
   if is_tensor(value) then
-    check(C.td_tensor_copy_(target.h, H(value)))
+    check(C.td_tensor_copy_(target, H(value)))
   elseif type(value) == "table" then
-    local src = require("tensordict.create").from_table(value, C.td_tensor_dtype(h), "assignment")
-    check(C.td_tensor_copy_(target.h, src.h))
+    local src = require("tensordict.create").from_table(value, h.dtype, "assignment")
+    check(C.td_tensor_copy_(target, src.h))
     src:free()
   else
-    check(C.td_tensor_fill_(target.h, number_arg(value, "assignment")))
+    check(C.td_tensor_fill_(target, number_arg(value, "assignment")))
   end
-  target:free()
-end
-
-function mt.__len(self)
-  local h = H(self)
-  if C.td_tensor_ndim(h) == 0 then fail("#: a 0-dim tensor has no length") end
-  return tonumber(C.td_tensor_size(h, 0))
 end
 
 function mt.__tostring(self)
-  if self.h == nil then return "tensor(<freed>)" end
+  if self.o.t == nil then return "tensor(<freed>)" end
   return require("tensordict.print").tensor(self)
 end
 
 return {
   Tensor = Tensor,
-  Ref = Ref,
-  wrap = wrap,
-  wrap_new = wrap_new,
+  adopt = adopt,
   is_tensor = is_tensor,
   handle = H,
   check = check,

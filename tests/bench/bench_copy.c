@@ -72,9 +72,12 @@ int main(void) {
   {
     const int64_t shape[2] = {4096, 4096};
     td_tensor *src = make(2, shape, TD_FLOAT32), *dst = make(2, shape, TD_FLOAT32);
-    td_tensor *srct = td_tensor_transpose(src, 0, 1);
-    figure("copy 4096x4096 f32 transpose to contiguous", dst, srct, (size_t)n * 4, 0.4);
-    td_tensor_release(srct);
+    td_tensor srct; /* a caller-owned view: src must outlive it */
+    if (td_tensor_transpose(src, 0, 1, &srct) != 0) {
+      fprintf(stderr, "bench_copy: %s\n", td_last_error());
+      exit(1);
+    }
+    figure("copy 4096x4096 f32 transpose to contiguous", dst, &srct, (size_t)n * 4, 0.4);
     td_tensor_release(src);
     td_tensor_release(dst);
   }

@@ -8,7 +8,7 @@ local function tmpname()
 end
 
 describe("ownership", function()
-  it("free() releases early and later use raises", function()
+  it("free() returns the memory now and later use raises", function()
     local t = T.zeros(4)
     local before = T.live_bytes()
     t:free()
@@ -21,12 +21,27 @@ describe("ownership", function()
     t:free() -- a second free is harmless
   end)
 
-  it("views keep their storage alive after the base is freed", function()
+  it("free() invalidates every tensor sharing the storage, and only those", function()
     local base = T.arange(1, 6, "float32")
-    local v = base[{ { 2, 3 } }]
-    base:free()
+    local view, copy = base[{ { 2, 3 } }], base:clone()
+    local same = base:contiguous() -- already contiguous: shares the storage
+    view:free()
+    H.raises(function() local _ = base:totable() end, "tensor used after free()")
+    H.raises(function() local _ = same:numel() end, "tensor used after free()")
+    assert.are.same({ 1, 2, 3, 4, 5, 6 }, copy:totable())
+  end)
+
+  it("views keep their storage alive after the base is collected", function()
+    local base = T.arange(1, 6, "float32")
+    local v = base[{ { 2, 3 } }]:transpose(1, 1)
+    base = nil -- luacheck: ignore
+    collectgarbage("collect")
     collectgarbage("collect")
     assert.are.same({ 2, 3 }, v:totable())
+  end)
+
+  it("rejects setting fields on a tensor", function()
+    H.raises(function() T.zeros(2).foo = 1 end, "cannot set field 'foo' of a tensor")
   end)
 
   it("returns big temporaries without collectgarbage() from the user", function()

@@ -1,0 +1,65 @@
+#!/usr/bin/env luajit
+-- demo.lua: the main job until the pipeline host exists. It runs a small pipeline on
+-- its embedded data (30 rows of Fisher's iris measurements, 10 per species): build a
+-- batch, split it by species with views, cast to half precision and measure the
+-- rounding, lay it out column-major, and round-trip it through a file mapping.
+-- Usage: luajit scripts/demo.lua [output-folder]
+local here = (arg and arg[0] or ""):match("^(.*)/scripts/[^/]*$") or "."
+package.path = here .. "/lua/?.lua;" .. here .. "/lua/?/init.lua;" .. package.path
+local T = require("tensordict")
+
+-- sepal length, sepal width, petal length, petal width (cm); species 1..3
+local IRIS = {
+  { 5.1, 3.5, 1.4, 0.2 }, { 4.9, 3.0, 1.4, 0.2 }, { 4.7, 3.2, 1.3, 0.2 }, { 4.6, 3.1, 1.5, 0.2 },
+  { 5.0, 3.6, 1.4, 0.2 }, { 5.4, 3.9, 1.7, 0.4 }, { 4.6, 3.4, 1.4, 0.3 }, { 5.0, 3.4, 1.5, 0.2 },
+  { 4.4, 2.9, 1.4, 0.2 }, { 4.9, 3.1, 1.5, 0.1 },
+  { 7.0, 3.2, 4.7, 1.4 }, { 6.4, 3.2, 4.5, 1.5 }, { 6.9, 3.1, 4.9, 1.5 }, { 5.5, 2.3, 4.0, 1.3 },
+  { 6.5, 2.8, 4.6, 1.5 }, { 5.7, 2.8, 4.5, 1.3 }, { 6.3, 3.3, 4.7, 1.6 }, { 4.9, 2.4, 3.3, 1.0 },
+  { 6.6, 2.9, 4.6, 1.3 }, { 5.2, 2.7, 3.9, 1.4 },
+  { 6.3, 3.3, 6.0, 2.5 }, { 5.8, 2.7, 5.1, 1.9 }, { 7.1, 3.0, 5.9, 2.1 }, { 6.3, 2.9, 5.6, 1.8 },
+  { 6.5, 3.0, 5.8, 2.2 }, { 7.6, 3.0, 6.6, 2.1 }, { 4.9, 2.5, 4.5, 1.7 }, { 7.3, 2.9, 6.3, 1.8 },
+  { 6.7, 2.5, 5.8, 1.8 }, { 7.2, 3.6, 6.1, 2.5 },
+}
+local SPECIES = { "setosa", "versicolor", "virginica" }
+
+local features = T.tensor(IRIS) -- [30, 4] float32
+print(("tensordict %s (ABI %d), library %s"):format(T.version, T.abi_version, T.library_path))
+print("features:", table.concat(features:shape(), "x"), features:dtype())
+
+-- Split by species: one view per block of 10 rows, no copy.
+local by_species = features:view(3, 10, 4)
+for s = 1, 3 do
+  local block = by_species[s]
+  local petal = block[{ {}, 3 }]:totable()
+  local lo, hi = math.huge, -math.huge
+  for _, v in ipairs(petal) do lo, hi = math.min(lo, v), math.max(hi, v) end
+  print(("%-10s petal length %.1f..%.1f cm over %d rows"):format(SPECIES[s], lo, hi, block:size(1)))
+end
+
+-- Half precision: what storing the batch in float16 / bfloat16 would cost in accuracy.
+local exact = features:to("float64"):totable()
+for _, dtype in ipairs({ "float16", "bfloat16" }) do
+  local back = features:to(dtype):to("float64"):totable()
+  local worst = 0
+  for i = 1, #exact do
+    for j = 1, 4 do worst = math.max(worst, math.abs(back[i][j] - exact[i][j]) / exact[i][j]) end
+  end
+  print(("%-8s worst relative rounding error %.2e"):format(dtype, worst))
+end
+
+-- Column-major layout (one row per feature), as a contiguous copy.
+local columns = features:transpose(1, 2):contiguous()
+print("column-major:", table.concat(columns:shape(), "x"), "contiguous:", tostring(columns:is_contiguous()))
+
+-- Round-trip through a file mapping: raw little-endian float32, Python tensordict's leaf format.
+local folder = arg and arg[1] or os.getenv("TMPDIR") or "/tmp"
+local path = folder .. "/iris-features.memmap"
+T.from_file(path, features:shape(), "float32", "w+"):copy_(features):free()
+local mapped = T.from_file(path, { 30, 4 }, "float32", "r")
+local same = true
+local a, b = mapped:totable(), features:totable()
+for i = 1, 30 do for j = 1, 4 do same = same and a[i][j] == b[i][j] end end
+print(("file mapping %s: %d bytes, read back %s"):format(path, 30 * 4 * 4, same and "identical" or "DIFFERENT"))
+print(mapped[{ { 1, 2 } }])
+os.remove(path)
+if not same then os.exit(1) end

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# run-bench.sh: every benchmark of 'make bench'. Each prints its figure next to a
+# reference measured in the same run (memcpy bandwidth, a plain Lua call) as a ratio.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+for b in "$BUILD"/bench/bench_*; do
+  [[ -x "$b" ]] || continue
+  echo "== $(basename "$b")"
+  "$b"
+done
+echo "== bench_lua (LuaJIT binding)"
+TENSORDICT_LIB=${TENSORDICT_LIB:-$PWD/$BUILD/libtensordict.so} luajit tests/bench/bench_lua.lua

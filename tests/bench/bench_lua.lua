@@ -1,0 +1,64 @@
+-- bench_lua.lua: the cost of the Lua binding's hot paths, in ns per call, next to a
+-- plain Lua reference measured in the same run (a Lua table read through a method).
+-- Run by 'make bench'; never by the tests.
+package.path = "lua/?.lua;lua/?/init.lua;" .. package.path
+local ffi = require("ffi")
+local T = require("tensordict")
+
+ffi.cdef [[
+  typedef struct { long tv_sec; long tv_nsec; } bench_timespec;
+  int clock_gettime(int clock, bench_timespec *ts);
+]]
+local ts = ffi.new("bench_timespec")
+local function now()
+  ffi.C.clock_gettime(1, ts) -- CLOCK_MONOTONIC
+  return tonumber(ts.tv_sec) + tonumber(ts.tv_nsec) * 1e-9
+end
+
+-- Best of 5 runs of n calls, in ns per call.
+local function ns_per_call(n, body)
+  local best = math.huge
+  for _ = 1, 5 do
+    local t0 = now()
+    body(n)
+    best = math.min(best, now() - t0)
+  end
+  return best / n * 1e9
+end
+
+local N = 2000000
+local m = T.zeros(100, 100)
+local plain = { shape = { 100, 100 } }
+function plain:size(d) return self.shape[d] end
+
+local reference = ns_per_call(N, function(n)
+  local s = 0
+  for _ = 1, n do s = s + plain:size(1) end
+  return s
+end)
+
+local function report(name, ns, target)
+  print(("%-34s %8.1f ns/call, Lua method reference %5.1f ns, ratio %6.1f (target <= %d ns)")
+    :format(name, ns, reference, ns / reference, target))
+end
+
+report("t:size(1)", ns_per_call(N, function(n)
+  local s = 0
+  for _ = 1, n do s = s + m:size(1) end
+  return s
+end), 20)
+
+report("t[{{1, 10}}] (a view)", ns_per_call(N / 10, function(n)
+  for _ = 1, n do local _ = m[{ { 1, 10 } }] end
+end), 300)
+
+report("t[3] on a 2-D tensor (a view)", ns_per_call(N / 10, function(n)
+  for _ = 1, n do local _ = m[3] end
+end), 300)
+
+local v = T.zeros(100)
+report("t[3] on a 1-D tensor (a number)", ns_per_call(N, function(n)
+  local s = 0
+  for _ = 1, n do s = s + v[3] end
+  return s
+end), 300)
