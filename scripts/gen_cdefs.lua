@@ -15,7 +15,7 @@ local function generate(text)
     elseif line:match("^%s*#") then
       if line:match("^%s*#%s*endif") then skipping = false end
     elseif not skipping and line:match("%S") then
-      out[#out + 1] = line
+      out[#out + 1] = (line:gsub("%s+$", ""))
     end
   end
   return ("-- Generated from core/include/tensordict.h by scripts/gen_cdefs.lua: do not edit.\n"

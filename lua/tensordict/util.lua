@@ -4,7 +4,6 @@ local ffi = require("ffi")
 local C = require("tensordict.lib").C
 
 local M = {}
-local floor = math.floor
 
 -- Errors blame the user's line: the first stack frame outside this folder's modules.
 -- Walking the stack (on the error path only) keeps that right through tail calls and

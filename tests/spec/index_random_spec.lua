@@ -136,6 +136,23 @@ local function apply(value, shape, key, k, d)
   return out, sub_shape
 end
 
+-- A key as text for failure messages: N is newaxis, E the ellipsis.
+local function show(key)
+  local parts = {}
+  for i, e in ipairs(key) do
+    if e == T.newaxis then
+      parts[i] = "N"
+    elseif e == T.ellipsis then
+      parts[i] = "E"
+    elseif type(e) == "table" then
+      parts[i] = "{" .. table.concat(e, ",") .. "}"
+    else
+      parts[i] = tostring(e)
+    end
+  end
+  return table.concat(parts, " ")
+end
+
 local function flatten_ids(v, out)
   if type(v) == "table" then
     for _, x in ipairs(v) do flatten_ids(x, out) end
@@ -156,8 +173,8 @@ describe("the index grammar against a plain Lua model", function()
       local key, expanded = random_key(pshape)
       local want, want_shape = apply(ref, pshape, expanded, 1, 1)
       local got = t[key]
-      local function show(k) local p = {} for i, e in ipairs(k) do p[i] = type(e) == "table" and (e == T.newaxis and "N" or e == T.ellipsis and "E" or "{" .. table.concat(e, ",") .. "}") or tostring(e) end return table.concat(p, " ") end
-      local where = ("case %d: shape %s perm %s key %s"):format(case, table.concat(shape, "x"), table.concat(perm, ","), show(key))
+      local where = ("case %d: shape %s perm %s key %s")
+        :format(case, table.concat(shape, "x"), table.concat(perm, ","), show(key))
       if type(want) == "number" then
         assert.are.equal(want, got, where)
       else

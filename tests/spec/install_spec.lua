@@ -31,8 +31,8 @@ describe("make install", function()
 
   it("gives modules that load the installed library with no settings", function()
     local code = "local T = require('tensordict'); print(T.library_path); print(T.zeros(2, 2):numel())"
-    local out = run(("cd / && env -u TENSORDICT_LIB LUA_PATH='%s/share/lua/5.1/?.lua;%s/share/lua/5.1/?/init.lua' luajit -e %q")
-      :format(prefix, prefix, code))
+    local lua_path = ("%s/share/lua/5.1/?.lua;%s/share/lua/5.1/?/init.lua"):format(prefix, prefix)
+    local out = run(("cd / && env -u TENSORDICT_LIB LUA_PATH='%s' luajit -e %q"):format(lua_path, code))
     assert.is_truthy(out:find(prefix .. "/share/lua/5.1/tensordict/../../../../lib/libtensordict.so", 1, true), out)
     assert.is_truthy(out:find("\n4\n", 1, true), out)
   end)

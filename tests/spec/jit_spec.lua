@@ -19,7 +19,8 @@ local function trace_events(fn)
   local function record(what, tr, func, pc, code, info)
     if what ~= "start" and what ~= "stop" and what ~= "abort" then return end
     local loc = func and jutil.funcinfo(func, pc) or {}
-    log[#log + 1] = concat({ what, tostring(tr), tostring(loc.loc), what == "abort" and tostring(vmdef.traceerr[code]) or "" }, " ")
+    local reason = what == "abort" and tostring(vmdef.traceerr[code]) or ""
+    log[#log + 1] = concat({ what, tostring(tr), tostring(loc.loc), reason }, " ")
     if what == "start" then
       ours[tr] = (loc.source or ""):find("jit_spec.lua", 1, true) ~= nil
         or (code ~= nil and ours[code] == true)
