@@ -19,7 +19,7 @@ local function trace_events(fn)
   local function record(what, tr, func, pc, code, info)
     if what ~= "start" and what ~= "stop" and what ~= "abort" then return end
     local loc = func and jutil.funcinfo(func, pc) or {}
-    local reason = what == "abort" and tostring(vmdef.traceerr[code]) or ""
+    local reason = what == "abort" and tostring(vmdef.traceerr[code] or code) or ""
     log[#log + 1] = concat({ what, tostring(tr), tostring(loc.loc), reason }, " ")
     if what == "start" then
       ours[tr] = (loc.source or ""):find("jit_spec.lua", 1, true) ~= nil
@@ -29,7 +29,6 @@ local function trace_events(fn)
       if link == "loop" then loops = loops + 1 end
       if link == "stitch" then problems[#problems + 1] = "trace " .. tr .. " stitches" end
     elseif what == "abort" and ours[tr] then
-      local reason = tostring(vmdef.traceerr[code] or code)
       -- Leaving the loop only ends recording at the loop's exit: the loop itself compiled.
       if reason ~= "leaving loop in root trace" then
         problems[#problems + 1] = reason:gsub("%%%a", tostring(info))
