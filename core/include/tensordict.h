@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TD_ABI_VERSION 2
+#define TD_ABI_VERSION 3
 
 #ifdef __cplusplus
 extern "C" {
@@ -237,6 +237,186 @@ td_tensor *td_tensor_to_dtype(const td_tensor *t, int32_t dtype);
 /* One element as a double: index has ndim entries (ignored for ndim 0). */
 int32_t td_tensor_read_f64(const td_tensor *t, const int64_t *index, double *out);
 int32_t td_tensor_write_f64(td_tensor *t, const int64_t *index, double value);
+
+/* ---- threads ------------------------------------------------------------------------ */
+
+/* Threads for large kernels, ours and OpenBLAS's alike (n >= 1). The default is the
+ * TD_NUM_THREADS environment variable, else the number of online CPUs. Results do not
+ * depend on the thread count: work splits at fixed element counts. */
+int32_t td_set_num_threads(int32_t n);
+int32_t td_get_num_threads(void);
+
+/* ---- type promotion --------------------------------------------------------------------
+ * torch's rules: categories bool < integer < floating. Tensors with dims decide the
+ * dtype within a category; 0-dim tensors and scalars only raise the category (to int64
+ * or float32 for scalars, to their own dtype for 0-dim tensors). */
+
+enum td_scalar_kind { TD_SCALAR_BOOL = 0, TD_SCALAR_INT = 1, TD_SCALAR_FLOAT = 2 };
+
+int32_t td_result_type(const td_tensor *a, const td_tensor *b);
+int32_t td_result_type_scalar(const td_tensor *a, int32_t scalar_kind);
+
+/* ---- elementwise ------------------------------------------------------------------------ */
+
+enum td_binary_op {
+  TD_OP_ADD = 0,
+  TD_OP_SUB = 1,
+  TD_OP_MUL = 2,
+  TD_OP_DIV = 3,          /* true division: integers give float32 */
+  TD_OP_FLOOR_DIVIDE = 4,
+  TD_OP_REMAINDER = 5,    /* the sign of the divisor, like Python and torch */
+  TD_OP_POW = 6,
+  TD_OP_MINIMUM = 7,      /* NaN propagates */
+  TD_OP_MAXIMUM = 8,
+  TD_OP_EQ = 9,           /* comparisons give bool; NaN compares false (ne: true) */
+  TD_OP_NE = 10,
+  TD_OP_LT = 11,
+  TD_OP_LE = 12,
+  TD_OP_GT = 13,
+  TD_OP_GE = 14,
+  TD_OP_LOGICAL_AND = 15, /* logical ops give bool */
+  TD_OP_LOGICAL_OR = 16,
+  TD_OP_LOGICAL_XOR = 17
+};
+
+/* a op b with broadcasting and promotion: a new tensor. */
+td_tensor *td_binary(int32_t op, const td_tensor *a, const td_tensor *b);
+/* a op s, or s op a when scalar_first; s is a Lua number of the given td_scalar_kind. */
+td_tensor *td_binary_scalar(int32_t op, const td_tensor *a, double s, int32_t scalar_kind,
+                            int32_t scalar_first);
+/* In place: a = a op b (b broadcasts to a). Refused when the result type's category
+ * is above a's dtype (float into an integer tensor), as torch refuses it. */
+int32_t td_binary_(int32_t op, td_tensor *a, const td_tensor *b);
+int32_t td_binary_scalar_(int32_t op, td_tensor *a, double s, int32_t scalar_kind);
+
+enum td_unary_op {
+  TD_OP_NEG = 0,
+  TD_OP_ABS = 1,
+  TD_OP_EXP = 2,          /* exp .. sigmoid: integers and bool give float32 */
+  TD_OP_LOG = 3,
+  TD_OP_LOG1P = 4,
+  TD_OP_EXPM1 = 5,
+  TD_OP_SQRT = 6,
+  TD_OP_RSQRT = 7,
+  TD_OP_SIN = 8,
+  TD_OP_COS = 9,
+  TD_OP_TANH = 10,
+  TD_OP_SIGMOID = 11,
+  TD_OP_RELU = 12,
+  TD_OP_FLOOR = 13,
+  TD_OP_CEIL = 14,
+  TD_OP_ROUND = 15,       /* half to even, like torch */
+  TD_OP_SIGN = 16,
+  TD_OP_LOGICAL_NOT = 17, /* logical_not, isnan, isinf give bool */
+  TD_OP_ISNAN = 18,
+  TD_OP_ISINF = 19
+};
+
+td_tensor *td_unary(int32_t op, const td_tensor *a);
+int32_t td_unary_(int32_t op, td_tensor *a);
+
+/* Clamps into [min, max]; a bound is ignored unless its has_ flag is set. */
+td_tensor *td_clamp(const td_tensor *a, double min, double max, int32_t has_min,
+                    int32_t has_max);
+int32_t td_clamp_(td_tensor *a, double min, double max, int32_t has_min, int32_t has_max);
+
+/* mask ? a : b, broadcasting all three; a NULL a or b stands for the scalar given
+ * with its td_scalar_kind. The mask must be bool. */
+td_tensor *td_where(const td_tensor *mask, const td_tensor *a, double a_scalar,
+                    int32_t a_kind, const td_tensor *b, double b_scalar, int32_t b_kind);
+/* a with value where mask (bool, broadcast to a) is true. */
+td_tensor *td_masked_fill(const td_tensor *a, const td_tensor *mask, double value);
+int32_t td_masked_fill_(td_tensor *a, const td_tensor *mask, double value);
+
+/* ---- reductions ------------------------------------------------------------------------- */
+
+enum td_reduce_op {
+  TD_RED_SUM = 0,         /* bool and integers give int64 */
+  TD_RED_MEAN = 1,        /* floating only */
+  TD_RED_PROD = 2,        /* bool and integers give int64 */
+  TD_RED_MIN = 3,         /* NaN propagates */
+  TD_RED_MAX = 4,
+  TD_RED_ARGMIN = 5,      /* int64, 0-based; the first extreme; NaN counts as extreme */
+  TD_RED_ARGMAX = 6,
+  TD_RED_STD = 7,         /* floating only; param is the correction (1: unbiased) */
+  TD_RED_VAR = 8,
+  TD_RED_NORM = 9,        /* floating only; param is p (inf allowed) */
+  TD_RED_ALL = 10,        /* bool */
+  TD_RED_ANY = 11,
+  TD_RED_LOGSUMEXP = 12   /* integers give float32 */
+};
+
+/* Reduces over the ndims dims listed (ndims 0: every dim, giving a 0-dim tensor). */
+td_tensor *td_reduce(int32_t op, const td_tensor *a, const int32_t *dims, int32_t ndims,
+                     int32_t keepdim, double param);
+/* min or max (TD_RED_MIN / TD_RED_MAX) along one dim: values and 0-based int64 indices. */
+int32_t td_reduce_with_index(int32_t op, const td_tensor *a, int32_t dim, int32_t keepdim,
+                             td_tensor **values, td_tensor **indices);
+/* Running sum along dim (bool and integers give int64). */
+td_tensor *td_cumsum(const td_tensor *a, int32_t dim);
+
+/* ---- gathering and masking (0-based index values, negative counts from the end) ------- */
+
+/* The elements where mask (bool, broadcast to a) is true, as a 1-D tensor. */
+td_tensor *td_masked_select(const td_tensor *a, const td_tensor *mask);
+/* [count, ndim] int64 positions of the non-zero elements, in row-major order. */
+td_tensor *td_nonzero(const td_tensor *a);
+td_tensor *td_index_select(const td_tensor *a, int32_t dim, const td_tensor *index);
+td_tensor *td_gather(const td_tensor *a, int32_t dim, const td_tensor *index);
+int32_t td_scatter_(td_tensor *a, int32_t dim, const td_tensor *index, const td_tensor *src);
+int32_t td_index_add_(td_tensor *a, int32_t dim, const td_tensor *index, const td_tensor *src);
+/* A bool mask over a's leading mask->ndim dims: the rows where it is true, as a
+ * copy of shape [count, rest...]; the _put_ form writes value (broadcast) there. */
+td_tensor *td_mask_rows(const td_tensor *a, const td_tensor *mask);
+int32_t td_mask_rows_put_(td_tensor *a, const td_tensor *mask, const td_tensor *value);
+/* index_select's writing form: a[..., index[i], ...] = value[..., i, ...] along dim,
+ * value broadcast to the selection's shape. */
+int32_t td_index_put_(td_tensor *a, int32_t dim, const td_tensor *index,
+                      const td_tensor *value);
+
+/* ---- joins ------------------------------------------------------------------------------ */
+
+/* n tensors of one shape stacked along a new dim (promoted to a common dtype). */
+td_tensor *td_stack(const td_tensor *const *tensors, int32_t n, int32_t dim);
+/* n tensors equal but in dim, joined along it. */
+td_tensor *td_cat(const td_tensor *const *tensors, int32_t n, int32_t dim);
+/* Pads the last npads / 2 dims: pads = {last_before, last_after, prev_before, ...},
+ * like torch.nn.functional.pad; negative pads crop. */
+td_tensor *td_pad(const td_tensor *a, const int64_t *pads, int32_t npads, double value);
+
+/* ---- random numbers ----------------------------------------------------------------------
+ * Philox4x32-10, counter based: element i of a call uses counter (offset + i / 4), lane
+ * i % 4, under the generator's key (its seed); a call advances offset past what it
+ * used. Results are reproducible whatever the thread count. */
+
+typedef struct td_generator td_generator;
+
+td_generator *td_generator_new(uint64_t seed);
+void td_generator_release(td_generator *g);
+/* The process-wide generator (seeded 0 at start), borrowed. */
+td_generator *td_default_generator(void);
+void td_generator_manual_seed(td_generator *g, uint64_t seed);
+uint64_t td_generator_seed(const td_generator *g);
+
+/* Each fills t in place; g NULL means the default generator. */
+int32_t td_uniform_(td_tensor *t, double low, double high, td_generator *g);
+int32_t td_normal_(td_tensor *t, double mean, double std, td_generator *g);
+int32_t td_bernoulli_(td_tensor *t, double p, td_generator *g);
+/* Integers uniform in [low, high). */
+int32_t td_randint_(td_tensor *t, int64_t low, int64_t high, td_generator *g);
+/* A random permutation of 0 .. n-1. */
+td_tensor *td_randperm(int64_t n, int32_t dtype, td_generator *g);
+
+/* ---- linear algebra (OpenBLAS) ---------------------------------------------------------- */
+
+/* torch.matmul: 1-D x 1-D dot, 2-D x 2-D, 1-D promoted to a matrix and back, and
+ * batched with broadcast batch dims. float32 and float64 go to cblas as they are
+ * (no copy when the strides allow); other dtypes compute in float32 or float64. */
+td_tensor *td_matmul(const td_tensor *a, const td_tensor *b);
+td_tensor *td_mm(const td_tensor *a, const td_tensor *b);
+td_tensor *td_bmm(const td_tensor *a, const td_tensor *b);
+td_tensor *td_mv(const td_tensor *a, const td_tensor *v);
+td_tensor *td_dot(const td_tensor *a, const td_tensor *b);
 
 #ifdef __cplusplus
 }

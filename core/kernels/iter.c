@@ -6,6 +6,7 @@
  * step a counter over the outer dims and hand each innermost row to the kernel.
  */
 #include "iter.h"
+#include "../src/parallel.h"
 
 /* True when dim a should be walked outside dim b: operand 0's stride is larger, with
  * operand 1 breaking ties (so a broadcast output still follows its input's layout). */
@@ -73,27 +74,57 @@ void td_iter_init(td_iter *it, int32_t nops, const td_tensor *const *ops) {
   it->ndim = nd + 1;
 }
 
-void td_iter_run(const td_iter *it, td_inner_loop loop, void *ctx) {
-  if (it->numel == 0) return;
-  const int32_t nops = it->nops, outer = it->ndim - 1;
-  const int64_t n = it->shape[outer];
-  int64_t inner_strides[TD_ITER_MAX_OPS];
+void td_iter_run_range(const td_iter *it, int64_t begin, int64_t end, td_inner_loop loop,
+                       void *ctx) {
+  if (begin >= end) return;
+  const int32_t nops = it->nops, inner = it->ndim - 1;
+  const int64_t row = it->shape[inner];
+  int64_t inner_strides[TD_ITER_MAX_OPS], count[TD_MAX_DIMS] = {0};
   char *base[TD_ITER_MAX_OPS], *ptrs[TD_ITER_MAX_OPS];
+  /* Position of element begin: its row's multi-index (odometer) and its column. */
+  int64_t r = begin / row, col = begin % row;
   for (int32_t k = 0; k < nops; k++) {
-    inner_strides[k] = it->strides[k][outer];
+    inner_strides[k] = it->strides[k][inner];
     base[k] = it->data[k];
   }
-  int64_t count[TD_MAX_DIMS] = {0};
+  for (int32_t d = inner - 1; d >= 0; d--) {
+    count[d] = r % it->shape[d];
+    r /= it->shape[d];
+    for (int32_t k = 0; k < nops; k++) base[k] += count[d] * it->strides[k][d];
+  }
+  int64_t left = end - begin;
   for (;;) {
-    for (int32_t k = 0; k < nops; k++) ptrs[k] = base[k]; /* the loop may advance them */
-    loop(ptrs, inner_strides, n, ctx);
-    int32_t d = outer - 1;
-    for (; d >= 0; d--) { /* odometer step: carry into the next outer dim */
+    int64_t n = row - col < left ? row - col : left;
+    for (int32_t k = 0; k < nops; k++) ptrs[k] = base[k] + col * inner_strides[k];
+    loop(ptrs, inner_strides, n, ctx); /* the loop may advance ptrs */
+    left -= n;
+    if (left == 0) return;
+    col = 0;
+    for (int32_t d = inner - 1; d >= 0; d--) { /* odometer step: carry outwards */
       for (int32_t k = 0; k < nops; k++) base[k] += it->strides[k][d];
       if (++count[d] < it->shape[d]) break;
       for (int32_t k = 0; k < nops; k++) base[k] -= it->strides[k][d] * it->shape[d];
       count[d] = 0;
     }
-    if (d < 0) return;
   }
+}
+
+void td_iter_run(const td_iter *it, td_inner_loop loop, void *ctx) {
+  td_iter_run_range(it, 0, it->numel, loop, ctx);
+}
+
+typedef struct parallel_job {
+  const td_iter *it;
+  td_inner_loop loop;
+  void *ctx;
+} parallel_job;
+
+static void run_chunk(int64_t begin, int64_t end, void *arg) {
+  const parallel_job *j = arg;
+  td_iter_run_range(j->it, begin, end, j->loop, j->ctx);
+}
+
+void td_iter_run_parallel(const td_iter *it, td_inner_loop loop, void *ctx) {
+  parallel_job j = {it, loop, ctx};
+  td_parallel_for(it->numel, TD_GRAIN, run_chunk, &j);
 }

@@ -28,5 +28,12 @@ typedef void (*td_inner_loop)(char **ptrs, const int64_t *strides, int64_t n, vo
 
 void td_iter_init(td_iter *it, int32_t nops, const td_tensor *const *ops);
 void td_iter_run(const td_iter *it, td_inner_loop loop, void *ctx);
+/* Elements [begin, end) in iteration order (row-major over it->shape): partial rows at
+ * either end are handed to the loop like whole ones. */
+void td_iter_run_range(const td_iter *it, int64_t begin, int64_t end, td_inner_loop loop,
+                       void *ctx);
+/* td_iter_run split across the thread pool in chunks of TD_GRAIN elements. Only for
+ * loops whose elements are independent (each writes its own output element). */
+void td_iter_run_parallel(const td_iter *it, td_inner_loop loop, void *ctx);
 
 #endif

@@ -51,6 +51,13 @@ static inline char *td_tensor_ptr(const td_tensor *t) {
   return t->storage->data + t->offset * t->itemsize;
 }
 
+/* ---- broadcasting (views.c) ---- */
+/* The broadcast of two shapes (numpy rules) into out_shape / *out_ndim; on failure
+ * sets "<call>: shapes [..] and [..] do not broadcast" and returns false. */
+bool td_broadcast_shapes(const char *call, int32_t a_ndim, const int64_t *a_shape,
+                         int32_t b_ndim, const int64_t *b_shape, int32_t *out_ndim,
+                         int64_t *out_shape);
+
 /* ---- dtypes (dtype.c) ---- */
 extern const int64_t td_itemsizes[TD_NUM_DTYPES];
 

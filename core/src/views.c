@@ -343,3 +343,25 @@ TD_EXPORT int32_t td_tensor_unflatten(const td_tensor *t, int32_t dim, int32_t n
   }
   return td_tensor_view(t, k, shape, out);
 }
+
+bool td_broadcast_shapes(const char *call, int32_t a_ndim, const int64_t *a_shape,
+                         int32_t b_ndim, const int64_t *b_shape, int32_t *out_ndim,
+                         int64_t *out_shape) {
+  int32_t n = a_ndim > b_ndim ? a_ndim : b_ndim;
+  int64_t shape[TD_MAX_DIMS];
+  for (int32_t i = 0; i < n; i++) { /* align from the right */
+    int32_t ia = a_ndim - n + i, ib = b_ndim - n + i;
+    int64_t sa = ia >= 0 ? a_shape[ia] : 1, sb = ib >= 0 ? b_shape[ib] : 1;
+    if (sa != sb && sa != 1 && sb != 1) {
+      char a[TD_SHAPE_STR], b[TD_SHAPE_STR];
+      td_fail(TD_ESHAPE, "%s: shapes %s and %s do not broadcast", call,
+              td_format_shape(a, sizeof a, a_ndim, a_shape),
+              td_format_shape(b, sizeof b, b_ndim, b_shape));
+      return false;
+    }
+    shape[i] = sa == 1 ? sb : sa;
+  }
+  for (int32_t i = 0; i < n; i++) out_shape[i] = shape[i];
+  *out_ndim = n;
+  return true;
+}
