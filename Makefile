@@ -44,7 +44,7 @@ $(LIB): $(LIB_OBJS)
 $(CDEFS): core/include/tensordict.h scripts/gen_cdefs.lua
 	luajit scripts/gen_cdefs.lua core/include/tensordict.h > $@.tmp && mv $@.tmp $@
 
-$(BUILD)/tests/%: tests/c/%.c tests/c/check.h $(LIB) $(LIB_HDRS)
+$(BUILD)/tests/%: tests/c/%.c $(wildcard tests/c/*.h) $(LIB) $(LIB_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(TD_CFLAGS) -Icore/src $< -o $@ -L$(BUILD) -ltensordict -Wl,-rpath,$(abspath $(BUILD)) $(LDLIBS)
 

@@ -222,6 +222,7 @@ static bool run_tiled(td_iter *it, int64_t itemsize) {
   sub.strides[0][c - 1] = it->strides[0][r];
   sub.strides[1][c - 1] = it->strides[1][r];
   sub.ndim = nd - 1; /* the column dim is handled inside the tile */
+  sub.numel = it->numel / it->shape[c];
   tile_ctx ctx = {it->shape[c], sc};
   static const td_inner_loop tiles[] = {tile_1, tile_2, 0, tile_4, 0, 0, 0, tile_8};
   td_iter_run(&sub, tiles[itemsize - 1], &ctx);
@@ -264,10 +265,14 @@ static void copy_run(const td_tensor *dst, const td_tensor *src) {
   const td_tensor *ops[2] = {dst, src};
   td_iter it;
   td_iter_init(&it, 2, ops);
+  /* Split across threads unless dst repeats addresses (a stride-0 dim sorts innermost),
+   * where the serial order decides which write lands last. */
+  void (*run)(const td_iter *, td_inner_loop, void *) =
+      it.strides[0][it.ndim - 1] != 0 ? td_iter_run_parallel : td_iter_run;
   if (dst->dtype != src->dtype) {
-    td_iter_run(&it, cast_loops[dst->dtype][src->dtype], NULL);
+    run(&it, cast_loops[dst->dtype][src->dtype], NULL);
   } else if (!run_tiled(&it, dst->itemsize)) {
-    td_iter_run(&it, copy_loop(dst->itemsize), NULL);
+    run(&it, copy_loop(dst->itemsize), NULL);
   }
 }
 
@@ -327,7 +332,7 @@ TD_EXPORT int32_t td_tensor_fill_(td_tensor *dst, double value) {
   td_iter it;
   td_iter_init(&it, 1, ops);
   fill_ctx c = {cast_loops[dst->dtype][TD_FLOAT64], &value};
-  td_iter_run(&it, fill_loop, &c);
+  td_iter_run_parallel(&it, fill_loop, &c);
   return TD_OK;
 }
 

@@ -63,22 +63,38 @@ local function fill_range(e, r, dim)
   e.kind, e.start, e.stop, e.step = SLICE, a > 0 and a - 1 or a, range_stop(b), step
 end
 
--- Fills M.entries from key for the tensor handle h; returns the entry count.
+-- Set by tensor.lua: the metatable of tensors, to recognise mask and index entries.
+M.tensor_mt = nil
+
+local function whole(entry)
+  entry.kind, entry.start, entry.stop, entry.step = SLICE, 0, TO_END, 1
+end
+
+-- Fills M.entries from key for the tensor handle h; returns the entry count, and for a
+-- key holding a mask or index tensor, {tensor =, mask =, dim =}: the entries then hold
+-- whole dims in its place, and dim is where those dims sit in the view they select
+-- (0-based). At most one tensor entry per key.
 function M.parse(h, key)
   local ndim = h.ndim
   local entries = M.entries
   if type(key) ~= "table" then
     fail(("index: cannot index a tensor with %s"):format(describe(key)))
   end
+  if getmetatable(key) == M.tensor_mt then key = { key } end -- t[mask], t[idx]
   local n = #key
   if n > MAX_ENTRIES then fail(("index: %d entries, at most %d"):format(n, MAX_ENTRIES)) end
-  -- Count the entries that consume a dim to know how many dims the ellipsis covers.
-  local consuming, seen_ellipsis = 0, false
+  -- Count the dims entries consume, to know how many dims the ellipsis covers.
+  local consuming, seen_ellipsis, adv = 0, false, nil
   for k = 1, n do
     local e = key[k]
     if e == M.ellipsis then
       if seen_ellipsis then fail("index: at most one ellipsis per index") end
       seen_ellipsis = true
+    elseif getmetatable(e) == M.tensor_mt then
+      if adv then fail("index: at most one mask or index tensor per index") end
+      if e.h.ndim == 0 then fail("index: a 0-dim tensor cannot index; use a number") end
+      adv = { tensor = e, mask = e.h.dtype == C.TD_BOOL }
+      consuming = consuming + (adv.mask and e.h.ndim or 1)
     elseif e ~= M.newaxis then
       consuming = consuming + 1
     end
@@ -86,29 +102,40 @@ function M.parse(h, key)
   if consuming > ndim then
     fail(("index: %d indices for a tensor of %d dims"):format(consuming, ndim))
   end
-  local dim = 0 -- 0-based dim of the input the next consuming entry lands on
+  local dim, out_dim, count = 0, 0, 0 -- input dim, output dim, entries written
   for k = 1, n do
-    local e, entry = key[k], entries[k - 1]
+    local e = key[k]
     local te = type(e)
+    local entry = entries[count]
+    count = count + 1
     if te == "number" then
       entry.kind, entry.start = SELECT, M.position(e, tonumber(h.shape[dim]), dim + 1)
       dim = dim + 1
     elseif e == M.newaxis then
       entry.kind = NEWAXIS
+      out_dim = out_dim + 1
     elseif e == M.ellipsis then
       entry.kind = ELLIPSIS
       dim = dim + ndim - consuming
+      out_dim = out_dim + ndim - consuming
+    elseif adv and e == adv.tensor then
+      adv.dim = out_dim
+      local covered = adv.mask and e.h.ndim or 1
+      whole(entry)
+      for _ = 2, covered do
+        whole(entries[count])
+        count = count + 1
+      end
+      dim, out_dim = dim + covered, out_dim + covered
     elseif te == "table" then
       fill_range(entry, e, dim + 1)
-      dim = dim + 1
-    elseif te == "cdata" then
-      fail("index: tensor indices (masks and gathers) are not part of this build yet")
+      dim, out_dim = dim + 1, out_dim + 1
     else
-      fail(("index: entry %d is %s; expected a number, a range table, newaxis or ellipsis")
+      fail(("index: entry %d is %s; expected a number, a range table, newaxis, ellipsis or a tensor")
         :format(k, describe(e)))
     end
   end
-  return n
+  return count, adv
 end
 
 return M

@@ -8,6 +8,12 @@ local create = require("tensordict.create")
 local index = require("tensordict.index")
 local dtypes = require("tensordict.dtype")
 local memory = require("tensordict.memory")
+local ops = require("tensordict.ops")
+local join = require("tensordict.join")
+local random = require("tensordict.random")
+local linalg = require("tensordict.linalg")
+require("tensordict.reduce") -- methods only
+require("tensordict.gather") -- methods only
 
 local T = {}
 
@@ -29,7 +35,29 @@ T.from_file = create.from_file
 T.newaxis = index.newaxis
 T.ellipsis = index.ellipsis
 
+T.where = ops.where
+T.stack = join.stack
+T.cat = join.cat
+T.pad = join.pad
+T.matmul = linalg.matmul
+
+T.manual_seed = random.manual_seed
+T.Generator = random.Generator
+T.rand = random.rand
+T.randn = random.randn
+T.randint = random.randint
+T.randperm = random.randperm
+
 T.dtypes = dtypes.list()
 T.live_bytes = memory.live_bytes
+
+-- Threads for large kernels, ours and OpenBLAS's; results do not depend on the count.
+function T.set_num_threads(n)
+  if not require("tensordict.util").is_int(n) or n < 1 then
+    error(("tensordict: set_num_threads: expected a positive integer, got %s"):format(tostring(n)), 2)
+  end
+  if lib.C.td_set_num_threads(n) ~= 0 then require("tensordict.util").c_fail() end
+end
+function T.get_num_threads() return lib.C.td_get_num_threads() end
 
 return T

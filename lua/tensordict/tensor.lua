@@ -31,6 +31,7 @@ end))
 local Header = ffi.typeof("td_tensor")
 local HEADER_BYTES = ffi.sizeof(Header)
 local Tensor = {} -- methods; user code may add more (torch7's habit)
+index.tensor_mt = mt
 
 local idx_buf = ffi.new("int64_t[?]", C.TD_MAX_DIMS)
 local out_buf = ffi.new("double[1]")
@@ -285,13 +286,15 @@ end
 
 --------------------------------------------------------------------------- indexing
 
--- Writes the view key selects into out; returns the C status.
+-- Writes the view key selects into out; returns the C status, and the mask or index
+-- entry of the key if it has one (see index.parse).
 local function index_into(h, key, out)
   if type(key) == "number" then
     if h.ndim == 0 then fail(("index: cannot index a 0-dim tensor with %s"):format(key)) end
     return C.td_tensor_select(h, 0, index.position(key, tonumber(h.shape[0]), 1), out)
   end
-  return C.td_tensor_index(h, index.entries, index.parse(h, key), out)
+  local n, adv = index.parse(h, key)
+  return C.td_tensor_index(h, index.entries, n, out), adv
 end
 
 function mt.__index(self, key)
@@ -305,7 +308,9 @@ function mt.__index(self, key)
     return read(h)
   end
   local out = Header()
-  check(index_into(h, key, out))
+  local status, adv = index_into(h, key, out)
+  check(status)
+  if adv then return require("tensordict.gather").read(out, adv) end -- a copy
   if out.ndim == 0 then return read(out) end -- every dim selected: the element itself
   return new_tensor(out, self.o)
 end
@@ -316,7 +321,9 @@ function mt.__newindex(self, key, value)
   if type(key) == "string" then fail(("cannot set field '%s' of a tensor"):format(key)) end
   local h = H(self)
   local target = Header()
-  check(index_into(h, key, target))
+  local status, adv = index_into(h, key, target)
+  check(status)
+  if adv then return require("tensordict.gather").write(target, adv, value) end
   if is_tensor(value) then
     check(C.td_tensor_copy_(target, H(value)))
   elseif type(value) == "table" then
@@ -335,6 +342,9 @@ end
 
 return {
   Tensor = Tensor,
+  metatable = mt,
+  Header = Header,
+  new_tensor = new_tensor,
   adopt = adopt,
   is_tensor = is_tensor,
   handle = H,

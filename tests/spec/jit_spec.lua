@@ -29,8 +29,9 @@ local function trace_events(fn)
       if link == "loop" then loops = loops + 1 end
       if link == "stitch" then problems[#problems + 1] = "trace " .. tr .. " stitches" end
     elseif what == "abort" and ours[tr] then
-      -- Leaving the loop only ends recording at the loop's exit: the loop itself compiled.
-      if reason ~= "leaving loop in root trace" then
+      -- Benign: leaving the loop ends recording at its exit, and a trace that started
+      -- before the loop (a hot-counter collision) gives way to the loop's own trace.
+      if reason ~= "leaving loop in root trace" and reason ~= "inner loop in root trace" then
         problems[#problems + 1] = reason:gsub("%%%a", tostring(info))
       end
     end

@@ -1,0 +1,201 @@
+/*
+ * elementwise.c: the binary ops' entry points (td_binary, td_binary_scalar and their
+ * in-place forms): promotion, the op's own refusals, operand preparation, the run.
+ * The typed loops are in elementwise_binary.c; unary ops, clamp, where and masked_fill
+ * have their own elementwise_*.c files; shared helpers are in elementwise_util.c.
+ *
+ * Behaviours decided here (torch 2.x is the reference; checked against it):
+ * - Result dtype: torch's type promotion (promote.c). A Lua scalar is a "wrapped number":
+ *   it only raises the category (INT scalar: int64, FLOAT: float32, BOOL: bool).
+ * - Compute dtype: the promoted dtype, except div and the floating unary ops, which
+ *   compute integers and bool in float32. float16 / bfloat16 compute in float and round
+ *   once per element on store. A scalar is first converted to the compute dtype, as torch
+ *   wraps it in a tensor: an INT scalar wraps into narrow integers (int8 tensor < 300
+ *   compares with 44, as in torch), a FLOAT scalar is rounded (to the half type too;
+ *   torch keeps a float scalar for a few half ops, at most one rounding apart).
+ *   INT scalars beyond int64 are refused (torch: OverflowError); INT scalars with a
+ *   fraction are truncated.
+ * - sub refuses any bool operand, tensor or scalar, like torch ("two bool tensors" /
+ *   "a bool tensor"); neg refuses bool.
+ * - floor_divide, remainder and pow refuse bool as the compute dtype (torch: "not
+ *   implemented for 'Bool'"); bool with an integer tensor or scalar computes in int64.
+ * - Integer floor_divide / remainder by zero: torch raises ZeroDivisionError, so do we
+ *   (TD_EINVAL "integer division by zero"); the loops never divide by zero (no SIGFPE).
+ *   The in-place forms compute into a temporary first, so a refused call leaves a
+ *   unchanged. MIN // -1 gives MIN and MIN % -1 gives 0 (torch's wrapped results).
+ * - Integer pow: a negative scalar exponent is refused ("integers to negative integer
+ *   powers are not allowed", torch's scalar check); a negative exponent inside a tensor
+ *   gives torch's values: 1 for base 1, +-1 for base -1, else 0.
+ * - Float pow with a scalar exponent of 2, 3, 0.5, -0.5, -1 or -2 uses torch's rewrites
+ *   (x*x, sqrt, 1/x, ...), which differ from pow() at -0 and -inf.
+ * - minimum / maximum propagate NaN; on ties they return the first operand (so
+ *   minimum(0, -0) is 0), like torch's CPU kernel.
+ * - Comparisons compute in the promoted dtype (int64 vs float64 compares as float64).
+ *   Logical ops cast both operands to bool first (nonzero, NaN included, is true).
+ * - In place: the op computes in the promoted dtype and the result is cast into a's
+ *   dtype (int8.add_(int64) wraps); refused when the result's category is above a's
+ *   ("result type float32 can't be cast to the desired output type int64"), so
+ *   comparisons and logical ops (bool results) are always accepted. b must broadcast to
+ *   a's shape: a never grows. When b overlaps a other than element for element, b is
+ *   read from a snapshot.
+ */
+#include <math.h>
+
+#include "elementwise.h"
+
+static const char *const names[TD_OP_LOGICAL_XOR + 1] = {
+    "add",     "sub",     "mul", "div", "floor_divide", "remainder",   "pow",
+    "minimum", "maximum", "eq",  "ne",  "lt",           "le",          "gt",
+    "ge",      "logical_and",    "logical_or",          "logical_xor"};
+
+static bool is_bool_operand(td_operand x) {
+  return x.t ? x.t->dtype == TD_BOOL : x.kind == TD_SCALAR_BOOL;
+}
+
+/* The dtype the loop runs in, after the op's own refusals; -1 after td_fail. */
+static int32_t compute_dtype(const char *call, int32_t op, td_operand x, td_operand y,
+                             int32_t promoted) {
+  const bool bx = is_bool_operand(x), by = is_bool_operand(y);
+  if (op == TD_OP_SUB && (bx || by)) {
+    if (bx && by)
+      return td_fail(TD_EDTYPE, "%s: subtraction with two bool tensors is not supported; use "
+                                "logical_xor instead", call);
+    return td_fail(TD_EDTYPE, "%s: subtraction with a bool tensor is not supported; to "
+                              "invert a mask use logical_not instead", call);
+  }
+  if (op >= TD_OP_LOGICAL_AND) return TD_BOOL;
+  if (op == TD_OP_DIV)
+    return td_dtype_category(promoted) == TD_CAT_FLOAT ? promoted : TD_FLOAT32;
+  if ((op == TD_OP_FLOOR_DIVIDE || op == TD_OP_REMAINDER || op == TD_OP_POW) &&
+      promoted == TD_BOOL)
+    return td_fail(TD_EDTYPE, "%s: not supported for bool tensors", call);
+  if (op == TD_OP_POW && !y.t && y.kind == TD_SCALAR_INT && y.s <= -1 &&
+      td_dtype_category(promoted) != TD_CAT_FLOAT)
+    return td_fail(TD_EINVAL, "%s: integers to negative integer powers are not allowed", call);
+  return promoted;
+}
+
+/* x op y into a new tensor (a NULL) or into a (in place). */
+static int32_t binary_impl(const char *call, int32_t op, td_operand x, td_operand y,
+                           td_tensor *a, td_tensor **result) {
+  td_promo pr;
+  td_promo_init(&pr);
+  if (x.t) td_promo_tensor(&pr, x.t);
+  else td_promo_scalar(&pr, x.kind);
+  if (y.t) td_promo_tensor(&pr, y.t);
+  else td_promo_scalar(&pr, y.kind);
+  const int32_t c = compute_dtype(call, op, x, y, td_promo_result(&pr));
+  if (c < 0) return c;
+  const int32_t o = op >= TD_OP_EQ ? TD_BOOL : c; /* the op's result dtype */
+  int32_t ndim;
+  int64_t shape[TD_MAX_DIMS];
+  if (!td_ew_broadcast(call, x, y, &ndim, shape)) return td_last_status();
+  if (a && !td_ew_check_inplace(call, a, ndim, shape, o)) return td_last_status();
+
+  td_ew_ctx ctx;
+  td_ew_ctx_init(&ctx);
+  td_inner_loop pow_special =
+      op == TD_OP_POW && !y.t ? td_ew_pow_scalar_loop(c, y.s, &ctx) : NULL;
+  td_inner_loop loop = pow_special ? pow_special : td_ew_binary_loop(op, c);
+  if (!loop)
+    return td_fail(TD_EDTYPE, "%s: not supported for dtype %s", call, td_dtype_name(c));
+
+  int32_t status = TD_OK;
+  td_tensor *xc = td_ew_operand_as(call, x, c), *yc = NULL, *out = NULL;
+  if (!xc || !(yc = td_ew_operand_as(call, y, c))) {
+    status = td_last_status();
+    goto done;
+  }
+  /* Write straight into a when the result has its dtype and nothing can fail midway;
+   * otherwise into a temporary, copied (and cast) into a at the end. */
+  const bool int_division = (op == TD_OP_FLOOR_DIVIDE || op == TD_OP_REMAINDER) &&
+                            td_dtype_category(c) != TD_CAT_FLOAT;
+  const bool direct = a && o == a->dtype && !int_division;
+  out = direct ? a : td_tensor_empty(ndim, shape, o);
+  if (!out) {
+    status = td_last_status();
+    goto done;
+  }
+  td_tensor xe, ye;
+  td_ew_expand(xc, ndim, shape, &xe);
+  td_ew_expand(yc, ndim, shape, &ye);
+  if (direct) { /* inputs that overlap a otherwise than element for element: snapshot */
+    td_tensor **inputs[2] = {&xc, &yc};
+    td_tensor *expanded[2] = {&xe, &ye};
+    for (int k = 0; k < 2; k++) {
+      if (!td_ew_needs_snapshot(a, expanded[k])) continue;
+      td_tensor *copy = td_tensor_clone(*inputs[k]);
+      if (!copy) {
+        status = td_last_status();
+        goto done;
+      }
+      td_tensor_release(*inputs[k]);
+      *inputs[k] = copy;
+      td_ew_expand(copy, ndim, shape, expanded[k]);
+    }
+  }
+  const td_tensor *ops[3] = {out, &xe, &ye};
+  td_ew_run(pow_special ? 2 : 3, ops, loop, &ctx);
+  if (atomic_load(&ctx.zero_division)) {
+    status = td_fail(TD_EINVAL, "%s: integer division by zero", call);
+    goto done;
+  }
+  if (a && !direct) status = td_tensor_copy_(a, out);
+done:
+  td_tensor_release(xc);
+  td_tensor_release(yc);
+  if (out != a) {
+    if (status == TD_OK && !a) *result = out;
+    else td_tensor_release(out);
+  }
+  return status;
+}
+
+static bool check_op(const char *call, int32_t op) {
+  if (op >= TD_OP_ADD && op <= TD_OP_LOGICAL_XOR) return true;
+  td_fail(TD_EINVAL, "%s: unknown binary op %d", call, (int)op);
+  return false;
+}
+
+/* ---- public --------------------------------------------------------------------------- */
+
+TD_EXPORT td_tensor *td_binary(int32_t op, const td_tensor *a, const td_tensor *b) {
+  if (!check_op("binary", op)) return NULL;
+  const char *call = names[op];
+  if (!td_ew_check_tensor(call, a, "first tensor") || !td_ew_check_tensor(call, b, "second tensor"))
+    return NULL;
+  td_tensor *r = NULL;
+  binary_impl(call, op, (td_operand){a, 0, 0}, (td_operand){b, 0, 0}, NULL, &r);
+  return r;
+}
+
+TD_EXPORT td_tensor *td_binary_scalar(int32_t op, const td_tensor *a, double s,
+                                      int32_t scalar_kind, int32_t scalar_first) {
+  if (!check_op("binary_scalar", op)) return NULL;
+  const char *call = names[op];
+  if (!td_ew_check_tensor(call, a, "tensor") || !td_ew_check_kind(call, scalar_kind))
+    return NULL;
+  td_operand t = {a, 0, 0}, k = {NULL, s, scalar_kind};
+  td_tensor *r = NULL;
+  binary_impl(call, op, scalar_first ? k : t, scalar_first ? t : k, NULL, &r);
+  return r;
+}
+
+TD_EXPORT int32_t td_binary_(int32_t op, td_tensor *a, const td_tensor *b) {
+  if (!check_op("binary_", op)) return td_last_status();
+  char call[32];
+  td_ew_inplace_name(call, sizeof call, names[op]);
+  if (!td_ew_check_tensor(call, a, "tensor") || !td_ew_check_tensor(call, b, "second tensor"))
+    return td_last_status();
+  return binary_impl(call, op, (td_operand){a, 0, 0}, (td_operand){b, 0, 0}, a, NULL);
+}
+
+TD_EXPORT int32_t td_binary_scalar_(int32_t op, td_tensor *a, double s, int32_t scalar_kind) {
+  if (!check_op("binary_scalar_", op)) return td_last_status();
+  char call[32];
+  td_ew_inplace_name(call, sizeof call, names[op]);
+  if (!td_ew_check_tensor(call, a, "tensor") || !td_ew_check_kind(call, scalar_kind))
+    return td_last_status();
+  return binary_impl(call, op, (td_operand){a, 0, 0}, (td_operand){NULL, s, scalar_kind}, a,
+                     NULL);
+}

@@ -1,0 +1,164 @@
+/*
+ * elementwise.h: what the elementwise files share (promote.c, elementwise*.c). Not ABI.
+ *
+ * The split: promote.c decides result dtypes; elementwise_util.c holds the checks and
+ * operand preparation every entry point repeats (scalars as 0-dim tensors, overlap
+ * snapshots, fill-value conversions, the parallel run); elementwise_binary.c and
+ * elementwise_unary.c hold the typed inner loops; elementwise.c, elementwise_unary.c,
+ * elementwise_clamp.c and elementwise_where.c hold the public entry points.
+ */
+#ifndef TD_ELEMENTWISE_H
+#define TD_ELEMENTWISE_H
+
+#include <stdatomic.h>
+
+#include "iter.h"
+
+/* ---- promotion (promote.c) ---------------------------------------------------------- */
+
+enum td_category { TD_CAT_BOOL = 0, TD_CAT_INT = 1, TD_CAT_FLOAT = 2 };
+
+int32_t td_dtype_category(int32_t dtype);
+/* torch.promote_types for two dtypes. */
+int32_t td_promote_types(int32_t a, int32_t b);
+
+/* torch's ResultTypeState: the running promotion of operands with dims, 0-dim tensors and
+ * wrapped (Lua) scalars, kept apart because the latter two only raise the category. */
+typedef struct td_promo {
+  int32_t dim, zero, wrapped; /* -1: no operand of that kind yet */
+} td_promo;
+
+void td_promo_init(td_promo *p);
+void td_promo_tensor(td_promo *p, const td_tensor *t);
+void td_promo_scalar(td_promo *p, int32_t kind);
+/* The result dtype; TD_INT64 when nothing was added (never happens in practice). */
+int32_t td_promo_result(const td_promo *p);
+
+/* ---- shared helpers (elementwise_util.c) ------------------------------------------ */
+
+/* One operand: a tensor, or (t NULL) a Lua scalar s of td_scalar_kind kind. */
+typedef struct td_operand {
+  const td_tensor *t;
+  double s;
+  int32_t kind;
+} td_operand;
+
+/* Per-call state handed to the inner loops through ctx. */
+typedef struct td_ew_ctx {
+  atomic_int zero_division; /* set by integer floor_divide / remainder on a zero divisor */
+  int32_t code;             /* loop-specific: the special form of pow with a scalar exponent */
+  double lo, hi;            /* clamp bounds in the compute type (floats) */
+  int64_t ilo, ihi;         /* clamp bounds (integers) */
+  uint64_t bits;            /* masked_fill: the value's stored bytes */
+} td_ew_ctx;
+
+void td_ew_ctx_init(td_ew_ctx *c);
+/* Called by a loop that met a zero integer divisor (once per row at most). */
+void td_ew_note_zero_division(void *ctx);
+
+bool td_ew_check_cpu(const char *call, const td_tensor *t, const char *what);
+bool td_ew_check_kind(const char *call, int32_t kind);
+/* Rejects a NULL tensor or a CPU-less one; names the role in the message. */
+bool td_ew_check_tensor(const char *call, const td_tensor *t, const char *what);
+
+/* A 0-dim tensor of dtype holding the Lua scalar s as torch wraps it: an INT scalar goes
+ * through int64 (then wraps into narrower integers), a FLOAT one is rounded, a BOOL one is
+ * 0 or 1. NULL after td_fail when an INT scalar is beyond int64. */
+td_tensor *td_ew_scalar_tensor(const char *call, double s, int32_t kind, int32_t dtype);
+/* An operand as a tensor of dtype: shared when it already has that dtype, else a cast
+ * copy, or a 0-dim tensor for a scalar. A new reference. */
+td_tensor *td_ew_operand_as(const char *call, td_operand x, int32_t dtype);
+
+/* torch's checked conversion of a fill value (masked_fill, where's scalars, clamp
+ * bounds) into dtype, written as stored bytes into *bits. Integral values follow
+ * Python int rules (a negative value wraps into uint8 when -v <= 255), others Python
+ * float rules (truncation toward zero, refused when out of range); float targets
+ * refuse finite values beyond their largest finite value unless round_float is set. */
+bool td_ew_fill_value(const char *call, double v, int32_t dtype, bool round_float,
+                      uint64_t *bits);
+
+/* True when b reaches memory a covers, other than by having exactly a's layout (then
+ * element i of a and b is one address, which elementwise loops handle). */
+bool td_ew_needs_snapshot(const td_tensor *a, const td_tensor *b);
+
+/* Broadcasts shapes of x and y (either may be a scalar operand) into out. */
+bool td_ew_broadcast(const char *call, td_operand x, td_operand y, int32_t *ndim,
+                     int64_t *shape);
+/* A tensor an op_ may write: writable storage, and no two elements at one address (a
+ * stride-0 dim, as torch's internal-overlap check; results would depend on the order). */
+bool td_ew_check_writable(const char *call, const td_tensor *a);
+/* In-place checks shared by every op_: writable, on the CPU, the broadcast shape of
+ * the operands equal to a's own, and the result dtype's category not above a's. */
+bool td_ew_check_inplace(const char *call, const td_tensor *a, int32_t ndim,
+                         const int64_t *shape, int32_t result_dtype);
+
+/* Runs loop over ops[0..nops) (ops[0] the output, the others already expanded to its
+ * shape) with td_iter_run_parallel, in column strips when an input would be read across
+ * the grain (see elementwise_util.c). */
+void td_ew_run(int32_t nops, const td_tensor *const *ops, td_inner_loop loop, void *ctx);
+/* Expands t to shape into *out (a caller-owned view); t must broadcast (checked before). */
+void td_ew_expand(const td_tensor *t, int32_t ndim, const int64_t *shape, td_tensor *out);
+
+/* "add" -> "add_" in buf. */
+const char *td_ew_inplace_name(char *buf, size_t len, const char *name);
+
+/* ---- typed loops ---------------------------------------------------------------------- */
+
+/* Binary op on inputs of dtype (operands 1 and 2) into operand 0, of dtype or bool for
+ * comparisons and logical ops; NULL when the op does not exist for dtype. */
+td_inner_loop td_ew_binary_loop(int32_t op, int32_t dtype);
+/* pow(x, exponent) for a Lua scalar exponent on a floating dtype, operand 1 into
+ * operand 0: torch's special forms (x*x, sqrt, 1/x, ...), with ctx->code set to the one
+ * to use; NULL when the exponent has none (then the general binary loop applies). */
+td_inner_loop td_ew_pow_scalar_loop(int32_t dtype, double exponent, td_ew_ctx *ctx);
+/* Unary op on operand 1 (dtype) into operand 0 (dtype, or bool for the predicates);
+ * NULL when the op is an identity or a constant for dtype, or refused. */
+td_inner_loop td_ew_unary_loop(int32_t op, int32_t dtype);
+
+/* ---- building blocks of the typed loops ------------------------------------------------
+ * Every loop computes in a "family" type: its own type for bool and the integers, float
+ * for float16 / bfloat16 / float32 (half types load to float and round back on store),
+ * double for float64. Element functions are named e_<op>_<family>. */
+
+/* Loads and stores between stored and compute types. A bool byte other than 0 or 1
+ * (from a mapped file, say) still loads as true. */
+#define LD_B(x) ((uint8_t)((x) != 0))
+#define LD_N(x) (x)
+#define LD_H(x) td_half_to_float(x)
+#define LD_BF(x) td_bfloat16_to_float(x)
+#define ST_N(v) (v)
+#define ST_H(v) td_float_to_half(v)
+#define ST_BF(v) td_float_to_bfloat16(v)
+
+/* X(ARG, dtype, stored type, compute type, family, load, store) for each dtype. */
+#define EW_BOOL(X, ARG) X(ARG, BOOL, uint8_t, uint8_t, BOOL, LD_B, ST_N)
+#define EW_UINT(X, ARG) X(ARG, UINT8, uint8_t, uint8_t, UINT8, LD_N, ST_N)
+#define EW_SINT(X, ARG)                                                              \
+  X(ARG, INT8, int8_t, int8_t, INT8, LD_N, ST_N)                                     \
+  X(ARG, INT16, int16_t, int16_t, INT16, LD_N, ST_N)                                 \
+  X(ARG, INT32, int32_t, int32_t, INT32, LD_N, ST_N)                                 \
+  X(ARG, INT64, int64_t, int64_t, INT64, LD_N, ST_N)
+#define EW_FLOAT(X, ARG)                                                             \
+  X(ARG, FLOAT16, uint16_t, float, FL, LD_H, ST_H)                                   \
+  X(ARG, BFLOAT16, uint16_t, float, FL, LD_BF, ST_BF)                                \
+  X(ARG, FLOAT32, float, float, FL, LD_N, ST_N)                                       \
+  X(ARG, FLOAT64, double, double, DB, LD_N, ST_N)
+#define EW_INT(X, ARG) EW_UINT(X, ARG) EW_SINT(X, ARG)
+#define EW_NUM(X, ARG) EW_INT(X, ARG) EW_FLOAT(X, ARG)
+#define EW_ALL(X, ARG) EW_BOOL(X, ARG) EW_NUM(X, ARG)
+
+/* A loop where the output may be one of the inputs (in-place ops): every element is read
+ * before it is written, so there is no dependence between iterations and the compiler
+ * may vectorise without the restrict qualifiers the out-of-place loops use. */
+#if defined(__clang__)
+#define EW_IVDEP _Pragma("clang loop vectorize(assume_safety)")
+/* clang warns where the hint cannot vectorise (half conversions, integer division): the
+ * hint only states a fact about the memory, nothing to fix there. */
+#pragma clang diagnostic ignored "-Wpass-failed"
+#elif defined(__GNUC__)
+#define EW_IVDEP _Pragma("GCC ivdep")
+#else
+#define EW_IVDEP
+#endif
+
+#endif

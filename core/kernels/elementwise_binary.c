@@ -1,0 +1,305 @@
+/*
+ * elementwise_binary.c: the typed inner loops of the binary ops.
+ *
+ * Element functions e_<op>_<family> say what one element is; DEF_BIN wraps one in a
+ * loop with a contiguous branch (restrict pointers, which gcc -O3 vectorises; an ivdep
+ * twin for in-place calls where the output is an input), branches for either input
+ * broadcast (stride 0, loaded once), and a general strided branch. Both inputs arrive
+ * in the loop's dtype (the caller casts); the output is that dtype, or bool for
+ * comparisons and logical ops.
+ *
+ * Integer arithmetic wraps like torch's (two's complement): it is done in an unsigned
+ * type at least as wide as int, so no signed overflow (undefined behaviour) can occur.
+ */
+#include <math.h>
+
+#include "elementwise.h"
+
+/* ---- element functions ------------------------------------------------------------------ */
+
+/* bool: + is or, * is and (torch's results for bool tensors); min is and, max is or. */
+static inline uint8_t e_add_BOOL(uint8_t x, uint8_t y, int *z) { (void)z; return x | y; }
+static inline uint8_t e_mul_BOOL(uint8_t x, uint8_t y, int *z) { (void)z; return x & y; }
+static inline uint8_t e_minimum_BOOL(uint8_t x, uint8_t y, int *z) { (void)z; return x & y; }
+static inline uint8_t e_maximum_BOOL(uint8_t x, uint8_t y, int *z) { (void)z; return x | y; }
+static inline uint8_t e_logical_and_BOOL(uint8_t x, uint8_t y, int *z) { (void)z; return x & y; }
+static inline uint8_t e_logical_or_BOOL(uint8_t x, uint8_t y, int *z) { (void)z; return x | y; }
+static inline uint8_t e_logical_xor_BOOL(uint8_t x, uint8_t y, int *z) { (void)z; return x ^ y; }
+
+/* Integers, signed or not. UT is the unsigned type the arithmetic wraps in. */
+#define DEF_INT_COMMON(FAM, T, UT)                                                        \
+  static inline T e_add_##FAM(T x, T y, int *z) { (void)z; return (T)((UT)x + (UT)y); }   \
+  static inline T e_sub_##FAM(T x, T y, int *z) { (void)z; return (T)((UT)x - (UT)y); }   \
+  static inline T e_mul_##FAM(T x, T y, int *z) { (void)z; return (T)((UT)x * (UT)y); }   \
+  static inline T e_minimum_##FAM(T x, T y, int *z) { (void)z; return y < x ? y : x; }   \
+  static inline T e_maximum_##FAM(T x, T y, int *z) { (void)z; return x < y ? y : x; }   \
+  /* x ** y for y >= 0 by squaring, wrapping like repeated multiplication */             \
+  static inline T pow_nonneg_##FAM(T x, T y) {                                            \
+    UT r = 1, b = (UT)x;                                                                  \
+    for (uint64_t e = (uint64_t)y; e; e >>= 1) {                                          \
+      if (e & 1) r *= b;                                                                  \
+      b *= b;                                                                             \
+    }                                                                                     \
+    return (T)r;                                                                          \
+  }
+
+/* Unsigned: floor division and remainder are the C ones. A zero divisor gives 0 and
+ * raises the flag that turns into torch's ZeroDivisionError once the loop is done. */
+#define DEF_UINT_OPS(FAM, T, UT)                                                          \
+  DEF_INT_COMMON(FAM, T, UT)                                                              \
+  static inline T e_floor_divide_##FAM(T x, T y, int *z) {                                \
+    if (y == 0) return (T)(*z = 1, 0);                                                    \
+    return (T)(x / y);                                                                    \
+  }                                                                                       \
+  static inline T e_remainder_##FAM(T x, T y, int *z) {                                   \
+    if (y == 0) return (T)(*z = 1, 0);                                                    \
+    return (T)(x % y);                                                                    \
+  }                                                                                       \
+  static inline T e_pow_##FAM(T x, T y, int *z) { (void)z; return pow_nonneg_##FAM(x, y); }
+
+/* Signed: Python's floor semantics. y == -1 is taken apart because MIN / -1 overflows
+ * (SIGFPE on x86); its wrapped result, MIN, is torch's. Negative exponents follow torch:
+ * 1 ** -n = 1, (-1) ** -n = +-1, anything else 0 (the truncated reciprocal). */
+#define DEF_SINT_OPS(FAM, T, UT)                                                          \
+  DEF_INT_COMMON(FAM, T, UT)                                                              \
+  static inline T e_floor_divide_##FAM(T x, T y, int *z) {                                \
+    if (y == 0) return (T)(*z = 1, 0);                                                    \
+    if (y == -1) return (T)(0 - (UT)x);                                                   \
+    T q = (T)(x / y);                                                                     \
+    if ((T)(x % y) != 0 && ((x < 0) != (y < 0))) q--;                                     \
+    return q;                                                                             \
+  }                                                                                       \
+  static inline T e_remainder_##FAM(T x, T y, int *z) {                                   \
+    if (y == 0) return (T)(*z = 1, 0);                                                    \
+    if (y == -1) return 0;                                                                \
+    T r = (T)(x % y);                                                                     \
+    if (r != 0 && ((r < 0) != (y < 0))) r = (T)(r + y);                                   \
+    return r;                                                                             \
+  }                                                                                       \
+  static inline T e_pow_##FAM(T x, T y, int *z) {                                         \
+    (void)z;                                                                              \
+    if (y >= 0) return pow_nonneg_##FAM(x, y);                                            \
+    if (x == 1) return 1;                                                                 \
+    if (x == -1) return (T)((y & 1) ? -1 : 1);                                            \
+    return 0;                                                                             \
+  }
+
+DEF_UINT_OPS(UINT8, uint8_t, uint32_t)
+DEF_SINT_OPS(INT8, int8_t, uint32_t)
+DEF_SINT_OPS(INT16, int16_t, uint32_t)
+DEF_SINT_OPS(INT32, int32_t, uint32_t)
+DEF_SINT_OPS(INT64, int64_t, uint64_t)
+
+/* Floating, in float (FL, also for float16 / bfloat16) or double (DB). floor_divide and
+ * remainder are torch's formulas (div_floor_floating, fmod-based remainder), so signed
+ * zeros, infinities and rounding at large quotients come out as in torch. minimum and
+ * maximum return NaN when either side is NaN, else std::min / std::max (the first
+ * argument on ties: minimum(0, -0) is 0). */
+#define DEF_FLOAT_OPS(FAM, T, SUF)                                                        \
+  static inline T e_add_##FAM(T x, T y, int *z) { (void)z; return x + y; }                \
+  static inline T e_sub_##FAM(T x, T y, int *z) { (void)z; return x - y; }                \
+  static inline T e_mul_##FAM(T x, T y, int *z) { (void)z; return x * y; }                \
+  static inline T e_div_##FAM(T x, T y, int *z) { (void)z; return x / y; }                \
+  static inline T e_floor_divide_##FAM(T a, T b, int *z) {                                \
+    (void)z;                                                                              \
+    if (b == 0) return a / b;                                                             \
+    T mod = fmod##SUF(a, b);                                                              \
+    T div = (a - mod) / b;                                                                \
+    if (mod != 0 && (b < 0) != (mod < 0)) div -= 1;                                       \
+    if (div == 0) return copysign##SUF(0, a / b);                                         \
+    T fl = floor##SUF(div);                                                               \
+    if (div - fl > (T)0.5) fl += 1;                                                       \
+    return fl;                                                                            \
+  }                                                                                       \
+  static inline T e_remainder_##FAM(T a, T b, int *z) {                                   \
+    (void)z;                                                                              \
+    T mod = fmod##SUF(a, b);                                                              \
+    if (mod != 0 && (b < 0) != (mod < 0)) mod += b;                                       \
+    return mod;                                                                           \
+  }                                                                                       \
+  static inline T e_pow_##FAM(T x, T y, int *z) { (void)z; return pow##SUF(x, y); }       \
+  static inline T e_minimum_##FAM(T x, T y, int *z) {                                     \
+    (void)z;                                                                              \
+    return (x != x || y != y) ? x + y : (y < x ? y : x);                                  \
+  }                                                                                       \
+  static inline T e_maximum_##FAM(T x, T y, int *z) {                                     \
+    (void)z;                                                                              \
+    return (x != x || y != y) ? x + y : (x < y ? y : x);                                  \
+  }
+
+DEF_FLOAT_OPS(FL, float, f)
+DEF_FLOAT_OPS(DB, double, )
+
+/* Comparisons, for every family: C's operators already give false for NaN (true for
+ * !=), computed in the family type, so int64 against float64 compares as float64. */
+#define DEF_CMP(FAM, T)                                                                   \
+  static inline uint8_t e_eq_##FAM(T x, T y, int *z) { (void)z; return x == y; }          \
+  static inline uint8_t e_ne_##FAM(T x, T y, int *z) { (void)z; return x != y; }          \
+  static inline uint8_t e_lt_##FAM(T x, T y, int *z) { (void)z; return x < y; }           \
+  static inline uint8_t e_le_##FAM(T x, T y, int *z) { (void)z; return x <= y; }          \
+  static inline uint8_t e_gt_##FAM(T x, T y, int *z) { (void)z; return x > y; }           \
+  static inline uint8_t e_ge_##FAM(T x, T y, int *z) { (void)z; return x >= y; }
+DEF_CMP(BOOL, uint8_t)
+DEF_CMP(UINT8, uint8_t)
+DEF_CMP(INT8, int8_t)
+DEF_CMP(INT16, int16_t)
+DEF_CMP(INT32, int32_t)
+DEF_CMP(INT64, int64_t)
+DEF_CMP(FL, float)
+DEF_CMP(DB, double)
+
+/* ---- loops ---------------------------------------------------------------------------------- */
+
+#define EW_E(OP, FAM, X, Y) e_##OP##_##FAM(X, Y, &zf)
+
+#define DEF_BIN(OP, DN, IT, CT, FAM, LD, OT, ST)                                          \
+  static void bin_##OP##_##DN(char **p, const int64_t *s, int64_t n, void *ctx) {        \
+    int zf = 0;                                                                           \
+    const int64_t is = (int64_t)sizeof(IT), os = (int64_t)sizeof(OT);                     \
+    if (s[0] == os && s[1] == is && s[2] == is) {                                         \
+      if (p[0] != p[1] && p[0] != p[2]) {                                                 \
+        OT *restrict d = (OT *)p[0];                                                      \
+        const IT *restrict x = (const IT *)p[1], *restrict y = (const IT *)p[2];          \
+        for (int64_t i = 0; i < n; i++) d[i] = ST(EW_E(OP, FAM, LD(x[i]), LD(y[i])));     \
+      } else {                                                                            \
+        OT *d = (OT *)p[0];                                                               \
+        const IT *x = (const IT *)p[1], *y = (const IT *)p[2];                            \
+        EW_IVDEP for (int64_t i = 0; i < n; i++) d[i] = ST(EW_E(OP, FAM, LD(x[i]), LD(y[i]))); \
+      }                                                                                   \
+    } else if (s[0] == os && s[1] == is && s[2] == 0) {                                   \
+      const CT b = LD(*(const IT *)p[2]);                                                 \
+      if (p[0] != p[1]) {                                                                 \
+        OT *restrict d = (OT *)p[0];                                                      \
+        const IT *restrict x = (const IT *)p[1];                                          \
+        for (int64_t i = 0; i < n; i++) d[i] = ST(EW_E(OP, FAM, LD(x[i]), b));            \
+      } else {                                                                            \
+        OT *d = (OT *)p[0];                                                               \
+        const IT *x = (const IT *)p[1];                                                   \
+        EW_IVDEP for (int64_t i = 0; i < n; i++) d[i] = ST(EW_E(OP, FAM, LD(x[i]), b));   \
+      }                                                                                   \
+    } else if (s[0] == os && s[1] == 0 && s[2] == is) {                                   \
+      const CT a = LD(*(const IT *)p[1]);                                                 \
+      if (p[0] != p[2]) {                                                                 \
+        OT *restrict d = (OT *)p[0];                                                      \
+        const IT *restrict y = (const IT *)p[2];                                          \
+        for (int64_t i = 0; i < n; i++) d[i] = ST(EW_E(OP, FAM, a, LD(y[i])));            \
+      } else {                                                                            \
+        OT *d = (OT *)p[0];                                                               \
+        const IT *y = (const IT *)p[2];                                                   \
+        EW_IVDEP for (int64_t i = 0; i < n; i++) d[i] = ST(EW_E(OP, FAM, a, LD(y[i])));   \
+      }                                                                                   \
+    } else {                                                                              \
+      char *d = p[0];                                                                     \
+      const char *x = p[1], *y = p[2];                                                    \
+      for (int64_t i = 0; i < n; i++, d += s[0], x += s[1], y += s[2])                    \
+        *(OT *)d = ST(EW_E(OP, FAM, LD(*(const IT *)x), LD(*(const IT *)y)));             \
+    }                                                                                     \
+    if (zf) td_ew_note_zero_division(ctx);                                                \
+  }
+
+/* Arithmetic ops write the input dtype; predicates write bool bytes. */
+#define DEF_ARITH(OP, DN, IT, CT, FAM, LD, ST) DEF_BIN(OP, DN, IT, CT, FAM, LD, IT, ST)
+#define DEF_PRED(OP, DN, IT, CT, FAM, LD, ST) DEF_BIN(OP, DN, IT, CT, FAM, LD, uint8_t, ST_N)
+
+EW_ALL(DEF_ARITH, add)
+EW_NUM(DEF_ARITH, sub)
+EW_ALL(DEF_ARITH, mul)
+EW_FLOAT(DEF_ARITH, div)
+EW_NUM(DEF_ARITH, floor_divide)
+EW_NUM(DEF_ARITH, remainder)
+EW_NUM(DEF_ARITH, pow)
+EW_ALL(DEF_ARITH, minimum)
+EW_ALL(DEF_ARITH, maximum)
+EW_ALL(DEF_PRED, eq)
+EW_ALL(DEF_PRED, ne)
+EW_ALL(DEF_PRED, lt)
+EW_ALL(DEF_PRED, le)
+EW_ALL(DEF_PRED, gt)
+EW_ALL(DEF_PRED, ge)
+EW_BOOL(DEF_PRED, logical_and)
+EW_BOOL(DEF_PRED, logical_or)
+EW_BOOL(DEF_PRED, logical_xor)
+
+#define ENTRY(OP, DN, IT, CT, FAM, LD, ST) [TD_##DN] = bin_##OP##_##DN,
+/* loops[op][dtype]; logical ops exist for bool only (the caller casts to bool first). */
+static const td_inner_loop loops[TD_OP_LOGICAL_XOR + 1][TD_NUM_DTYPES] = {
+    [TD_OP_ADD] = {EW_ALL(ENTRY, add)},
+    [TD_OP_SUB] = {EW_NUM(ENTRY, sub)},
+    [TD_OP_MUL] = {EW_ALL(ENTRY, mul)},
+    [TD_OP_DIV] = {EW_FLOAT(ENTRY, div)},
+    [TD_OP_FLOOR_DIVIDE] = {EW_NUM(ENTRY, floor_divide)},
+    [TD_OP_REMAINDER] = {EW_NUM(ENTRY, remainder)},
+    [TD_OP_POW] = {EW_NUM(ENTRY, pow)},
+    [TD_OP_MINIMUM] = {EW_ALL(ENTRY, minimum)},
+    [TD_OP_MAXIMUM] = {EW_ALL(ENTRY, maximum)},
+    [TD_OP_EQ] = {EW_ALL(ENTRY, eq)},
+    [TD_OP_NE] = {EW_ALL(ENTRY, ne)},
+    [TD_OP_LT] = {EW_ALL(ENTRY, lt)},
+    [TD_OP_LE] = {EW_ALL(ENTRY, le)},
+    [TD_OP_GT] = {EW_ALL(ENTRY, gt)},
+    [TD_OP_GE] = {EW_ALL(ENTRY, ge)},
+    [TD_OP_LOGICAL_AND] = {EW_BOOL(ENTRY, logical_and)},
+    [TD_OP_LOGICAL_OR] = {EW_BOOL(ENTRY, logical_or)},
+    [TD_OP_LOGICAL_XOR] = {EW_BOOL(ENTRY, logical_xor)},
+};
+
+td_inner_loop td_ew_binary_loop(int32_t op, int32_t dtype) { return loops[op][dtype]; }
+
+/* ---- pow with a scalar exponent ------------------------------------------------------------
+ * torch rewrites x ** e for these exponents (pow_tensor_scalar_optimized_kernel), which
+ * differs from pow() at signed zeros and infinities: (-0) ** 0.5 is -0 (sqrt), not +0,
+ * and (-inf) ** 0.5 is NaN, not +inf. Only for a scalar exponent: a tensor exponent,
+ * 0-dim included, goes through pow() like torch's. */
+enum { POW_SQUARE = 1, POW_CUBE, POW_SQRT, POW_RSQRT, POW_RECIPROCAL, POW_RSQUARE };
+
+#define POW_LOOP(IT, LD, ST, EXPR)                                                        \
+  if (s[0] == (int64_t)sizeof(IT) && s[1] == (int64_t)sizeof(IT)) {                       \
+    IT *d = (IT *)p[0];                                                                   \
+    const IT *a = (const IT *)p[1];                                                       \
+    EW_IVDEP for (int64_t i = 0; i < n; i++) {                                            \
+      const CT x = LD(a[i]);                                                              \
+      d[i] = ST(EXPR);                                                                    \
+    }                                                                                     \
+  } else {                                                                                \
+    char *d = p[0];                                                                       \
+    const char *a = p[1];                                                                 \
+    for (int64_t i = 0; i < n; i++, d += s[0], a += s[1]) {                               \
+      const CT x = LD(*(const IT *)a);                                                    \
+      *(IT *)d = ST(EXPR);                                                                \
+    }                                                                                     \
+  }                                                                                       \
+  break;
+
+#define DEF_POW_SCALAR(ARG, DN, IT, CT_, FAM, LD, ST)                                     \
+  static void pow_scalar_##DN(char **p, const int64_t *s, int64_t n, void *ctx) {        \
+    typedef CT_ CT;                                                                       \
+    switch (((const td_ew_ctx *)ctx)->code) {                                             \
+      case POW_SQUARE: POW_LOOP(IT, LD, ST, x * x)                                        \
+      case POW_CUBE: POW_LOOP(IT, LD, ST, x * x * x)                                      \
+      case POW_SQRT: POW_LOOP(IT, LD, ST, sqrt_##FAM(x))                                  \
+      case POW_RSQRT: POW_LOOP(IT, LD, ST, (CT)1 / sqrt_##FAM(x))                         \
+      case POW_RECIPROCAL: POW_LOOP(IT, LD, ST, (CT)1 / x)                                \
+      default: POW_LOOP(IT, LD, ST, (CT)1 / (x * x))                                      \
+    }                                                                                     \
+  }
+static inline float sqrt_FL(float x) { return sqrtf(x); }
+static inline double sqrt_DB(double x) { return sqrt(x); }
+EW_FLOAT(DEF_POW_SCALAR, _)
+
+td_inner_loop td_ew_pow_scalar_loop(int32_t dtype, double exponent, td_ew_ctx *ctx) {
+  static const struct {
+    double e;
+    int32_t code;
+  } forms[] = {{2, POW_SQUARE}, {3, POW_CUBE},        {0.5, POW_SQRT},
+               {-0.5, POW_RSQRT}, {-1, POW_RECIPROCAL}, {-2, POW_RSQUARE}};
+  static const td_inner_loop loops_by_dtype[TD_NUM_DTYPES] = {
+      [TD_FLOAT16] = pow_scalar_FLOAT16, [TD_FLOAT32] = pow_scalar_FLOAT32,
+      [TD_BFLOAT16] = pow_scalar_BFLOAT16, [TD_FLOAT64] = pow_scalar_FLOAT64};
+  if (!td_dtype_is_floating(dtype)) return NULL;
+  for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++)
+    if (exponent == forms[i].e) {
+      ctx->code = forms[i].code;
+      return loops_by_dtype[dtype];
+    }
+  return NULL;
+}

@@ -1,0 +1,215 @@
+/*
+ * elementwise_unary.c: unary ops (td_unary, td_unary_): typed loops and entry points.
+ *
+ * Behaviours (torch 2.x):
+ * - exp .. sigmoid compute integers and bool in float32; float16 / bfloat16 in float,
+ *   rounded once on store. rsqrt is 1 / sqrt(x), sigmoid 1 / (1 + exp(-x)).
+ * - neg, abs, relu, floor, ceil, round refuse bool (torch: not implemented for 'Bool');
+ *   neg wraps on integers (-(-128) is -128 in int8, neg of uint8 wraps), so does abs.
+ * - floor, ceil, round leave integers unchanged; round is half to even (nearbyint under
+ *   the default rounding mode). relu keeps -0 and NaN. sign gives 0 for NaN and -0, and
+ *   leaves bool unchanged.
+ * - logical_not, isnan, isinf give bool; isnan and isinf of integers and bool are false.
+ * - In place, the result is cast into a's dtype, refused when its category is above a's
+ *   (exp_ of an integer tensor); logical_not_ of a float tensor writes 0.0 / 1.0.
+ */
+#include <math.h>
+
+#include "elementwise.h"
+
+/* ---- element functions ---------------------------------------------------------------- */
+
+#define DEF_SINT_UN(FAM, T, UT)                                                           \
+  static inline T u_neg_##FAM(T x) { return (T)(0 - (UT)x); }                             \
+  static inline T u_abs_##FAM(T x) { return x < 0 ? (T)(0 - (UT)x) : x; }                \
+  static inline T u_relu_##FAM(T x) { return x < 0 ? 0 : x; }                             \
+  static inline T u_sign_##FAM(T x) { return (T)((x > 0) - (x < 0)); }                    \
+  static inline uint8_t u_logical_not_##FAM(T x) { return x == 0; }
+DEF_SINT_UN(INT8, int8_t, uint32_t)
+DEF_SINT_UN(INT16, int16_t, uint32_t)
+DEF_SINT_UN(INT32, int32_t, uint32_t)
+DEF_SINT_UN(INT64, int64_t, uint64_t)
+
+static inline uint8_t u_neg_UINT8(uint8_t x) { return (uint8_t)(0u - x); }
+static inline uint8_t u_sign_UINT8(uint8_t x) { return x > 0; }
+static inline uint8_t u_logical_not_UINT8(uint8_t x) { return x == 0; }
+static inline uint8_t u_logical_not_BOOL(uint8_t x) { return x == 0; }
+
+#define DEF_FLOAT_UN(FAM, T, SUF)                                                         \
+  static inline T u_neg_##FAM(T x) { return -x; }                                         \
+  static inline T u_abs_##FAM(T x) { return fabs##SUF(x); }                               \
+  static inline T u_exp_##FAM(T x) { return exp##SUF(x); }                                \
+  static inline T u_log_##FAM(T x) { return log##SUF(x); }                                \
+  static inline T u_log1p_##FAM(T x) { return log1p##SUF(x); }                            \
+  static inline T u_expm1_##FAM(T x) { return expm1##SUF(x); }                            \
+  static inline T u_sqrt_##FAM(T x) { return sqrt##SUF(x); }                              \
+  static inline T u_rsqrt_##FAM(T x) { return (T)1 / sqrt##SUF(x); }                      \
+  static inline T u_sin_##FAM(T x) { return sin##SUF(x); }                                \
+  static inline T u_cos_##FAM(T x) { return cos##SUF(x); }                                \
+  static inline T u_tanh_##FAM(T x) { return tanh##SUF(x); }                              \
+  static inline T u_sigmoid_##FAM(T x) { return (T)1 / ((T)1 + exp##SUF(-x)); }           \
+  static inline T u_relu_##FAM(T x) { return x < 0 ? 0 : x; }                             \
+  static inline T u_floor_##FAM(T x) { return floor##SUF(x); }                            \
+  static inline T u_ceil_##FAM(T x) { return ceil##SUF(x); }                              \
+  static inline T u_round_##FAM(T x) { return nearbyint##SUF(x); }                        \
+  static inline T u_sign_##FAM(T x) { return (T)((x > 0) - (x < 0)); }                    \
+  static inline uint8_t u_logical_not_##FAM(T x) { return x == 0; }                       \
+  static inline uint8_t u_isnan_##FAM(T x) { return x != x; }                             \
+  static inline uint8_t u_isinf_##FAM(T x) { return fabs##SUF(x) == (T)INFINITY; }
+DEF_FLOAT_UN(FL, float, f)
+DEF_FLOAT_UN(DB, double, )
+
+/* ---- loops ------------------------------------------------------------------------------- */
+
+#define DEF_UN(OP, DN, IT, FAM, LD, OT, ST)                                               \
+  static void un_##OP##_##DN(char **p, const int64_t *s, int64_t n, void *ctx) {         \
+    (void)ctx;                                                                            \
+    if (s[0] == (int64_t)sizeof(OT) && s[1] == (int64_t)sizeof(IT)) {                     \
+      if (p[0] != p[1]) {                                                                 \
+        OT *restrict d = (OT *)p[0];                                                      \
+        const IT *restrict x = (const IT *)p[1];                                          \
+        for (int64_t i = 0; i < n; i++) d[i] = ST(u_##OP##_##FAM(LD(x[i])));              \
+      } else {                                                                            \
+        OT *d = (OT *)p[0];                                                               \
+        const IT *x = (const IT *)p[1];                                                   \
+        EW_IVDEP for (int64_t i = 0; i < n; i++) d[i] = ST(u_##OP##_##FAM(LD(x[i])));     \
+      }                                                                                   \
+    } else {                                                                              \
+      char *d = p[0];                                                                     \
+      const char *x = p[1];                                                               \
+      for (int64_t i = 0; i < n; i++, d += s[0], x += s[1])                               \
+        *(OT *)d = ST(u_##OP##_##FAM(LD(*(const IT *)x)));                                \
+    }                                                                                     \
+  }
+#define DEF_SAME(OP, DN, IT, CT, FAM, LD, ST) DEF_UN(OP, DN, IT, FAM, LD, IT, ST)
+#define DEF_PRED(OP, DN, IT, CT, FAM, LD, ST) DEF_UN(OP, DN, IT, FAM, LD, uint8_t, ST_N)
+
+EW_NUM(DEF_SAME, neg)
+EW_SINT(DEF_SAME, abs)
+EW_FLOAT(DEF_SAME, abs)
+EW_FLOAT(DEF_SAME, exp)
+EW_FLOAT(DEF_SAME, log)
+EW_FLOAT(DEF_SAME, log1p)
+EW_FLOAT(DEF_SAME, expm1)
+EW_FLOAT(DEF_SAME, sqrt)
+EW_FLOAT(DEF_SAME, rsqrt)
+EW_FLOAT(DEF_SAME, sin)
+EW_FLOAT(DEF_SAME, cos)
+EW_FLOAT(DEF_SAME, tanh)
+EW_FLOAT(DEF_SAME, sigmoid)
+EW_SINT(DEF_SAME, relu)
+EW_FLOAT(DEF_SAME, relu)
+EW_FLOAT(DEF_SAME, floor)
+EW_FLOAT(DEF_SAME, ceil)
+EW_FLOAT(DEF_SAME, round)
+EW_NUM(DEF_SAME, sign)
+EW_ALL(DEF_PRED, logical_not)
+EW_FLOAT(DEF_PRED, isnan)
+EW_FLOAT(DEF_PRED, isinf)
+
+#define ENTRY(OP, DN, IT, CT, FAM, LD, ST) [TD_##DN] = un_##OP##_##DN,
+/* loops[op][dtype]; a missing entry is an identity (abs of uint8, floor of integers,
+ * sign of bool, ...), a constant false (isnan of integers) or a refusal. */
+static const td_inner_loop loops[TD_OP_ISINF + 1][TD_NUM_DTYPES] = {
+    [TD_OP_NEG] = {EW_NUM(ENTRY, neg)},
+    [TD_OP_ABS] = {EW_SINT(ENTRY, abs) EW_FLOAT(ENTRY, abs)},
+    [TD_OP_EXP] = {EW_FLOAT(ENTRY, exp)},
+    [TD_OP_LOG] = {EW_FLOAT(ENTRY, log)},
+    [TD_OP_LOG1P] = {EW_FLOAT(ENTRY, log1p)},
+    [TD_OP_EXPM1] = {EW_FLOAT(ENTRY, expm1)},
+    [TD_OP_SQRT] = {EW_FLOAT(ENTRY, sqrt)},
+    [TD_OP_RSQRT] = {EW_FLOAT(ENTRY, rsqrt)},
+    [TD_OP_SIN] = {EW_FLOAT(ENTRY, sin)},
+    [TD_OP_COS] = {EW_FLOAT(ENTRY, cos)},
+    [TD_OP_TANH] = {EW_FLOAT(ENTRY, tanh)},
+    [TD_OP_SIGMOID] = {EW_FLOAT(ENTRY, sigmoid)},
+    [TD_OP_RELU] = {EW_SINT(ENTRY, relu) EW_FLOAT(ENTRY, relu)},
+    [TD_OP_FLOOR] = {EW_FLOAT(ENTRY, floor)},
+    [TD_OP_CEIL] = {EW_FLOAT(ENTRY, ceil)},
+    [TD_OP_ROUND] = {EW_FLOAT(ENTRY, round)},
+    [TD_OP_SIGN] = {EW_NUM(ENTRY, sign)},
+    [TD_OP_LOGICAL_NOT] = {EW_ALL(ENTRY, logical_not)},
+    [TD_OP_ISNAN] = {EW_FLOAT(ENTRY, isnan)},
+    [TD_OP_ISINF] = {EW_FLOAT(ENTRY, isinf)},
+};
+
+td_inner_loop td_ew_unary_loop(int32_t op, int32_t dtype) { return loops[op][dtype]; }
+
+/* ---- entry points ------------------------------------------------------------------------- */
+
+static const char *const names[TD_OP_ISINF + 1] = {
+    "neg",  "abs",     "exp",  "log",   "log1p", "expm1", "sqrt",
+    "rsqrt", "sin",    "cos",  "tanh",  "sigmoid", "relu", "floor",
+    "ceil", "round",   "sign", "logical_not", "isnan", "isinf"};
+
+enum plan { RUN_LOOP, RUN_IDENTITY, RUN_FALSE };
+
+/* How op runs on dtype a: the compute dtype *c, the result dtype *o and the plan;
+ * -1 after td_fail for a refused combination. */
+static int32_t plan_for(const char *call, int32_t op, int32_t a, int32_t *c, int32_t *o) {
+  *c = *o = a;
+  if (op >= TD_OP_EXP && op <= TD_OP_SIGMOID) {
+    *c = *o = td_dtype_category(a) == TD_CAT_FLOAT ? a : TD_FLOAT32;
+    return RUN_LOOP;
+  }
+  if (a == TD_BOOL && op == TD_OP_NEG)
+    return td_fail(TD_EDTYPE, "%s: negation of a bool tensor is not supported; to invert a "
+                              "mask use logical_not instead", call);
+  if (a == TD_BOOL && (op == TD_OP_ABS || op == TD_OP_RELU || op == TD_OP_FLOOR ||
+                       op == TD_OP_CEIL || op == TD_OP_ROUND))
+    return td_fail(TD_EDTYPE, "%s: not supported for bool tensors", call);
+  if (op >= TD_OP_LOGICAL_NOT) *o = TD_BOOL;
+  if (loops[op][a]) return RUN_LOOP;
+  return op >= TD_OP_LOGICAL_NOT ? RUN_FALSE : RUN_IDENTITY;
+}
+
+static td_tensor *unary_new(const char *call, int32_t op, const td_tensor *a) {
+  int32_t c, o;
+  const int32_t plan = plan_for(call, op, a->dtype, &c, &o);
+  if (plan < 0) return NULL;
+  if (plan == RUN_IDENTITY) return td_tensor_clone(a);
+  if (plan == RUN_FALSE) return td_tensor_full(a->ndim, a->shape, TD_BOOL, 0);
+  td_tensor *x = td_tensor_to_dtype(a, c);
+  if (!x) return NULL;
+  td_tensor *out = td_tensor_empty(a->ndim, a->shape, o);
+  if (out) {
+    const td_tensor *ops[2] = {out, x};
+    td_ew_run(2, ops, loops[op][c], NULL);
+  }
+  td_tensor_release(x);
+  return out;
+}
+
+static bool check_op(const char *call, int32_t op) {
+  if (op >= TD_OP_NEG && op <= TD_OP_ISINF) return true;
+  td_fail(TD_EINVAL, "%s: unknown unary op %d", call, (int)op);
+  return false;
+}
+
+TD_EXPORT td_tensor *td_unary(int32_t op, const td_tensor *a) {
+  if (!check_op("unary", op) || !td_ew_check_tensor(names[op], a, "tensor")) return NULL;
+  return unary_new(names[op], op, a);
+}
+
+TD_EXPORT int32_t td_unary_(int32_t op, td_tensor *a) {
+  if (!check_op("unary_", op)) return td_last_status();
+  char call[32];
+  td_ew_inplace_name(call, sizeof call, names[op]);
+  if (!td_ew_check_tensor(call, a, "tensor")) return td_last_status();
+  int32_t c, o;
+  const int32_t plan = plan_for(call, op, a->dtype, &c, &o);
+  if (plan < 0) return plan;
+  if (!td_ew_check_inplace(call, a, a->ndim, a->shape, o)) return td_last_status();
+  if (plan == RUN_IDENTITY) return TD_OK;
+  if (plan == RUN_FALSE) return td_tensor_fill_(a, 0);
+  if (c == a->dtype && o == a->dtype) { /* element i read, then written: no snapshot */
+    const td_tensor *ops[2] = {a, a};
+    td_ew_run(2, ops, loops[op][c], NULL);
+    return TD_OK;
+  }
+  td_tensor *r = unary_new(call, op, a); /* another dtype: compute, then cast into a */
+  if (!r) return td_last_status();
+  int32_t status = td_tensor_copy_(a, r);
+  td_tensor_release(r);
+  return status;
+}

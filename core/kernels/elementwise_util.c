@@ -1,0 +1,253 @@
+/*
+ * elementwise_util.c: the checks and operand preparation every elementwise entry point
+ * shares: scalars as 0-dim tensors, torch's checked conversion of fill values, overlap
+ * detection for in-place ops, broadcasting and in-place shape/dtype checks, and the
+ * parallel run over the strided iterator.
+ */
+#include <assert.h>
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "dtypes.h"
+#include "elementwise.h"
+
+void td_ew_ctx_init(td_ew_ctx *c) {
+  memset(c, 0, sizeof *c);
+  atomic_init(&c->zero_division, 0);
+}
+
+void td_ew_note_zero_division(void *ctx) {
+  atomic_store_explicit(&((td_ew_ctx *)ctx)->zero_division, 1, memory_order_relaxed);
+}
+
+bool td_ew_check_cpu(const char *call, const td_tensor *t, const char *what) {
+  if (t->storage->device_type == TD_DEVICE_CPU) return true;
+  td_fail(TD_EINVAL, "%s: the %s is in device memory; this CPU kernel reads host memory only",
+          call, what);
+  return false;
+}
+
+bool td_ew_check_tensor(const char *call, const td_tensor *t, const char *what) {
+  if (!t) {
+    td_fail(TD_EINVAL, "%s: the %s is NULL", call, what);
+    return false;
+  }
+  return td_check_dtype(call, t->dtype) && td_ew_check_cpu(call, t, what);
+}
+
+bool td_ew_check_kind(const char *call, int32_t kind) {
+  if (kind >= TD_SCALAR_BOOL && kind <= TD_SCALAR_FLOAT) return true;
+  td_fail(TD_EINVAL, "%s: unknown scalar kind %d (0 bool, 1 int, 2 float)", call, (int)kind);
+  return false;
+}
+
+const char *td_ew_inplace_name(char *buf, size_t len, const char *name) {
+  snprintf(buf, len, "%s_", name);
+  return buf;
+}
+
+/* ---- scalars ----------------------------------------------------------------------------- */
+
+/* Casts one value of src_dtype at src into a fresh 0-dim tensor of dtype. */
+static td_tensor *zero_dim(int32_t dtype, int32_t src_dtype, const void *src) {
+  td_tensor *t = td_tensor_empty(0, NULL, dtype);
+  if (!t) return NULL;
+  char *ptrs[2] = {td_tensor_ptr(t), (char *)src};
+  const int64_t strides[2] = {t->itemsize, td_itemsizes[src_dtype]};
+  td_cast_loop(dtype, src_dtype)(ptrs, strides, 1, NULL);
+  return t;
+}
+
+td_tensor *td_ew_scalar_tensor(const char *call, double s, int32_t kind, int32_t dtype) {
+  if (kind == TD_SCALAR_BOOL) {
+    const uint8_t b = s != 0;
+    return zero_dim(dtype, TD_BOOL, &b);
+  }
+  if (kind == TD_SCALAR_INT) {
+    /* A Python int beyond int64 is an OverflowError in torch; an INT value with a
+     * fraction is truncated (the Lua layer decides the kind). */
+    if (!(s >= -0x1p63 && s < 0x1p63)) {
+      td_fail(TD_EINVAL, "%s: integer scalar %g is outside the int64 range", call, s);
+      return NULL;
+    }
+    const int64_t i = (int64_t)s;
+    return zero_dim(dtype, TD_INT64, &i); /* int64 -> narrower integers wraps, like torch */
+  }
+  return zero_dim(dtype, TD_FLOAT64, &s);
+}
+
+td_tensor *td_ew_operand_as(const char *call, td_operand x, int32_t dtype) {
+  if (x.t) return td_tensor_to_dtype(x.t, dtype);
+  return td_ew_scalar_tensor(call, x.s, x.kind, dtype);
+}
+
+/* ---- checked fill values -------------------------------------------------------------- */
+
+static bool overflow(const char *call, double v, int32_t dtype) {
+  td_fail(TD_EINVAL, "%s: value %.17g cannot be converted to %s without overflow", call, v,
+          td_dtype_name(dtype));
+  return false;
+}
+
+bool td_ew_fill_value(const char *call, double v, int32_t dtype, bool round_float,
+                      uint64_t *bits) {
+  *bits = 0;
+  if (dtype == TD_BOOL) {
+    const uint8_t b = v != 0; /* NaN is true, as in torch */
+    memcpy(bits, &b, 1);
+    return true;
+  }
+  if (td_dtype_is_floating(dtype)) {
+    /* torch refuses a finite value beyond the largest finite one (65519 into float16,
+     * although it would round to 65504); infinities and NaN pass. */
+    static const double max[] = {[TD_FLOAT16] = 65504.0, [TD_BFLOAT16] = 0x1.fep127,
+                                 [TD_FLOAT32] = FLT_MAX, [TD_FLOAT64] = DBL_MAX};
+    if (!round_float && isfinite(v) && fabs(v) > max[dtype]) return overflow(call, v, dtype);
+    char *ptrs[2] = {(char *)bits, (char *)&v};
+    const int64_t strides[2] = {td_itemsizes[dtype], 8};
+    td_cast_loop(dtype, TD_FLOAT64)(ptrs, strides, 1, NULL);
+    return true;
+  }
+  /* Integers, as c10's checked_convert sees a Python number. Lua numbers carry no int
+   * or float flag, so integral values are taken as ints: then uint8 also accepts
+   * -255..-1 (wrapping, torch's allowance for two's complement), signed types their
+   * exact range. A value with a fraction is truncated toward zero and must lie in
+   * [min, max + 1). */
+  static const double lo[] = {[TD_UINT8] = 0, [TD_INT8] = -128.0, [TD_INT16] = -32768.0,
+                              [TD_INT32] = -0x1p31, [TD_INT64] = -0x1p63};
+  static const double hi[] = {[TD_UINT8] = 256.0, [TD_INT8] = 128.0, [TD_INT16] = 32768.0,
+                              [TD_INT32] = 0x1p31, [TD_INT64] = 0x1p63}; /* max + 1 */
+  if (!isfinite(v)) return overflow(call, v, dtype);
+  const bool integral = v == trunc(v);
+  const bool bad = (integral && dtype == TD_UINT8) ? (v <= -256.0 || v >= 256.0)
+                                                  : (v < lo[dtype] || v >= hi[dtype]);
+  if (bad) return overflow(call, v, dtype);
+  const int64_t i = (int64_t)v;
+  char *ptrs[2] = {(char *)bits, (char *)&i};
+  const int64_t strides[2] = {td_itemsizes[dtype], 8};
+  td_cast_loop(dtype, TD_INT64)(ptrs, strides, 1, NULL); /* wraps -255..-1 into uint8 */
+  return true;
+}
+
+/* ---- overlap ---------------------------------------------------------------------------- */
+
+/* [lo, hi) in bytes covered by t's elements, as integers (the tensors may be unrelated). */
+static void byte_range(const td_tensor *t, uintptr_t *lo, uintptr_t *hi) {
+  intptr_t l = 0, h = 0;
+  for (int32_t d = 0; d < t->ndim; d++) {
+    intptr_t ext = (intptr_t)(t->strides[d] * (t->shape[d] - 1) * t->itemsize);
+    if (ext < 0) l += ext;
+    else h += ext;
+  }
+  uintptr_t base = (uintptr_t)td_tensor_ptr(t);
+  *lo = base + (uintptr_t)l;
+  *hi = base + (uintptr_t)h + (uintptr_t)t->itemsize;
+}
+
+static bool same_layout(const td_tensor *a, const td_tensor *b) {
+  if (td_tensor_ptr(a) != td_tensor_ptr(b) || a->dtype != b->dtype || a->ndim != b->ndim)
+    return false;
+  for (int32_t d = 0; d < a->ndim; d++)
+    if (a->shape[d] != b->shape[d] || (a->shape[d] > 1 && a->strides[d] != b->strides[d]))
+      return false;
+  return true;
+}
+
+/* Addresses, not storages, are compared: two storages may map the same bytes (two
+ * mappings of one file). A conservative test: ranges that interleave without sharing an
+ * element still count as overlapping, which costs a copy, never a wrong result. */
+bool td_ew_needs_snapshot(const td_tensor *a, const td_tensor *b) {
+  if (td_tensor_numel(a) == 0 || td_tensor_numel(b) == 0 || same_layout(a, b)) return false;
+  uintptr_t alo, ahi, blo, bhi;
+  byte_range(a, &alo, &ahi);
+  byte_range(b, &blo, &bhi);
+  return alo < bhi && blo < ahi;
+}
+
+/* ---- shapes ------------------------------------------------------------------------------ */
+
+bool td_ew_broadcast(const char *call, td_operand x, td_operand y, int32_t *ndim,
+                     int64_t *shape) {
+  return td_broadcast_shapes(call, x.t ? x.t->ndim : 0, x.t ? x.t->shape : NULL,
+                             y.t ? y.t->ndim : 0, y.t ? y.t->shape : NULL, ndim, shape);
+}
+
+bool td_ew_check_writable(const char *call, const td_tensor *a) {
+  if (!td_check_writable(call, a)) return false;
+  for (int32_t d = 0; d < a->ndim; d++)
+    if (a->strides[d] == 0 && a->shape[d] > 1) {
+      td_fail(TD_EINVAL, "%s: more than one element of the written-to tensor refers to a "
+                         "single memory location (dim %d has stride 0); clone it first",
+              call, (int)d);
+      return false;
+    }
+  return true;
+}
+
+bool td_ew_check_inplace(const char *call, const td_tensor *a, int32_t ndim,
+                         const int64_t *shape, int32_t result_dtype) {
+  if (!td_ew_check_writable(call, a)) return false;
+  bool same = ndim == a->ndim;
+  for (int32_t d = 0; same && d < ndim; d++) same = shape[d] == a->shape[d];
+  if (!same) {
+    char s1[TD_SHAPE_STR], s2[TD_SHAPE_STR];
+    td_fail(TD_ESHAPE, "%s: output with shape %s doesn't match the broadcast shape %s", call,
+            td_format_shape(s1, sizeof s1, a->ndim, a->shape),
+            td_format_shape(s2, sizeof s2, ndim, shape));
+    return false;
+  }
+  if (td_dtype_category(result_dtype) > td_dtype_category(a->dtype)) {
+    td_fail(TD_EDTYPE, "%s: result type %s can't be cast to the desired output type %s", call,
+            td_dtype_name(result_dtype), td_dtype_name(a->dtype));
+    return false;
+  }
+  return true;
+}
+
+/* ---- running ---------------------------------------------------------------------------- */
+
+
+void td_ew_expand(const td_tensor *t, int32_t ndim, const int64_t *shape, td_tensor *out) {
+  int32_t status = td_tensor_expand(t, ndim, shape, out);
+  (void)status; /* the shapes were broadcast before: this cannot fail */
+  assert(status == TD_OK);
+}
+
+/* Blocking for inputs read across the grain (a transpose against a row-major output):
+ * walked row by row, such an input touches a new cache line per element and uses one
+ * element of it. Walking the output in column strips of STRIP elements instead keeps the
+ * STRIP lines a row touches (4 KiB for STRIP 64) cached until the rows below have used
+ * the rest of them. Below MIN_NUMEL everything stays cached anyway. */
+enum { STRIP = 32, STRIP_MIN_STRIDE = 64, STRIP_MIN_NUMEL = 1 << 16 };
+
+static bool across_grain(const td_iter *it) {
+  const int32_t inner = it->ndim - 1;
+  if (it->ndim < 2 || it->numel < STRIP_MIN_NUMEL || it->shape[inner] <= STRIP) return false;
+  for (int32_t k = 1; k < it->nops; k++) {
+    int64_t s = it->strides[k][inner];
+    if ((s < 0 ? -s : s) >= STRIP_MIN_STRIDE) return true;
+  }
+  return false;
+}
+
+void td_ew_run(int32_t nops, const td_tensor *const *ops, td_inner_loop loop, void *ctx) {
+  td_iter it;
+  td_iter_init(&it, nops, ops);
+  if (!across_grain(&it)) {
+    td_iter_run_parallel(&it, loop, ctx);
+    return;
+  }
+  /* Each strip is the same iteration with the innermost dim cut down: elements stay
+   * independent, so the result does not depend on the order or the thread count. */
+  const int32_t inner = it.ndim - 1;
+  const int64_t cols = it.shape[inner];
+  for (int64_t j = 0; j < cols; j += STRIP) {
+    td_iter strip = it;
+    strip.shape[inner] = cols - j < STRIP ? cols - j : STRIP;
+    strip.numel = it.numel / cols * strip.shape[inner];
+    for (int32_t k = 0; k < nops; k++) strip.data[k] += j * it.strides[k][inner];
+    td_iter_run_parallel(&strip, loop, ctx);
+  }
+}

@@ -1,0 +1,425 @@
+/*
+ * random.c: generators and the random fills (uniform_, normal_, bernoulli_, randint_,
+ * randperm), all drawn from Philox4x32-10 (philox.h).
+ *
+ * Philox is counter based: every element's bits are a pure function of (seed, offset,
+ * element index), so a fill splits across threads at any boundary and gives the same
+ * tensor with any thread count, and a strided tensor gets the same values as a
+ * contiguous one of its shape.
+ *
+ * ---- The exact stream mapping (enough to reproduce our numbers elsewhere) ----------
+ * A generator is (seed, offset), both uint64; manual_seed sets the seed and offset 0.
+ *   key        {seed & 0xffffffff, seed >> 32}
+ *   W(b, w)    philox4x32_10(counter {b & 0xffffffff, b >> 32, w, 0}, key): the 4 words
+ *              of block b, "word" w (the 128-bit counter b + w * 2^64)
+ * A call on a tensor of numel elements takes base = offset, then sets
+ * offset = base + ceil(numel / 4) (mod 2^64). Element i, counted in row-major order of
+ * the tensor's shape whatever its strides, uses block b = base + floor(i / 4) (mod 2^64)
+ * and lane l = i % 4:
+ *   x32(i)     W(b, 0)[l]
+ *   x64(i)     W(b, 1)[l] * 2^32 + W(b, 0)[l]
+ * uniform_     float64: u = (x64 >> 11) * 2^-53; float32, float16, bfloat16:
+ *              u = (x32 >> 8) * 2^-24. v = low + (high - low) * u in double, then
+ *              min(v, top), top being the largest value of the dtype below high (low
+ *              when there is none), then rounded to the dtype: never high.
+ * normal_      Box-Muller on lane pairs (0, 1) and (2, 3) of a block: u1 from the even
+ *              lane, u2 from the odd one, r = sqrt(-2 ln u1), the even lane gets
+ *              r cos(2 pi u2) and the odd lane r sin(2 pi u2); value mean + std * z in
+ *              double, rounded to the dtype. float64: u1 = ((x64 >> 11) + 1) * 2^-53,
+ *              u2 = (x64 >> 11) * 2^-53; others: u1 = (x32 + 1) * 2^-32, u2 = x32 * 2^-32.
+ *              (Bit-exact only where log, sqrt, sin and cos round alike.)
+ * bernoulli_   1 when x32 * 2^-32 < p, else 0, for every output dtype.
+ * randint_     r = high - low as uint64; Lemire's method: m = x * r (128-bit), starting
+ *              from x = x64(i); while (m mod 2^64) < (2^64 - r) mod r, retry with attempt
+ *              a = 1, 2, ...: x = W(b, 2a + 1)[l] * 2^32 + W(b, 2a)[l]. The value is
+ *              low + floor(m / 2^64): exactly uniform, the same for every dtype.
+ * randperm(n)  perm = 0 .. n-1; for k = 0 .. n-2: i = n-1-k, j = randint draw k with
+ *              low 0 and high i + 1, swap perm[i] and perm[j]; offset advances by
+ *              ceil(n / 4), as for randint_ on n elements.
+ *
+ * Thread safety: a call reads and advances its generator without a lock, so one
+ * generator (the default one included) must not be used from two threads at once;
+ * give each thread its own generator. Forked workers inherit a copy of the state.
+ */
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+
+#include "../src/parallel.h"
+#include "dtypes.h"
+#include "iter.h"
+#include "philox.h"
+
+struct td_generator {
+  uint64_t seed;
+  uint64_t offset; /* the next unused block */
+};
+
+static td_generator default_generator = {0, 0};
+
+/* ---- generators ------------------------------------------------------------------- */
+
+TD_EXPORT td_generator *td_generator_new(uint64_t seed) {
+  td_generator *g = malloc(sizeof *g);
+  if (!g) {
+    td_fail(TD_ENOMEM, "generator_new: out of memory");
+    return NULL;
+  }
+  g->seed = seed;
+  g->offset = 0;
+  return g;
+}
+
+/* Generators are owned by whoever made them (no refcount); the default one is static. */
+TD_EXPORT void td_generator_release(td_generator *g) {
+  if (g && g != &default_generator) free(g);
+}
+
+TD_EXPORT td_generator *td_default_generator(void) { return &default_generator; }
+
+TD_EXPORT void td_generator_manual_seed(td_generator *g, uint64_t seed) {
+  if (!g) g = &default_generator;
+  g->seed = seed;
+  g->offset = 0;
+}
+
+TD_EXPORT uint64_t td_generator_seed(const td_generator *g) {
+  return (g ? g : &default_generator)->seed;
+}
+
+/* Blocks [base, base + ceil(n / 4)) belong to this call; returns base. */
+static uint64_t reserve(td_generator *g, int64_t n) {
+  uint64_t base = g->offset;
+  g->offset += (uint64_t)(n / 4) + (uint64_t)(n % 4 != 0);
+  return base;
+}
+
+/* ---- bits ----------------------------------------------------------------------------- */
+
+static inline void block_words(const uint32_t key[2], uint64_t block, uint32_t word,
+                               uint32_t out[4]) {
+  const uint32_t ctr[4] = {(uint32_t)block, (uint32_t)(block >> 32), word, 0};
+  td_philox4x32_10(ctr, key, out);
+}
+
+static inline uint64_t join(uint32_t hi, uint32_t lo) { return (uint64_t)hi << 32 | lo; }
+
+/* The high 64 bits of a * b, the low ones in *lo (portable 128-bit product). */
+static inline uint64_t mul_hi(uint64_t a, uint64_t b, uint64_t *lo) {
+  const uint64_t a0 = (uint32_t)a, a1 = a >> 32, b0 = (uint32_t)b, b1 = b >> 32;
+  const uint64_t p00 = a0 * b0, p01 = a0 * b1, p10 = a1 * b0, p11 = a1 * b1;
+  const uint64_t mid = (p00 >> 32) + (uint32_t)p01 + (uint32_t)p10;
+  *lo = mid << 32 | (uint32_t)p00;
+  return p11 + (p01 >> 32) + (p10 >> 32) + (mid >> 32);
+}
+
+/* A uniform integer in [0, r), r >= 1, from x (lane `lane` of block `block`): Lemire's
+ * multiply-shift with rejection, the retries drawn from the block's later words so the
+ * result stays a pure function of the element. A retry happens with probability
+ * below r / 2^64. */
+static uint64_t below(const uint32_t key[2], uint64_t block, int lane, uint64_t x,
+                      uint64_t r) {
+  uint64_t lo, hi = mul_hi(x, r, &lo);
+  if (lo < r) {
+    const uint64_t t = (0 - r) % r; /* 2^64 mod r */
+    for (uint32_t a = 1; lo < t; a++) {
+      uint32_t wlo[4], whi[4];
+      block_words(key, block, 2 * a, wlo);
+      block_words(key, block, 2 * a + 1, whi);
+      hi = mul_hi(join(whi[lane], wlo[lane]), r, &lo);
+    }
+  }
+  return hi;
+}
+
+/* ---- fills ------------------------------------------------------------------------------ */
+
+enum draw_kind { DRAW_UNIFORM, DRAW_NORMAL, DRAW_BERNOULLI, DRAW_RANDINT };
+
+typedef struct draw_job {
+  int32_t kind;
+  int32_t wide;       /* float64 output: 53-bit uniforms from x64 */
+  int32_t need64;     /* x64 is used: wide, or randint */
+  uint32_t key[2];
+  uint64_t base;      /* the call's first block */
+  double a, b, top;   /* uniform: low, high - low, top; normal: mean, std; bernoulli: p */
+  int64_t low;        /* randint: low and high - low */
+  uint64_t range;
+  td_inner_loop cast; /* buffer element (double or int64) -> the tensor's dtype */
+  char *out;          /* the contiguous destination */
+  int64_t itemsize;
+} draw_job;
+
+/* Words 0 (and 1 when x64 is needed) of one block. */
+static inline void draw_words(const draw_job *j, uint64_t block, uint32_t w0[4],
+                              uint32_t w1[4]) {
+  block_words(j->key, block, 0, w0);
+  if (j->need64) block_words(j->key, block, 1, w1);
+}
+
+/* The value of lane l of a block whose words are w0, w1 (kinds other than normal). */
+static inline void lane_value(const draw_job *j, uint64_t block, int l, const uint32_t w0[4],
+                              const uint32_t w1[4], void *out) {
+  switch (j->kind) {
+    case DRAW_UNIFORM: {
+      const double u = j->wide ? (double)(join(w1[l], w0[l]) >> 11) * 0x1p-53
+                               : (double)(w0[l] >> 8) * 0x1p-24;
+      const double v = j->a + j->b * u;
+      *(double *)out = v < j->top ? v : j->top;
+      break;
+    }
+    case DRAW_BERNOULLI:
+      *(int64_t *)out = (double)w0[l] * 0x1p-32 < j->a;
+      break;
+    default: /* DRAW_RANDINT */
+      *(int64_t *)out =
+          (int64_t)((uint64_t)j->low + below(j->key, block, l, join(w1[l], w0[l]), j->range));
+      break;
+  }
+}
+
+/* The four normal values of a block (Box-Muller on lane pairs). */
+static void normal_block(const draw_job *j, const uint32_t w0[4], const uint32_t w1[4],
+                         double z[4]) {
+  const double two_pi = 6.283185307179586476925286766559;
+  for (int p = 0; p < 4; p += 2) {
+    double u1, u2;
+    if (j->wide) {
+      u1 = (double)((join(w1[p], w0[p]) >> 11) + 1) * 0x1p-53;
+      u2 = (double)(join(w1[p + 1], w0[p + 1]) >> 11) * 0x1p-53;
+    } else {
+      u1 = ((double)w0[p] + 1.0) * 0x1p-32;
+      u2 = (double)w0[p + 1] * 0x1p-32;
+    }
+    const double r = sqrt(-2.0 * log(u1)), t = two_pi * u2;
+    z[p] = j->a + j->b * (r * cos(t));
+    z[p + 1] = j->a + j->b * (r * sin(t));
+  }
+}
+
+enum { DRAW_BUF = 256 };
+
+/* Elements [i0, i0 + n) into buf (doubles for uniform and normal, else int64). */
+static void draw_values(const draw_job *j, int64_t i0, int64_t n, void *buf) {
+  int64_t e = 0;
+  while (e < n) {
+    const int64_t i = i0 + e;
+    const uint64_t block = j->base + (uint64_t)(i / 4);
+    uint32_t w0[4], w1[4] = {0, 0, 0, 0};
+    draw_words(j, block, w0, w1);
+    int l = (int)(i % 4);
+    if (j->kind == DRAW_NORMAL) {
+      double z[4];
+      normal_block(j, w0, w1, z);
+      for (; l < 4 && e < n; l++, e++) ((double *)buf)[e] = z[l];
+    } else {
+      for (; l < 4 && e < n; l++, e++) lane_value(j, block, l, w0, w1, (char *)buf + 8 * e);
+    }
+  }
+}
+
+static void draw_chunk(int64_t begin, int64_t end, void *ctx) {
+  const draw_job *j = ctx;
+  union {
+    double f[DRAW_BUF];
+    int64_t i[DRAW_BUF];
+  } buf;
+  const int64_t strides[2] = {j->itemsize, 8};
+  for (int64_t i0 = begin; i0 < end; i0 += DRAW_BUF) {
+    const int64_t n = end - i0 < DRAW_BUF ? end - i0 : DRAW_BUF;
+    draw_values(j, i0, n, &buf);
+    char *ptrs[2] = {j->out + i0 * j->itemsize, (char *)&buf};
+    j->cast(ptrs, strides, n, NULL);
+  }
+}
+
+/* Runs job j over t: straight into t when it is contiguous, else into a contiguous
+ * scratch tensor copied into t, so element i is always the i-th in row-major order. */
+static int32_t draw(td_tensor *t, draw_job *j, td_generator *g, int32_t buf_dtype) {
+  if (!g) g = &default_generator;
+  const int64_t numel = td_tensor_numel(t);
+  td_tensor *dst = t;
+  if (numel > 0 && !td_tensor_is_contiguous(t)) {
+    dst = td_tensor_empty(t->ndim, t->shape, t->dtype);
+    if (!dst) return td_last_status(); /* the generator is left untouched */
+  }
+  j->key[0] = (uint32_t)g->seed;
+  j->key[1] = (uint32_t)(g->seed >> 32);
+  j->base = reserve(g, numel);
+  if (numel == 0) return TD_OK;
+  j->wide = t->dtype == TD_FLOAT64;
+  j->need64 = (j->wide && j->kind != DRAW_BERNOULLI) || j->kind == DRAW_RANDINT;
+  j->cast = td_cast_loop(t->dtype, buf_dtype);
+  j->out = td_tensor_ptr(dst);
+  j->itemsize = t->itemsize;
+  td_parallel_for(numel, TD_GRAIN, draw_chunk, j);
+  int32_t status = TD_OK;
+  if (dst != t) {
+    status = td_tensor_copy_(t, dst);
+    td_tensor_release(dst);
+  }
+  return status;
+}
+
+/* ---- argument checks ------------------------------------------------------------------ */
+
+static bool check_target(const char *call, const td_tensor *t) {
+  if (!t) {
+    td_fail(TD_EINVAL, "%s: the tensor is NULL", call);
+    return false;
+  }
+  if (!td_check_writable(call, t)) return false;
+  if (t->storage->device_type != TD_DEVICE_CPU) {
+    td_fail(TD_EINVAL, "%s: the tensor is in device memory; this CPU kernel writes host "
+            "memory only", call);
+    return false;
+  }
+  return true;
+}
+
+static bool check_floating(const char *call, const td_tensor *t) {
+  if (td_dtype_is_floating(t->dtype)) return true;
+  td_fail(TD_EDTYPE, "%s: expected a floating dtype (float16, bfloat16, float32, float64), "
+          "got %s", call, td_dtype_name(t->dtype));
+  return false;
+}
+
+/* The largest finite value of a floating dtype. */
+static double floating_max(int32_t dtype) {
+  switch (dtype) {
+    case TD_FLOAT16: return 65504.0;
+    case TD_BFLOAT16: return 0x1.FEp127;
+    case TD_FLOAT32: return FLT_MAX;
+    default: return DBL_MAX;
+  }
+}
+
+/* The next 16-bit float (half or bfloat16, both sign-magnitude) towards -inf. */
+static uint16_t step_down16(uint16_t bits) {
+  if ((bits & 0x7FFF) == 0) return 0x8001; /* +-0 -> the smallest negative subnormal */
+  return bits & 0x8000 ? (uint16_t)(bits + 1) : (uint16_t)(bits - 1);
+}
+
+/* The largest value of dtype below high (high is finite and within the dtype's range). */
+static double largest_below(int32_t dtype, double high) {
+  switch (dtype) {
+    case TD_FLOAT16: {
+      uint16_t h = td_float_to_half((float)high);
+      if (td_half_to_float(h) >= high) h = step_down16(h);
+      return td_half_to_float(h);
+    }
+    case TD_BFLOAT16: {
+      uint16_t h = td_float_to_bfloat16((float)high);
+      if (td_bfloat16_to_float(h) >= high) h = step_down16(h);
+      return td_bfloat16_to_float(h);
+    }
+    case TD_FLOAT32: {
+      float h = (float)high;
+      if ((double)h >= high) h = nextafterf(h, -INFINITY);
+      return h;
+    }
+    default: return nextafter(high, -INFINITY);
+  }
+}
+
+/* ---- public fills ------------------------------------------------------------------------ */
+
+TD_EXPORT int32_t td_uniform_(td_tensor *t, double low, double high, td_generator *g) {
+  if (!check_target("uniform_", t) || !check_floating("uniform_", t)) return td_last_status();
+  const double max = floating_max(t->dtype);
+  if (!(low >= -max && low <= max && high >= -max && high <= max))
+    return td_fail(TD_EINVAL, "uniform_: low %g and high %g must be finite and within the "
+                   "range of %s", low, high, td_dtype_name(t->dtype));
+  if (low > high)
+    return td_fail(TD_EINVAL, "uniform_: expects a [low, high) range, but low %g > high %g",
+                   low, high);
+  if (!isfinite(high - low))
+    return td_fail(TD_EINVAL, "uniform_: high - low overflows (low %g, high %g)", low, high);
+  const double top = largest_below(t->dtype, high);
+  draw_job j = {.kind = DRAW_UNIFORM, .a = low, .b = high - low, .top = top < low ? low : top};
+  return draw(t, &j, g, TD_FLOAT64);
+}
+
+TD_EXPORT int32_t td_normal_(td_tensor *t, double mean, double std, td_generator *g) {
+  if (!check_target("normal_", t) || !check_floating("normal_", t)) return td_last_status();
+  if (!(std >= 0.0))
+    return td_fail(TD_EINVAL, "normal_: expects std >= 0, but got std %g", std);
+  draw_job j = {.kind = DRAW_NORMAL, .a = mean, .b = std};
+  return draw(t, &j, g, TD_FLOAT64);
+}
+
+TD_EXPORT int32_t td_bernoulli_(td_tensor *t, double p, td_generator *g) {
+  if (!check_target("bernoulli_", t)) return td_last_status();
+  if (!(p >= 0.0 && p <= 1.0))
+    return td_fail(TD_EINVAL, "bernoulli_: expects p in [0, 1], but got p %g", p);
+  draw_job j = {.kind = DRAW_BERNOULLI, .a = p};
+  return draw(t, &j, g, TD_INT64);
+}
+
+/* The integers a dtype holds exactly: [*lo, *hi]. */
+static void exact_range(int32_t dtype, int64_t *lo, int64_t *hi) {
+  static const int64_t los[TD_NUM_DTYPES] = {
+      0, 0, INT8_MIN, INT16_MIN, INT32_MIN, INT64_MIN,
+      -(INT64_C(1) << 11), -(INT64_C(1) << 8), -(INT64_C(1) << 24), -(INT64_C(1) << 53)};
+  static const int64_t his[TD_NUM_DTYPES] = {
+      1, UINT8_MAX, INT8_MAX, INT16_MAX, INT32_MAX, INT64_MAX,
+      INT64_C(1) << 11, INT64_C(1) << 8, INT64_C(1) << 24, INT64_C(1) << 53};
+  *lo = los[dtype];
+  *hi = his[dtype];
+}
+
+TD_EXPORT int32_t td_randint_(td_tensor *t, int64_t low, int64_t high, td_generator *g) {
+  if (!check_target("randint_", t)) return td_last_status();
+  if (high <= low)
+    return td_fail(TD_EINVAL, "randint_: expects low < high, but got low %lld, high %lld",
+                   (long long)low, (long long)high);
+  int64_t lo, hi;
+  exact_range(t->dtype, &lo, &hi);
+  if (low < lo || high - 1 > hi)
+    return td_fail(TD_EINVAL, "randint_: range [%lld, %lld) does not fit dtype %s (%lld .. %lld)",
+                   (long long)low, (long long)high, td_dtype_name(t->dtype), (long long)lo,
+                   (long long)hi);
+  draw_job j = {.kind = DRAW_RANDINT, .low = low, .range = (uint64_t)high - (uint64_t)low};
+  return draw(t, &j, g, TD_INT64);
+}
+
+TD_EXPORT td_tensor *td_randperm(int64_t n, int32_t dtype, td_generator *g) {
+  if (!td_check_dtype("randperm", dtype)) return NULL;
+  if (n < 0) {
+    td_fail(TD_EINVAL, "randperm: n %lld is negative", (long long)n);
+    return NULL;
+  }
+  int64_t lo, hi;
+  exact_range(dtype, &lo, &hi);
+  if (dtype == TD_BOOL || n - 1 > hi) {
+    td_fail(TD_EDTYPE, "randperm: dtype %s cannot hold values up to %lld", td_dtype_name(dtype),
+            (long long)(n - 1));
+    return NULL;
+  }
+  td_tensor *perm = td_tensor_empty(1, &n, TD_INT64);
+  if (!perm) return NULL;
+  if (!g) g = &default_generator;
+  int64_t *v = (int64_t *)td_tensor_ptr(perm);
+  for (int64_t i = 0; i < n; i++) v[i] = i;
+  const uint32_t key[2] = {(uint32_t)g->seed, (uint32_t)(g->seed >> 32)};
+  const uint64_t base = reserve(g, n);
+  uint32_t w0[4], w1[4];
+  /* Fisher-Yates from the top: draw k picks the partner of position n-1-k. */
+  for (int64_t k = 0; k + 1 < n; k++) {
+    const uint64_t block = base + (uint64_t)(k / 4);
+    const int l = (int)(k % 4);
+    if (l == 0) {
+      block_words(key, block, 0, w0);
+      block_words(key, block, 1, w1);
+    }
+    const int64_t i = n - 1 - k;
+    const int64_t j = (int64_t)below(key, block, l, join(w1[l], w0[l]), (uint64_t)i + 1);
+    const int64_t tmp = v[i];
+    v[i] = v[j];
+    v[j] = tmp;
+  }
+  if (dtype == TD_INT64) return perm;
+  td_tensor *out = td_tensor_to_dtype(perm, dtype);
+  td_tensor_release(perm);
+  return out;
+}

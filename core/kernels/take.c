@@ -1,0 +1,362 @@
+/*
+ * take.c: the offset-driven data movers of take.h, and the checks the gathering,
+ * masking and writing ops share.
+ *
+ * Both movers run on the strided iterator with three operands (data, data, offsets).
+ * Their inner loops branch once per row on the layout: when the offset is constant
+ * along the row (a whole row picked by one index, e.g. index_select along dim 0) the
+ * row is one memcpy; otherwise a typed loop per element size reads through the offsets.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../src/parallel.h"
+#include "dtypes.h"
+#include "take.h"
+
+/* ---- index -> byte offsets ---------------------------------------------------------- */
+
+typedef struct offs_ctx {
+  int64_t size, stride; /* the dim's size, bytes per step along it */
+  int64_t bad_value;    /* the first value out of range, when bad */
+  bool bad;
+} offs_ctx;
+
+/* Out-of-range values are recorded (the first only) and written as offset 0, so the
+ * loop has no early exit and the compiler keeps it simple. */
+#define DEF_OFFS(NAME, IT)                                                         \
+  static void NAME(char **p, const int64_t *s, int64_t n, void *vctx) {            \
+    offs_ctx *c = vctx;                                                            \
+    const int64_t size = c->size, stride = c->stride;                              \
+    for (int64_t k = 0; k < n; k++) {                                              \
+      int64_t v = *(const IT *)(p[1] + k * s[1]);                                  \
+      int64_t w = v < 0 ? v + size : v;                                            \
+      if ((uint64_t)w >= (uint64_t)size) {                                         \
+        if (!c->bad) c->bad_value = v;                                             \
+        c->bad = true;                                                             \
+        w = 0;                                                                     \
+      }                                                                            \
+      *(int64_t *)(p[0] + k * s[0]) = w * stride;                                  \
+    }                                                                              \
+  }
+DEF_OFFS(offs_from_i64, int64_t)
+DEF_OFFS(offs_from_i32, int32_t)
+
+typedef struct offs_job {
+  const td_iter *it;
+  td_inner_loop loop;
+  offs_ctx *chunks; /* one per chunk: the first bad value is the first bad chunk's */
+} offs_job;
+
+static void offs_chunk(int64_t begin, int64_t end, void *arg) {
+  offs_job *j = arg;
+  td_iter_run_range(j->it, begin, end, j->loop, &j->chunks[begin / TD_GRAIN]);
+}
+
+td_tensor *td_index_offsets(const char *call, const td_tensor *index, int64_t size,
+                            int32_t dim, int64_t stride_bytes) {
+  if (index->dtype != TD_INT64 && index->dtype != TD_INT32) {
+    td_fail(TD_EDTYPE, "%s: index dtype %s is not int64 or int32", call,
+            td_dtype_name(index->dtype));
+    return NULL;
+  }
+  td_tensor *out = td_tensor_empty(index->ndim, index->shape, TD_INT64);
+  if (!out) return NULL;
+  const td_tensor *ops[2] = {out, index};
+  td_iter it;
+  td_iter_init(&it, 2, ops); /* out is contiguous: walked row-major */
+  int64_t nchunks = td_parallel_chunks(it.numel, TD_GRAIN);
+  offs_ctx *chunks = calloc((size_t)(nchunks > 0 ? nchunks : 1), sizeof *chunks);
+  if (!chunks) {
+    td_tensor_release(out);
+    td_fail(TD_ENOMEM, "%s: out of memory", call);
+    return NULL;
+  }
+  for (int64_t c = 0; c < nchunks; c++) chunks[c] = (offs_ctx){size, stride_bytes, 0, false};
+  offs_job job = {&it, index->dtype == TD_INT64 ? offs_from_i64 : offs_from_i32, chunks};
+  td_parallel_for(it.numel, TD_GRAIN, offs_chunk, &job);
+  for (int64_t c = 0; c < nchunks; c++) {
+    if (!chunks[c].bad) continue;
+    td_fail(TD_EINDEX, "%s: index %lld is out of range for dim %d of size %lld", call,
+            (long long)chunks[c].bad_value, (int)dim, (long long)size);
+    td_tensor_release(out);
+    out = NULL;
+    break;
+  }
+  free(chunks);
+  return out;
+}
+
+/* ---- take: out[p] = *(src + offs[p]) ------------------------------------------------ */
+
+#define DEF_TAKE(B, T)                                                             \
+  static void take_##B(char **p, const int64_t *s, int64_t n, void *ctx) {         \
+    (void)ctx;                                                                     \
+    char *d = p[0];                                                                \
+    const char *a = p[1], *o = p[2];                                               \
+    if (s[2] == 0) { /* one offset for the row: a row copy */                      \
+      const char *src = a + *(const int64_t *)o;                                   \
+      if (s[0] == B && s[1] == B) {                                                \
+        memcpy(d, src, (size_t)n * B);                                             \
+      } else {                                                                     \
+        for (int64_t k = 0; k < n; k++)                                            \
+          *(T *)(d + k * s[0]) = *(const T *)(src + k * s[1]);                     \
+      }                                                                            \
+    } else if (s[0] == B && s[1] == 0 && s[2] == 8) { /* a gather along the row */ \
+      T *restrict dd = (T *)d;                                                     \
+      const int64_t *restrict oo = (const int64_t *)o;                             \
+      for (int64_t k = 0; k < n; k++) dd[k] = *(const T *)(a + oo[k]);             \
+    } else {                                                                       \
+      for (int64_t k = 0; k < n; k++)                                              \
+        *(T *)(d + k * s[0]) =                                                     \
+            *(const T *)(a + k * s[1] + *(const int64_t *)(o + k * s[2]));         \
+    }                                                                              \
+  }
+DEF_TAKE(1, uint8_t)
+DEF_TAKE(2, uint16_t)
+DEF_TAKE(4, uint32_t)
+DEF_TAKE(8, uint64_t)
+
+static td_inner_loop take_loop(int64_t itemsize) {
+  switch (itemsize) {
+    case 1: return take_1;
+    case 2: return take_2;
+    case 4: return take_4;
+    default: return take_8;
+  }
+}
+
+/* ---- take of whole blocks -------------------------------------------------------------
+ * When the innermost dims are laid out alike in out and src and the offset does not vary
+ * over them (index_select or mask_rows of contiguous rows), each offset picks a block of
+ * bytes: the iterator walks the outer dims only and the loop copies blocks. It prefetches
+ * the block a few offsets ahead, since picked rows are usually far apart: without the
+ * hint each row waits for its own cache and TLB misses, one after the other. */
+
+enum { PREFETCH_AHEAD = 16, PREFETCH_BYTES = 512, CACHE_LINE = 64 };
+
+typedef struct block_ctx {
+  int64_t bytes; /* per block */
+} block_ctx;
+
+static void take_blocks(char **p, const int64_t *s, int64_t n, void *vctx) {
+  const int64_t bytes = ((const block_ctx *)vctx)->bytes;
+  const int64_t ahead = bytes < PREFETCH_BYTES ? bytes : PREFETCH_BYTES;
+  char *d = p[0];
+  const char *a = p[1], *o = p[2];
+  for (int64_t k = 0; k < n; k++) {
+    if (k + PREFETCH_AHEAD < n) {
+      const int64_t j = k + PREFETCH_AHEAD;
+      const char *next = a + j * s[1] + *(const int64_t *)(o + j * s[2]);
+      for (int64_t c = 0; c < ahead; c += CACHE_LINE) __builtin_prefetch(next + c);
+    }
+    memcpy(d + k * s[0], a + k * s[1] + *(const int64_t *)(o + k * s[2]), (size_t)bytes);
+  }
+}
+
+typedef struct take_job {
+  const td_iter *it;
+  td_inner_loop loop;
+  void *ctx;
+} take_job;
+
+static void take_chunk(int64_t begin, int64_t end, void *arg) {
+  const take_job *j = arg;
+  td_iter_run_range(j->it, begin, end, j->loop, j->ctx);
+}
+
+/* Elements per block: the trailing dims that out and src step through alike (out's
+ * row-major layout) while offs stays put; *outer gets the count of dims left. */
+static int64_t block_elems(const td_tensor *out, const td_tensor *src, const td_tensor *offs,
+                           int32_t *outer) {
+  int64_t block = 1;
+  int32_t nd = out->ndim;
+  for (; nd > 0; nd--) {
+    const int32_t d = nd - 1;
+    if (out->shape[d] != 1 &&
+        (out->strides[d] != block || src->strides[d] != block || offs->strides[d] != 0))
+      break;
+    block *= out->shape[d];
+  }
+  *outer = nd;
+  return block;
+}
+
+void td_take_run(const td_tensor *out, const td_tensor *src, const td_tensor *offs) {
+  if (td_tensor_numel(out) == 0) return;
+  int32_t outer;
+  const int64_t block = block_elems(out, src, offs, &outer);
+  td_tensor heads[3] = {*out, *src, *offs}; /* the outer dims only, for blocks */
+  for (int k = 0; k < 3; k++) {
+    heads[k].refcount = 0;
+    if (block > 1) heads[k].ndim = outer;
+  }
+  const td_tensor *ops[3] = {&heads[0], &heads[1], &heads[2]};
+  td_iter it;
+  td_iter_init(&it, 3, ops);
+  block_ctx bc = {block * out->itemsize};
+  take_job job = {&it, block > 1 ? take_blocks : take_loop(out->itemsize), &bc};
+  td_parallel_for(it.numel, block > 1 ? (TD_GRAIN + block - 1) / block : TD_GRAIN, take_chunk,
+                  &job);
+}
+
+/* ---- put: *(dst + offs[p]) = src[p], or += ------------------------------------------
+ * The iterator walks the dims other than the put dim (lines); the inner loop applies a
+ * line's len positions in order for n neighbouring lines at once, so a put along an
+ * outer dim still moves whole rows. */
+
+typedef struct put_ctx {
+  int64_t len;       /* positions along the put dim */
+  int64_t src_step;  /* bytes between them in src */
+  int64_t offs_step; /* and in offs */
+} put_ctx;
+
+#define DEF_PUT(B, T)                                                              \
+  static void put_##B(char **p, const int64_t *s, int64_t n, void *vctx) {         \
+    const put_ctx *c = vctx;                                                       \
+    for (int64_t i = 0; i < c->len; i++) {                                         \
+      const char *a = p[1] + i * c->src_step, *o = p[2] + i * c->offs_step;        \
+      if (s[2] == 0) {                                                             \
+        char *d = p[0] + *(const int64_t *)o;                                      \
+        if (s[0] == B && s[1] == B) {                                              \
+          memcpy(d, a, (size_t)n * B);                                             \
+        } else {                                                                   \
+          for (int64_t k = 0; k < n; k++)                                          \
+            *(T *)(d + k * s[0]) = *(const T *)(a + k * s[1]);                     \
+        }                                                                          \
+      } else {                                                                     \
+        for (int64_t k = 0; k < n; k++)                                            \
+          *(T *)(p[0] + k * s[0] + *(const int64_t *)(o + k * s[2])) =             \
+              *(const T *)(a + k * s[1]);                                          \
+      }                                                                            \
+    }                                                                              \
+  }
+DEF_PUT(1, uint8_t)
+DEF_PUT(2, uint16_t)
+DEF_PUT(4, uint32_t)
+DEF_PUT(8, uint64_t)
+
+/* Sums in the stored type, as torch does: bool ORs, integers wrap (added as unsigned,
+ * which is defined), half and bfloat16 round once per addition. */
+#define SUM_B(DT, x, y) ((uint8_t)(((x) | (y)) != 0))
+#define SUM_I(DT, x, y) ((DT)((uint64_t)(x) + (uint64_t)(y)))
+#define SUM_H(DT, x, y) td_float_to_half(td_half_to_float(x) + td_half_to_float(y))
+#define SUM_BF(DT, x, y) td_float_to_bfloat16(td_bfloat16_to_float(x) + td_bfloat16_to_float(y))
+#define SUM_F(DT, x, y) ((x) + (y))
+
+#define DEF_ADD(DN, DT, DK)                                                        \
+  static void add_##DN(char **p, const int64_t *s, int64_t n, void *vctx) {        \
+    const put_ctx *c = vctx;                                                       \
+    for (int64_t i = 0; i < c->len; i++) {                                         \
+      const char *a = p[1] + i * c->src_step, *o = p[2] + i * c->offs_step;        \
+      if (s[2] == 0 && s[0] == sizeof(DT) && s[1] == sizeof(DT)) {                 \
+        DT *restrict dd = (DT *)(p[0] + *(const int64_t *)o);                      \
+        const DT *restrict aa = (const DT *)a;                                     \
+        for (int64_t k = 0; k < n; k++) dd[k] = SUM_##DK(DT, dd[k], aa[k]);        \
+      } else {                                                                     \
+        for (int64_t k = 0; k < n; k++) {                                          \
+          DT *q = (DT *)(p[0] + k * s[0] + *(const int64_t *)(o + k * s[2]));      \
+          *q = SUM_##DK(DT, *q, *(const DT *)(a + k * s[1]));                      \
+        }                                                                          \
+      }                                                                            \
+    }                                                                              \
+  }
+DST_DTYPES(DEF_ADD)
+
+#define ADD_ENTRY(DN, DT, DK) [TD_##DN] = add_##DN,
+static const td_inner_loop add_loops[TD_NUM_DTYPES] = {DST_DTYPES(ADD_ENTRY)};
+
+static td_inner_loop put_loop(int64_t itemsize) {
+  switch (itemsize) {
+    case 1: return put_1;
+    case 2: return put_2;
+    case 4: return put_4;
+    default: return put_8;
+  }
+}
+
+typedef struct put_job {
+  const td_iter *it;
+  td_inner_loop loop;
+  put_ctx ctx;
+} put_job;
+
+static void put_chunk(int64_t begin, int64_t end, void *arg) {
+  put_job *j = arg;
+  td_iter_run_range(j->it, begin, end, j->loop, &j->ctx);
+}
+
+void td_put_run(const td_tensor *dst, const td_tensor *src, const td_tensor *offs,
+                int32_t dim, bool accumulate) {
+  const int64_t len = src->shape[dim];
+  td_tensor lines[3]; /* the operands with the put dim folded away */
+  const td_tensor *in[3] = {dst, src, offs};
+  for (int32_t k = 0; k < 3; k++) {
+    lines[k] = *in[k];
+    lines[k].refcount = 0;
+    lines[k].shape[dim] = 1;
+  }
+  const td_tensor *ops[3] = {&lines[0], &lines[1], &lines[2]};
+  td_iter it;
+  td_iter_init(&it, 3, ops);
+  if (it.numel == 0 || len == 0) return;
+  put_job job = {&it, accumulate ? add_loops[dst->dtype] : put_loop(dst->itemsize),
+                 {len, src->strides[dim] * src->itemsize, offs->strides[dim] * offs->itemsize}};
+  /* Lines never share an element, so any split is deterministic. A chunk holds about
+   * TD_GRAIN elements, but at least a stretch of neighbouring lines, so that a put along
+   * an outer dim keeps moving contiguous row pieces rather than single elements. */
+  const int64_t row = it.shape[it.ndim - 1];
+  int64_t grain = (TD_GRAIN + len - 1) / len;
+  if (grain < (row < 64 ? row : 64)) grain = row < 64 ? row : 64;
+  td_parallel_for(it.numel, grain, put_chunk, &job);
+}
+
+/* ---- shared checks ------------------------------------------------------------------ */
+
+bool td_check_cpu(const char *call, const td_tensor *t, const char *what) {
+  if (t->storage->device_type == TD_DEVICE_CPU) return true;
+  td_fail(TD_EINVAL, "%s: the %s is in device memory; this CPU kernel reads host memory only",
+          call, what);
+  return false;
+}
+
+bool td_check_write_target(const char *call, const td_tensor *t) {
+  if (!td_check_writable(call, t)) return false;
+  for (int32_t d = 0; d < t->ndim; d++) {
+    if (t->strides[d] == 0 && t->shape[d] > 1) {
+      char buf[TD_SHAPE_STR];
+      td_fail(TD_EINVAL, "%s: the tensor of shape %s is broadcast along dim %d (stride 0), so "
+              "several of its elements are one memory location; clone it before writing",
+              call, td_format_shape(buf, sizeof buf, t->ndim, t->shape), (int)d);
+      return false;
+    }
+  }
+  return true;
+}
+
+bool td_wrap_dim(const char *call, int32_t dim, int32_t ndim, int32_t *out) {
+  int32_t n = ndim > 0 ? ndim : 1;
+  if (dim < -n || dim >= n) {
+    td_fail(TD_EINDEX, "%s: dim %d is out of range for a %d-dim tensor (valid: %d..%d)", call,
+            (int)dim, (int)ndim, (int)-n, (int)n - 1);
+    return false;
+  }
+  *out = dim < 0 ? dim + n : dim;
+  return true;
+}
+
+void td_as_1d_at_least(const td_tensor *t, td_tensor *out) {
+  *out = *t;
+  out->refcount = 0;
+  if (out->ndim == 0) {
+    out->ndim = 1;
+    out->shape[0] = 1;
+    out->strides[0] = 1;
+  }
+}
+
+td_tensor *td_source_for(const td_tensor *dst, const td_tensor *src, int32_t dtype) {
+  if (src->dtype != dtype) return td_tensor_to_dtype(src, dtype); /* a fresh copy */
+  if (src->storage == dst->storage) return td_tensor_clone(src);
+  return td_tensor_share(src);
+}

@@ -1,0 +1,118 @@
+-- join.lua: T.stack, T.cat, T.pad (copies, in C) and split, chunk, unbind (views).
+local ffi = require("ffi")
+local lib = require("tensordict.lib")
+local util = require("tensordict.util")
+local tensor = require("tensordict.tensor")
+
+local C = lib.C
+local fail, describe, dim0 = util.fail, util.describe, util.dim0
+local Tensor, adopt, is_tensor, H = tensor.Tensor, tensor.adopt, tensor.is_tensor, tensor.handle
+
+local M = {}
+
+-- The headers of a Lua list of tensors, as a C array (kept alive by the list).
+local function handles(call, list)
+  if type(list) ~= "table" or is_tensor(list) then
+    fail(("%s: expected a list of tensors, got %s"):format(call, describe(list)))
+  end
+  local n = #list
+  if n == 0 then fail(call .. ": the list of tensors is empty") end
+  local array = ffi.new("const td_tensor *[?]", n)
+  for i = 1, n do
+    if not is_tensor(list[i]) then
+      fail(("%s: element %d of the list is %s, not a tensor"):format(call, i, describe(list[i])))
+    end
+    array[i - 1] = H(list[i])
+  end
+  return array, n
+end
+
+-- T.stack(list, dim): dim 1..dim()+1 of the elements (default 1).
+function M.stack(list, dim)
+  local array, n = handles("stack", list)
+  local d = dim0("stack", dim or 1, array[0].ndim, 1)
+  return adopt(C.td_stack(array, n, d))
+end
+
+function M.cat(list, dim)
+  local array, n = handles("cat", list)
+  local d = dim0("cat", dim or 1, math.max(array[0].ndim, 1))
+  return adopt(C.td_cat(array, n, d))
+end
+
+-- T.pad(t, pads, value): pads = {last_before, last_after, prev_before, ...} as in
+-- torch.nn.functional.pad; negative pads crop.
+function M.pad(t, pads, value)
+  local h = tensor.handle(t)
+  if type(pads) ~= "table" then fail(("pad: pads must be a table of integers, got %s"):format(describe(pads))) end
+  local buf = ffi.new("int64_t[?]", math.max(#pads, 1))
+  for i, p in ipairs(pads) do
+    if not util.is_int(p) then fail(("pad: pad %s is not an integer"):format(describe(p))) end
+    buf[i - 1] = p
+  end
+  value = value or 0
+  if type(value) ~= "number" then fail(("pad: value must be a number, got %s"):format(describe(value))) end
+  return adopt(C.td_pad(h, buf, #pads, value))
+end
+
+-- Views of consecutive slices along dim, of the given lengths.
+local function slices(self, lengths, d)
+  local h = H(self)
+  local views, start = {}, 0
+  for i, len in ipairs(lengths) do
+    local out = tensor.Header()
+    tensor.check(C.td_tensor_slice(h, d, start, start + len, 1, out))
+    views[i] = tensor.new_tensor(out, self.o)
+    start = start + len
+  end
+  return views
+end
+
+-- split(size, dim): pieces of size (the last may be smaller); split({sizes}, dim):
+-- pieces of those sizes, which must add up to the dim's size.
+function Tensor.split(self, size, dim)
+  local h = H(self)
+  local d = dim0("split", dim or 1, h.ndim)
+  local total = tonumber(h.shape[d])
+  local lengths = {}
+  if type(size) == "table" then
+    local sum = 0
+    for i, s in ipairs(size) do
+      if not util.is_int(s) or s < 0 then fail(("split: size %s is not a non-negative integer"):format(describe(s))) end
+      lengths[i], sum = s, sum + s
+    end
+    if sum ~= total then
+      fail(("split: sizes %s add up to %d, not to %d, the size of dim %d")
+        :format(util.format_list(size), sum, total, dim or 1))
+    end
+  elseif util.is_int(size) and size > 0 then
+    for start = 0, total - 1, size do lengths[#lengths + 1] = math.min(size, total - start) end
+  else
+    fail(("split: size must be a positive integer or a list of sizes, got %s"):format(describe(size)))
+  end
+  return slices(self, lengths, d)
+end
+
+-- chunk(n, dim): at most n pieces of equal size (the last may be smaller), like torch.
+function Tensor.chunk(self, n, dim)
+  local h = H(self)
+  if not util.is_int(n) or n < 1 then fail(("chunk: n must be a positive integer, got %s"):format(describe(n))) end
+  local d = dim0("chunk", dim or 1, h.ndim)
+  local total = tonumber(h.shape[d])
+  return Tensor.split(self, math.max(1, math.ceil(total / n)), dim or 1)
+end
+
+-- unbind(dim): the slices along dim with that dim removed.
+function Tensor.unbind(self, dim)
+  local h = H(self)
+  local d = dim0("unbind", dim or 1, h.ndim)
+  local views = {}
+  for i = 1, tonumber(h.shape[d]) do
+    local out = tensor.Header()
+    tensor.check(C.td_tensor_select(h, d, i - 1, out))
+    views[i] = tensor.new_tensor(out, self.o)
+  end
+  return views
+end
+
+return M

@@ -1,0 +1,41 @@
+-- linalg.lua: matmul and friends on OpenBLAS (core/kernels/blas.c), and t().
+local lib = require("tensordict.lib")
+local util = require("tensordict.util")
+local tensor = require("tensordict.tensor")
+
+local C = lib.C
+local fail, describe = util.fail, util.describe
+local Tensor, adopt, is_tensor, H = tensor.Tensor, tensor.adopt, tensor.is_tensor, tensor.handle
+
+local M = {}
+
+local function pair(call, a, b)
+  if not is_tensor(a) or not is_tensor(b) then
+    fail(("%s: expected two tensors, got %s and %s"):format(call, describe(a), describe(b)))
+  end
+  return H(a), H(b)
+end
+
+function M.matmul(a, b) return adopt(C.td_matmul(pair("matmul", a, b))) end
+Tensor.matmul = M.matmul
+function Tensor.mm(a, b) return adopt(C.td_mm(pair("mm", a, b))) end
+function Tensor.bmm(a, b) return adopt(C.td_bmm(pair("bmm", a, b))) end
+function Tensor.mv(a, v) return adopt(C.td_mv(pair("mv", a, v))) end
+
+-- dot(a, b): a Lua number.
+function Tensor.dot(a, b)
+  local r = adopt(C.td_dot(pair("dot", a, b)))
+  local v = r:item()
+  r:free()
+  return v
+end
+
+-- t(): the transpose of a 2-D tensor; 0-D and 1-D tensors come back as they are.
+function Tensor.t(self)
+  local h = H(self)
+  if h.ndim > 2 then fail(("t: expects a tensor of at most 2 dims, got %d dims"):format(h.ndim)) end
+  if h.ndim < 2 then return self end
+  return self:transpose(1, 2)
+end
+
+return M

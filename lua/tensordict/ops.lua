@@ -1,0 +1,149 @@
+-- ops.lua: elementwise methods and operators (add, exp, eq, where, masked_fill, ...).
+-- Each is one call into core/kernels/elementwise*.c, which broadcasts and promotes
+-- dtypes with torch's rules. A Lua number is a scalar operand: integral values count
+-- as integers, others as floats; booleans as bool.
+local lib = require("tensordict.lib")
+local util = require("tensordict.util")
+local tensor = require("tensordict.tensor")
+
+local C = lib.C
+local fail, describe = util.fail, util.describe
+local Tensor, adopt, is_tensor, H, check = tensor.Tensor, tensor.adopt, tensor.is_tensor, tensor.handle, tensor.check
+local mt = tensor.metatable
+local type = type
+
+local M = {}
+
+-- A Lua scalar as (value, td_scalar_kind); raises naming the call otherwise.
+local function scalar(x, call)
+  local tx = type(x)
+  if tx == "number" then
+    return x, (x % 1 == 0) and C.TD_SCALAR_INT or C.TD_SCALAR_FLOAT
+  elseif tx == "boolean" then
+    return x and 1 or 0, C.TD_SCALAR_BOOL
+  end
+  fail(("%s: expected a tensor, number or boolean operand, got %s"):format(call, describe(x)))
+end
+M.scalar = scalar
+
+-- a op b for any mix of tensors and scalars (at least one tensor).
+local function binary(op, call, a, b)
+  if is_tensor(a) then
+    if is_tensor(b) then return adopt(C.td_binary(op, H(a), H(b))) end
+    local s, kind = scalar(b, call)
+    return adopt(C.td_binary_scalar(op, H(a), s, kind, 0))
+  end
+  if not is_tensor(b) then
+    fail(("%s: expected a tensor operand, got %s and %s"):format(call, describe(a), describe(b)))
+  end
+  local s, kind = scalar(a, call)
+  return adopt(C.td_binary_scalar(op, H(b), s, kind, 1))
+end
+
+local function binary_(op, call, self, b)
+  local h = H(self)
+  if is_tensor(b) then
+    check(C.td_binary_(op, h, H(b)))
+  else
+    local s, kind = scalar(b, call)
+    check(C.td_binary_scalar_(op, h, s, kind))
+  end
+  return self
+end
+
+local BINARY = {
+  add = C.TD_OP_ADD, sub = C.TD_OP_SUB, mul = C.TD_OP_MUL, div = C.TD_OP_DIV,
+  floor_divide = C.TD_OP_FLOOR_DIVIDE, remainder = C.TD_OP_REMAINDER, pow = C.TD_OP_POW,
+  minimum = C.TD_OP_MINIMUM, maximum = C.TD_OP_MAXIMUM,
+  eq = C.TD_OP_EQ, ne = C.TD_OP_NE, lt = C.TD_OP_LT, le = C.TD_OP_LE, gt = C.TD_OP_GT, ge = C.TD_OP_GE,
+  logical_and = C.TD_OP_LOGICAL_AND, logical_or = C.TD_OP_LOGICAL_OR, logical_xor = C.TD_OP_LOGICAL_XOR,
+}
+-- Comparisons and logical ops produce bool; an in-place form would have to cast that
+-- back, which torch allows but nobody means: they have no `_` form here.
+local NO_INPLACE = { eq = true, ne = true, lt = true, le = true, gt = true, ge = true,
+  logical_and = true, logical_or = true, logical_xor = true }
+
+for name, op in pairs(BINARY) do
+  Tensor[name] = function(self, other) return binary(op, name, self, other) end
+  if not NO_INPLACE[name] then
+    Tensor[name .. "_"] = function(self, other) return binary_(op, name .. "_", self, other) end
+  end
+end
+
+local UNARY = {
+  neg = C.TD_OP_NEG, abs = C.TD_OP_ABS, exp = C.TD_OP_EXP, log = C.TD_OP_LOG,
+  log1p = C.TD_OP_LOG1P, expm1 = C.TD_OP_EXPM1, sqrt = C.TD_OP_SQRT, rsqrt = C.TD_OP_RSQRT,
+  sin = C.TD_OP_SIN, cos = C.TD_OP_COS, tanh = C.TD_OP_TANH, sigmoid = C.TD_OP_SIGMOID,
+  relu = C.TD_OP_RELU, floor = C.TD_OP_FLOOR, ceil = C.TD_OP_CEIL, round = C.TD_OP_ROUND,
+  sign = C.TD_OP_SIGN, logical_not = C.TD_OP_LOGICAL_NOT, isnan = C.TD_OP_ISNAN, isinf = C.TD_OP_ISINF,
+}
+local NO_UNARY_INPLACE = { logical_not = true, isnan = true, isinf = true }
+
+for name, op in pairs(UNARY) do
+  Tensor[name] = function(self) return adopt(C.td_unary(op, H(self))) end
+  if not NO_UNARY_INPLACE[name] then
+    Tensor[name .. "_"] = function(self)
+      check(C.td_unary_(op, H(self)))
+      return self
+    end
+  end
+end
+
+-- clamp(min, max): either bound may be nil (but not both).
+local function clamp_bounds(call, lo, hi)
+  if lo == nil and hi == nil then fail(call .. ": at least one of min and max must be given") end
+  for _, v in ipairs({ lo or 0, hi or 0 }) do
+    if type(v) ~= "number" then fail(("%s: bounds must be numbers, got %s"):format(call, describe(v))) end
+  end
+  return lo or 0, hi or 0, lo ~= nil and 1 or 0, hi ~= nil and 1 or 0
+end
+
+function Tensor.clamp(self, lo, hi)
+  local h = H(self)
+  return adopt(C.td_clamp(h, clamp_bounds("clamp", lo, hi)))
+end
+
+function Tensor.clamp_(self, lo, hi)
+  local h = H(self)
+  check(C.td_clamp_(h, clamp_bounds("clamp_", lo, hi)))
+  return self
+end
+
+local function bool_mask(mask, call)
+  if not is_tensor(mask) then
+    fail(("%s: mask must be a bool tensor, got %s"):format(call, describe(mask)))
+  end
+  return H(mask)
+end
+
+function Tensor.masked_fill(self, mask, value)
+  local h = H(self)
+  return adopt(C.td_masked_fill(h, bool_mask(mask, "masked_fill"), (scalar(value, "masked_fill"))))
+end
+
+function Tensor.masked_fill_(self, mask, value)
+  local h = H(self)
+  check(C.td_masked_fill_(h, bool_mask(mask, "masked_fill_"), (scalar(value, "masked_fill_"))))
+  return self
+end
+
+-- T.where(mask, a, b): a where mask is true, else b; a and b are tensors or scalars.
+function M.where(mask, a, b)
+  local m = bool_mask(mask, "where")
+  local ha, hb, sa, sb, ka, kb = nil, nil, 0, 0, 0, 0
+  if is_tensor(a) then ha = H(a) else sa, ka = scalar(a, "where") end
+  if is_tensor(b) then hb = H(b) else sb, kb = scalar(b, "where") end
+  return adopt(C.td_where(m, ha, sa, ka, hb, sb, kb))
+end
+
+-- Lua operators: + - * / % ^ and unary minus. (== and < cannot be elementwise in Lua:
+-- it turns their results into booleans; use eq, lt, ...)
+function mt.__add(a, b) return binary(C.TD_OP_ADD, "add", a, b) end
+function mt.__sub(a, b) return binary(C.TD_OP_SUB, "sub", a, b) end
+function mt.__mul(a, b) return binary(C.TD_OP_MUL, "mul", a, b) end
+function mt.__div(a, b) return binary(C.TD_OP_DIV, "div", a, b) end
+function mt.__mod(a, b) return binary(C.TD_OP_REMAINDER, "remainder", a, b) end
+function mt.__pow(a, b) return binary(C.TD_OP_POW, "pow", a, b) end
+function mt.__unm(a) return adopt(C.td_unary(C.TD_OP_NEG, H(a))) end
+
+return M

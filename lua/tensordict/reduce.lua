@@ -1,0 +1,145 @@
+-- reduce.lua: reductions (sum, mean, max, std, all, ...), cumsum and logsumexp.
+-- Over every dim they return a Lua value, as torch7 did; over dims a tensor.
+-- Dims are 1-based (negative from the end) and may be one dim or a list; indices that
+-- reductions return (argmax, max(dim)) are 1-based too.
+local ffi = require("ffi")
+local lib = require("tensordict.lib")
+local util = require("tensordict.util")
+local tensor = require("tensordict.tensor")
+
+local C = lib.C
+local fail, describe, dim0 = util.fail, util.describe, util.dim0
+local Tensor, adopt, H, check = tensor.Tensor, tensor.adopt, tensor.handle, tensor.check
+local dims_buf = util.dims_buf
+
+-- Reads dims (nil, a number, or a list) into dims_buf; returns the count (0: all).
+local function read_dims(call, h, dims)
+  if dims == nil then return 0 end
+  local list = type(dims) == "table" and dims or { dims }
+  if #list == 0 then fail(call .. ": the list of dims is empty") end
+  if #list > h.ndim then
+    fail(("%s: %d dims given for a tensor of %d dims"):format(call, #list, h.ndim))
+  end
+  for i, d in ipairs(list) do dims_buf[i - 1] = dim0(call, d, h.ndim) end
+  return #list
+end
+
+-- min, max and their arg forms have no value over nothing: say so in 1-based terms
+-- (the C message would name a 0-based dim).
+local function check_not_empty(call, h, dims, n)
+  for i = 0, n - 1 do
+    local d = dims[i]
+    if h.shape[d] == 0 then
+      fail(("%s: cannot reduce over dim %d of size 0 (input shape %s)")
+        :format(call, d + 1, util.format_list(util.int64_list(h.shape, h.ndim))))
+    end
+  end
+end
+
+-- keepdim given as a boolean or inside an options table.
+local function options(call, opts)
+  if opts == nil or type(opts) == "boolean" then return { keepdim = opts or false } end
+  if type(opts) ~= "table" then
+    fail(("%s: expected keepdim (a boolean) or an options table, got %s"):format(call, describe(opts)))
+  end
+  return opts
+end
+
+-- A 0-dim result as a Lua value (freed at once), any other as a tensor.
+local function value_or_tensor(t)
+  if t.h.ndim ~= 0 then return t end
+  local v = t:item()
+  t:free()
+  return v
+end
+
+local function reduce(op, call, self, dims, opts, param)
+  local h = H(self)
+  local n = read_dims(call, h, dims)
+  local o = options(call, opts)
+  local result = adopt(C.td_reduce(op, h, dims_buf, n, o.keepdim and 1 or 0, param or 0))
+  if n == 0 and not o.keepdim then return value_or_tensor(result) end
+  return result
+end
+
+local SIMPLE = {
+  sum = C.TD_RED_SUM, mean = C.TD_RED_MEAN, prod = C.TD_RED_PROD, all = C.TD_RED_ALL,
+  any = C.TD_RED_ANY, logsumexp = C.TD_RED_LOGSUMEXP,
+}
+for name, op in pairs(SIMPLE) do
+  Tensor[name] = function(self, dims, opts) return reduce(op, name, self, dims, opts) end
+end
+
+-- 0-based int64 indices -> 1-based, in place (they are fresh tensors).
+local function one_based(t)
+  check(C.td_binary_scalar_(C.TD_OP_ADD, t.h, 1, C.TD_SCALAR_INT))
+  return t
+end
+
+-- max() is the largest element; max(dim [, keepdim]) gives values and 1-based indices.
+local function extreme(red, call)
+  return function(self, dim, opts)
+    local h = H(self)
+    if dim == nil then return reduce(red, call, self) end
+    if type(dim) ~= "number" then
+      fail(("%s: dim must be a number, got %s (use %s(dim) one dim at a time)"):format(call, describe(dim), call))
+    end
+    local o = options(call, opts)
+    local d = dim0(call, dim, h.ndim)
+    dims_buf[0] = d
+    check_not_empty(call, h, dims_buf, 1)
+    local values, indices = ffi.new("td_tensor *[1]"), ffi.new("td_tensor *[1]")
+    check(C.td_reduce_with_index(red, h, d, o.keepdim and 1 or 0, values, indices))
+    return adopt(values[0]), one_based(adopt(indices[0]))
+  end
+end
+Tensor.max = extreme(C.TD_RED_MAX, "max")
+Tensor.min = extreme(C.TD_RED_MIN, "min")
+
+local function arg_extreme(op, call)
+  return function(self, dim, opts)
+    local h = H(self)
+    if dim ~= nil and type(dim) ~= "number" then
+      fail(("%s: dim must be a number, got %s"):format(call, describe(dim)))
+    end
+    local n = read_dims(call, h, dim)
+    check_not_empty(call, h, dims_buf, n)
+    local o = options(call, opts)
+    local result = one_based(adopt(C.td_reduce(op, h, dims_buf, n, o.keepdim and 1 or 0, 0)))
+    if n == 0 and not o.keepdim then return value_or_tensor(result) end
+    return result
+  end
+end
+Tensor.argmax = arg_extreme(C.TD_RED_ARGMAX, "argmax")
+Tensor.argmin = arg_extreme(C.TD_RED_ARGMIN, "argmin")
+
+-- std and var: unbiased by default (correction 1), like torch. Options: keepdim,
+-- unbiased (boolean), correction (number).
+local function spread(op, call)
+  return function(self, dims, opts)
+    local o = options(call, opts)
+    local correction = o.correction
+    if correction == nil then correction = (o.unbiased == false) and 0 or 1 end
+    if type(correction) ~= "number" then
+      fail(("%s: correction must be a number, got %s"):format(call, describe(correction)))
+    end
+    return reduce(op, call, self, dims, o, correction)
+  end
+end
+Tensor.std = spread(C.TD_RED_STD, "std")
+Tensor.var = spread(C.TD_RED_VAR, "var")
+
+-- norm([p [, dims [, keepdim]]]): p defaults to 2; math.huge is the max norm.
+function Tensor.norm(self, p, dims, opts)
+  p = p or 2
+  if type(p) ~= "number" then fail(("norm: p must be a number, got %s"):format(describe(p))) end
+  return reduce(C.TD_RED_NORM, "norm", self, dims, opts, p)
+end
+
+function Tensor.cumsum(self, dim)
+  local h = H(self)
+  if dim == nil then fail("cumsum: a dim is required") end
+  return adopt(C.td_cumsum(h, dim0("cumsum", dim, h.ndim)))
+end
+
+return {}
