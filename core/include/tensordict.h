@@ -116,6 +116,10 @@ int32_t td_storage_device_index(const td_storage *s);
 int32_t td_storage_sync(td_storage *s);
 /* Bytes held right now by heap and shared storages of this process. */
 int64_t td_live_bytes(void);
+/* Freed large heap blocks are kept for reuse (at most TD_CACHE_BYTES, 1 GiB by
+ * default): how many bytes wait there, and a call that returns them to the system. */
+int64_t td_cached_bytes(void);
+int64_t td_release_cached_memory(void);
 
 /* ---- tensors --------------------------------------------------------------------- */
 

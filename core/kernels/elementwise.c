@@ -37,10 +37,35 @@
  *   ("result type float32 can't be cast to the desired output type int64"), so
  *   comparisons and logical ops (bool results) are always accepted. b must broadcast to
  *   a's shape: a never grows. When b overlaps a other than element for element, b is
- *   read from a snapshot.
+ *   read from a snapshot (torch refuses partial overlap; a copy is friendlier). A target
+ *   with a stride-0 dim (an expanded view) is refused, as torch's internal-overlap check
+ *   does: the result would depend on the order of the writes.
+ * - Results are new row-major tensors (torch would keep a permuted input's layout).
+ *   Chunks are fixed-size and every element is written once, so any thread count gives
+ *   the same bits; an input read across the grain (a transpose) is walked in tiles.
+ *
+ * Decided in the other files, listed here so they are in one place:
+ * - unary (elementwise_unary.c): exp .. sigmoid give float32 for integers and bool;
+ *   neg, abs, relu, floor, ceil, round refuse bool; abs and neg wrap on integers
+ *   (abs(int8 -128) is -128); floor / ceil / round leave integers as they are; round is
+ *   half to even; relu keeps -0 and NaN; sign(NaN) is 0; isnan / isinf of integers false.
+ * - clamp (elementwise_clamp.c): the double bounds carry no kind, so an integral finite
+ *   bound counts as an INT scalar and any other as FLOAT (an integer tensor clamped by
+ *   0.5 is float32, a bool tensor clamped by integers int64); clamp_ refuses any change
+ *   of dtype. A NaN bound gives all NaN. Integer results refuse a min above the dtype's
+ *   range or a max below it and saturate other bounds; floating results refuse finite
+ *   bounds beyond the dtype's range (1e6 for float16). min > max gives max everywhere.
+ * - where (elementwise_where.c): the mask must be bool; a and b promote as operands of a
+ *   binary op; a scalar is checked into an integer result (300 into int8 is refused, -1
+ *   into uint8 is 255) and rounded into a floating one (1e6 into float16 is inf).
+ * - masked_fill (elementwise_where.c): keeps a's dtype; the mask broadcasts to a's shape
+ *   (the header's rule; torch's new-tensor form would broadcast a too). The value goes
+ *   through torch's checked conversion: 2.7 into an integer tensor truncates to 2, NaN,
+ *   infinities and out-of-range values into integers are refused, finite values past a
+ *   float dtype's largest (65519 for float16) too. The value carries no kind either:
+ *   integral values count as ints, so -1 into uint8 is 255 (torch refuses -1.0).
+ *   A mask overlapping a is read from a snapshot.
  */
-#include <math.h>
-
 #include "elementwise.h"
 
 static const char *const names[TD_OP_LOGICAL_XOR + 1] = {

@@ -3,9 +3,10 @@
  *
  * The split: promote.c decides result dtypes; elementwise_util.c holds the checks and
  * operand preparation every entry point repeats (scalars as 0-dim tensors, overlap
- * snapshots, fill-value conversions, the parallel run); elementwise_binary.c and
- * elementwise_unary.c hold the typed inner loops; elementwise.c, elementwise_unary.c,
- * elementwise_clamp.c and elementwise_where.c hold the public entry points.
+ * snapshots, fill-value conversions); elementwise_run.c walks the operands (threads,
+ * tiles); elementwise_binary.c holds the binary typed loops; elementwise.c (binary),
+ * elementwise_unary.c (loops and entry points), elementwise_clamp.c and
+ * elementwise_where.c hold the public entry points.
  */
 #ifndef TD_ELEMENTWISE_H
 #define TD_ELEMENTWISE_H
@@ -58,7 +59,8 @@ void td_ew_note_zero_division(void *ctx);
 
 bool td_ew_check_cpu(const char *call, const td_tensor *t, const char *what);
 bool td_ew_check_kind(const char *call, int32_t kind);
-/* Rejects a NULL tensor or a CPU-less one; names the role in the message. */
+/* Rejects a NULL tensor, an unknown dtype code or device memory, naming the tensor's
+ * role (what) in the message. */
 bool td_ew_check_tensor(const char *call, const td_tensor *t, const char *what);
 
 /* A 0-dim tensor of dtype holding the Lua scalar s as torch wraps it: an INT scalar goes
@@ -81,20 +83,21 @@ bool td_ew_fill_value(const char *call, double v, int32_t dtype, bool round_floa
  * element i of a and b is one address, which elementwise loops handle). */
 bool td_ew_needs_snapshot(const td_tensor *a, const td_tensor *b);
 
-/* Broadcasts shapes of x and y (either may be a scalar operand) into out. */
+/* The broadcast shape of x and y (a scalar operand counts as 0-dim) into ndim, shape. */
 bool td_ew_broadcast(const char *call, td_operand x, td_operand y, int32_t *ndim,
                      int64_t *shape);
 /* A tensor an op_ may write: writable storage, and no two elements at one address (a
  * stride-0 dim, as torch's internal-overlap check; results would depend on the order). */
 bool td_ew_check_writable(const char *call, const td_tensor *a);
-/* In-place checks shared by every op_: writable, on the CPU, the broadcast shape of
- * the operands equal to a's own, and the result dtype's category not above a's. */
+/* In-place checks shared by the binary and unary op_ forms: td_ew_check_writable, the
+ * broadcast shape of the operands equal to a's own, and the result dtype's category not
+ * above a's. */
 bool td_ew_check_inplace(const char *call, const td_tensor *a, int32_t ndim,
                          const int64_t *shape, int32_t result_dtype);
 
 /* Runs loop over ops[0..nops) (ops[0] the output, the others already expanded to its
- * shape) with td_iter_run_parallel, in column strips when an input would be read across
- * the grain (see elementwise_util.c). */
+ * shape) with td_iter_run_parallel, in tiles when an input would be read across the
+ * grain (elementwise_run.c). */
 void td_ew_run(int32_t nops, const td_tensor *const *ops, td_inner_loop loop, void *ctx);
 /* Expands t to shape into *out (a caller-owned view); t must broadcast (checked before). */
 void td_ew_expand(const td_tensor *t, int32_t ndim, const int64_t *shape, td_tensor *out);

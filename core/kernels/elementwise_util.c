@@ -1,8 +1,7 @@
 /*
  * elementwise_util.c: the checks and operand preparation every elementwise entry point
  * shares: scalars as 0-dim tensors, torch's checked conversion of fill values, overlap
- * detection for in-place ops, broadcasting and in-place shape/dtype checks, and the
- * parallel run over the strided iterator.
+ * detection for in-place ops, broadcasting and in-place shape/dtype checks.
  */
 #include <assert.h>
 #include <float.h>
@@ -206,48 +205,9 @@ bool td_ew_check_inplace(const char *call, const td_tensor *a, int32_t ndim,
   return true;
 }
 
-/* ---- running ---------------------------------------------------------------------------- */
-
-
 void td_ew_expand(const td_tensor *t, int32_t ndim, const int64_t *shape, td_tensor *out) {
   int32_t status = td_tensor_expand(t, ndim, shape, out);
   (void)status; /* the shapes were broadcast before: this cannot fail */
   assert(status == TD_OK);
 }
 
-/* Blocking for inputs read across the grain (a transpose against a row-major output):
- * walked row by row, such an input touches a new cache line per element and uses one
- * element of it. Walking the output in column strips of STRIP elements instead keeps the
- * STRIP lines a row touches (4 KiB for STRIP 64) cached until the rows below have used
- * the rest of them. Below MIN_NUMEL everything stays cached anyway. */
-enum { STRIP = 32, STRIP_MIN_STRIDE = 64, STRIP_MIN_NUMEL = 1 << 16 };
-
-static bool across_grain(const td_iter *it) {
-  const int32_t inner = it->ndim - 1;
-  if (it->ndim < 2 || it->numel < STRIP_MIN_NUMEL || it->shape[inner] <= STRIP) return false;
-  for (int32_t k = 1; k < it->nops; k++) {
-    int64_t s = it->strides[k][inner];
-    if ((s < 0 ? -s : s) >= STRIP_MIN_STRIDE) return true;
-  }
-  return false;
-}
-
-void td_ew_run(int32_t nops, const td_tensor *const *ops, td_inner_loop loop, void *ctx) {
-  td_iter it;
-  td_iter_init(&it, nops, ops);
-  if (!across_grain(&it)) {
-    td_iter_run_parallel(&it, loop, ctx);
-    return;
-  }
-  /* Each strip is the same iteration with the innermost dim cut down: elements stay
-   * independent, so the result does not depend on the order or the thread count. */
-  const int32_t inner = it.ndim - 1;
-  const int64_t cols = it.shape[inner];
-  for (int64_t j = 0; j < cols; j += STRIP) {
-    td_iter strip = it;
-    strip.shape[inner] = cols - j < STRIP ? cols - j : STRIP;
-    strip.numel = it.numel / cols * strip.shape[inner];
-    for (int32_t k = 0; k < nops; k++) strip.data[k] += j * it.strides[k][inner];
-    td_iter_run_parallel(&strip, loop, ctx);
-  }
-}

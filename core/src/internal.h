@@ -22,12 +22,18 @@ struct td_storage {
   atomic_int_fast64_t refcount;
   char *data;
   int64_t nbytes;       /* bytes usable through data */
-  int64_t mapped_bytes; /* bytes to munmap (file kinds map whole pages) */
+  int64_t mapped_bytes; /* heap: the block's capacity; mappings: bytes to munmap */
   int32_t kind;         /* enum td_storage_kind */
   int32_t writable;
   int32_t device_type;  /* enum td_device_type */
   int32_t device_index;
 };
+
+/* ---- heap blocks (heap_cache.c) ---- */
+/* A block of at least nbytes, 64-byte aligned (large ones 2 MiB aligned and maybe
+ * reused); *capacity receives its real size, which td_heap_free needs back. */
+void *td_heap_alloc(int64_t nbytes, int64_t *capacity);
+void td_heap_free(void *data, int64_t capacity);
 
 /* ---- errors (error.c) ---- */
 /* Records status and a printf-style message for td_last_error(); returns status. */

@@ -12,8 +12,6 @@
 
 #include "internal.h"
 
-enum { TD_HEAP_ALIGN = 64 };
-
 /* Heap and shared bytes alive now: the Lua layer reads it to pace its GC. */
 static atomic_int_fast64_t live_bytes;
 
@@ -40,10 +38,8 @@ TD_EXPORT td_storage *td_storage_new_heap(int64_t nbytes) {
   td_storage *s = storage_header("storage", nbytes);
   if (!s) return NULL;
   s->kind = TD_STORAGE_HEAP;
-  /* Round up so the allocation is never 0 bytes and stays a multiple of the alignment. */
-  size_t rounded = ((size_t)nbytes + TD_HEAP_ALIGN - 1) / TD_HEAP_ALIGN * TD_HEAP_ALIGN;
-  if (rounded == 0) rounded = TD_HEAP_ALIGN;
-  if (posix_memalign((void **)&s->data, TD_HEAP_ALIGN, rounded) != 0) {
+  s->data = td_heap_alloc(nbytes, &s->mapped_bytes);
+  if (!s->data) {
     free(s);
     td_fail(TD_ENOMEM, "storage: cannot allocate %lld bytes", (long long)nbytes);
     return NULL;
@@ -148,7 +144,7 @@ TD_EXPORT void td_storage_release(td_storage *s) {
   switch (s->kind) {
     case TD_STORAGE_HEAP:
       atomic_fetch_sub(&live_bytes, s->nbytes);
-      free(s->data);
+      td_heap_free(s->data, s->mapped_bytes);
       break;
     case TD_STORAGE_SHARED:
       atomic_fetch_sub(&live_bytes, s->nbytes);

@@ -50,6 +50,10 @@ T.randperm = random.randperm
 
 T.dtypes = dtypes.list()
 T.live_bytes = memory.live_bytes
+-- Freed large blocks wait for reuse (TD_CACHE_BYTES, 1 GiB by default): their size,
+-- and a call returning them to the system.
+function T.cached_bytes() return tonumber(lib.C.td_cached_bytes()) end
+function T.release_cached_memory() return tonumber(lib.C.td_release_cached_memory()) end
 
 -- Threads for large kernels, ours and OpenBLAS's; results do not depend on the count.
 function T.set_num_threads(n)

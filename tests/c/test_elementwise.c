@@ -654,6 +654,35 @@ static void test_binary_layouts(void) {
   binary_bad = 0;
 }
 
+/* Large transposed operands go through tiles (elementwise_util.c): ragged edges, more
+ * than two dims, in place into a transposed target, and unary ops. */
+static void test_large_layouts(void) {
+  const int64_t s2[2] = {700, 300}, s3[3] = {3, 150, 200};
+  const int32_t perm3[3] = {0, 2, 1};
+  static const int ops[] = {TD_OP_ADD, TD_OP_SUB, TD_OP_MAXIMUM, TD_OP_LT, TD_OP_FLOOR_DIVIDE};
+  static const int32_t dts[] = {TD_FLOAT32, TD_INT16, TD_FLOAT64, TD_FLOAT16};
+  for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++)
+    for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++) {
+      const bool nz = ops[o] == TD_OP_FLOOR_DIVIDE;
+      td_tensor *a = pattern(dts[d], 2, s2, 1, false), at;
+      td_tensor_transpose(a, 0, 1, &at); /* [300, 700] */
+      td_tensor *b = td_tensor_clone(&at);
+      fill_pattern(b, 3, nz);
+      td_tensor *a3 = pattern(dts[d], 3, s3, 2, false), a3p;
+      td_tensor_permute(a3, perm3, &a3p); /* [3, 200, 150] */
+      td_tensor *b3 = td_tensor_clone(&a3p);
+      fill_pattern(b3, 4, nz);
+      check_binary_case("large transposed a", ops[o], OT(&at), OT(b), false);
+      check_binary_case("large transposed b", ops[o], OT(b), OT(&at), false);
+      check_binary_case("large permuted 3-d", ops[o], OT(&a3p), OT(b3), false);
+      check_binary_case("large transposed target", ops[o], OT(&at), OT(b), true);
+      td_tensor *all[] = {a, b, a3, b3};
+      for (size_t k = 0; k < 4; k++) td_tensor_release(all[k]);
+    }
+  CHECK_EQ_I(binary_bad, 0);
+  binary_bad = 0;
+}
+
 /* The rules spelled out on single values, so that a wrong reference cannot hide a bug. */
 static double bin1(int op, int32_t dt, double x, double y) {
   const int64_t one = 1, i0 = 0;
@@ -902,6 +931,14 @@ static void test_unary(void) {
       td_tensor *all[] = {x, t, sl, row, z, e};
       for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) td_tensor_release(all[k]);
     }
+  const int64_t big[2] = {700, 300}; /* tiles: a transposed input into a new tensor */
+  for (int32_t dt = TD_INT32; dt <= TD_FLOAT64; dt += 4) {
+    td_tensor *t = pattern(dt, 2, big, 1, false), tv;
+    td_tensor_transpose(t, 0, 1, &tv);
+    check_unary_case("large transposed", TD_OP_NEG, &tv, false);
+    check_unary_case("large transposed", TD_OP_EXP, &tv, false);
+    td_tensor_release(t);
+  }
   CHECK_EQ_I(unary_bad, 0);
   /* a few values spelled out */
   const int64_t n = 6;
@@ -1499,6 +1536,7 @@ int main(void) {
   test_binary_pairs();
   test_binary_scalars();
   test_binary_layouts();
+  test_large_layouts();
   test_unary();
   test_clamp();
   test_where();

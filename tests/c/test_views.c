@@ -492,6 +492,32 @@ static void test_storage_kinds(void) {
   CHECK(td_storage_map_file("/tmp", 4, TD_MAP_READ) == NULL);
 }
 
+/* Large heap blocks are cached on release and handed back to the next request that
+ * fits; the cache can be emptied. */
+static void test_heap_cache(void) {
+  td_release_cached_memory();
+  CHECK_EQ_I(td_cached_bytes(), 0);
+  int64_t big = 3 << 20;
+  td_storage *a = td_storage_new_heap(big);
+  void *first = td_storage_data_borrow(a);
+  CHECK(((uintptr_t)first & 63) == 0);
+  td_storage_release(a);
+  CHECK(td_cached_bytes() >= big);
+  td_storage *b = td_storage_new_heap(big - 1000); /* fits the cached block */
+  CHECK(td_storage_data_borrow(b) == first);
+  CHECK_EQ_I(td_cached_bytes(), 0);
+  td_storage *c = td_storage_new_heap(20 << 20); /* larger: a fresh block */
+  CHECK(td_storage_data_borrow(c) != first);
+  td_storage_release(b);
+  td_storage_release(c);
+  CHECK(td_cached_bytes() >= big + (20 << 20));
+  CHECK(td_release_cached_memory() >= big + (20 << 20));
+  CHECK_EQ_I(td_cached_bytes(), 0);
+  td_storage *small = td_storage_new_heap(100); /* small blocks go straight back */
+  td_storage_release(small);
+  CHECK_EQ_I(td_cached_bytes(), 0);
+}
+
 int main(void) {
   test_select_slice_index();
   test_view_reshape();
@@ -502,5 +528,6 @@ int main(void) {
   test_creation_checks();
   test_from_storage_bounds();
   test_storage_kinds();
+  test_heap_cache();
   CHECK_SUMMARY();
 }

@@ -40,6 +40,15 @@ describe("ownership", function()
     assert.are.same({ 2, 3 }, v:totable())
   end)
 
+  it("keeps freed large blocks for reuse until asked to release them", function()
+    T.release_cached_memory()
+    local t = T.empty(1024 * 1024) -- 4 MiB
+    t:free()
+    assert.is_true(T.cached_bytes() >= 4 * 1024 * 1024)
+    assert.is_true(T.release_cached_memory() >= 4 * 1024 * 1024)
+    assert.are.equal(0, T.cached_bytes())
+  end)
+
   it("rejects setting fields on a tensor", function()
     H.raises(function() T.zeros(2).foo = 1 end, "cannot set field 'foo' of a tensor")
   end)
