@@ -389,9 +389,12 @@ td_tensor *td_cat(const td_tensor *const *tensors, int32_t n, int32_t dim);
 td_tensor *td_pad(const td_tensor *a, const int64_t *pads, int32_t npads, double value);
 
 /* ---- random numbers ----------------------------------------------------------------------
- * Philox4x32-10, counter based: element i of a call uses counter (offset + i / 4), lane
- * i % 4, under the generator's key (its seed); a call advances offset past what it
- * used. Results are reproducible whatever the thread count. */
+ * Philox4x32-10, counter based: element i of a call (row-major order, whatever the
+ * strides) uses counter block (offset + i / 4), lane i % 4, under the generator's key
+ * (its seed); a call advances offset by ceil(numel / 4). 64-bit draws and rejection
+ * retries use the counter's third word. Results are reproducible whatever the thread
+ * count; the exact mapping is in core/kernels/random.c. A generator must not be used
+ * from two threads at once. */
 
 typedef struct td_generator td_generator;
 
@@ -415,7 +418,9 @@ td_tensor *td_randperm(int64_t n, int32_t dtype, td_generator *g);
 
 /* torch.matmul: 1-D x 1-D dot, 2-D x 2-D, 1-D promoted to a matrix and back, and
  * batched with broadcast batch dims. float32 and float64 go to cblas as they are
- * (no copy when the strides allow); other dtypes compute in float32 or float64. */
+ * (no copy when the strides allow; a transposed operand passes as CblasTrans);
+ * float16 and bfloat16 compute in float32 and round back; integers compute exactly in
+ * int64 and wrap like their dtype; bool and mixed dtypes are refused. */
 td_tensor *td_matmul(const td_tensor *a, const td_tensor *b);
 td_tensor *td_mm(const td_tensor *a, const td_tensor *b);
 td_tensor *td_bmm(const td_tensor *a, const td_tensor *b);
