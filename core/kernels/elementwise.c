@@ -9,29 +9,36 @@
  *   it only raises the category (INT scalar: int64, FLOAT: float32, BOOL: bool).
  * - Compute dtype: the promoted dtype, except div and the floating unary ops, which
  *   compute integers and bool in float32. float16 / bfloat16 compute in float and round
- *   once per element on store. A scalar is first converted to the compute dtype, as torch
- *   wraps it in a tensor: an INT scalar wraps into narrow integers (int8 tensor < 300
- *   compares with 44, as in torch), a FLOAT scalar is rounded (to the half type too;
- *   torch keeps a float scalar for a few half ops, at most one rounding apart).
- *   INT scalars beyond int64 are refused (torch: OverflowError); INT scalars with a
- *   fraction are truncated.
+ *   once per element on store (torch's floor_divide rounds its intermediates to the half
+ *   type, and is then off by one at some large quotients; ours is the floor of the float
+ *   quotient). A scalar is first converted to the compute dtype, as torch wraps it in a
+ *   tensor: an INT scalar wraps into narrow integers (int8 tensor < 300 compares with
+ *   44, as in torch), a FLOAT scalar is rounded, to the half types too, except for a
+ *   trailing scalar of mul, div and floor_divide on float16 / bfloat16, which stays a
+ *   float as in torch (x * 0.1 multiplies by 0.1f). INT scalars beyond int64 are refused
+ *   (torch: OverflowError); INT scalars with a fraction are truncated.
  * - sub refuses any bool operand, tensor or scalar, like torch ("two bool tensors" /
  *   "a bool tensor"); neg refuses bool.
  * - floor_divide, remainder and pow refuse bool as the compute dtype (torch: "not
- *   implemented for 'Bool'"); bool with an integer tensor or scalar computes in int64.
+ *   implemented for 'Bool'"), except bool ** a bool scalar (** False is all true,
+ *   ** True a copy, as torch); bool with an integer tensor or scalar computes in int64.
  * - Integer floor_divide / remainder by zero: torch raises ZeroDivisionError, so do we
  *   (TD_EINVAL "integer division by zero"); the loops never divide by zero (no SIGFPE).
  *   The in-place forms compute into a temporary first, so a refused call leaves a
  *   unchanged. MIN // -1 gives MIN and MIN % -1 gives 0 (torch's wrapped results).
  * - Integer pow: a negative scalar exponent is refused ("integers to negative integer
  *   powers are not allowed", torch's scalar check); a negative exponent inside a tensor
- *   gives torch's values: 1 for base 1, +-1 for base -1, else 0.
+ *   gives torch's values: 1 for base 1, +-1 for base -1, else 0. A scalar exponent must
+ *   fit the compute dtype (torch's checked conversion: int8 ** 300, float16 ** 1e10 are
+ *   refused).
  * - Float pow with a scalar exponent of 2, 3, 0.5, -0.5, -1 or -2 uses torch's rewrites
- *   (x*x, sqrt, 1/x, ...), which differ from pow() at -0 and -inf.
+ *   (x*x, sqrt, 1/x, ...), which differ from pow() at -0 and -inf; not for float16,
+ *   which torch sends through pow().
  * - minimum / maximum propagate NaN; on ties they return the first operand (so
  *   minimum(0, -0) is 0), like torch's CPU kernel.
  * - Comparisons compute in the promoted dtype (int64 vs float64 compares as float64).
- *   Logical ops cast both operands to bool first (nonzero, NaN included, is true).
+ *   Logical ops too: nonzero (NaN included) is true in the promoted dtype, so a uint8
+ *   tensor and the scalar 256 (0 in uint8) is false, as in torch.
  * - In place: the op computes in the promoted dtype and the result is cast into a's
  *   dtype (int8.add_(int64) wraps); refused when the result's category is above a's
  *   ("result type float32 can't be cast to the desired output type int64"), so
@@ -66,6 +73,8 @@
  *   integral values count as ints, so -1 into uint8 is 255 (torch refuses -1.0).
  *   A mask overlapping a is read from a snapshot.
  */
+#include <math.h>
+
 #include "elementwise.h"
 
 static const char *const names[TD_OP_LOGICAL_XOR + 1] = {
@@ -88,16 +97,30 @@ static int32_t compute_dtype(const char *call, int32_t op, td_operand x, td_oper
     return td_fail(TD_EDTYPE, "%s: subtraction with a bool tensor is not supported; to "
                               "invert a mask use logical_not instead", call);
   }
-  if (op >= TD_OP_LOGICAL_AND) return TD_BOOL;
   if (op == TD_OP_DIV)
     return td_dtype_category(promoted) == TD_CAT_FLOAT ? promoted : TD_FLOAT32;
+  /* bool ** a bool scalar is allowed: torch fills or copies before looking at dtypes */
   if ((op == TD_OP_FLOOR_DIVIDE || op == TD_OP_REMAINDER || op == TD_OP_POW) &&
-      promoted == TD_BOOL)
+      promoted == TD_BOOL && !(op == TD_OP_POW && !y.t))
     return td_fail(TD_EDTYPE, "%s: not supported for bool tensors", call);
-  if (op == TD_OP_POW && !y.t && y.kind == TD_SCALAR_INT && y.s <= -1 &&
-      td_dtype_category(promoted) != TD_CAT_FLOAT)
-    return td_fail(TD_EINVAL, "%s: integers to negative integer powers are not allowed", call);
+  if (op == TD_OP_POW && !y.t && promoted != TD_BOOL) {
+    if (y.kind == TD_SCALAR_INT && y.s <= -1 && td_dtype_category(promoted) != TD_CAT_FLOAT)
+      return td_fail(TD_EINVAL, "%s: integers to negative integer powers are not allowed",
+                     call);
+    /* torch converts a scalar exponent to the tensor's dtype with its checked conversion:
+     * int8 ** 300 and float16 ** 1e10 are refused */
+    uint64_t bits;
+    const double e = y.kind == TD_SCALAR_INT ? trunc(y.s) : y.kind == TD_SCALAR_BOOL ? y.s != 0 : y.s;
+    if (!td_ew_fill_value(call, e, promoted, false, &bits)) return td_last_status();
+  }
   return promoted;
+}
+
+/* float16 / bfloat16 mul, div, floor_divide by a trailing scalar: torch keeps the scalar
+ * in float (elementwise_binary.c), so do we. */
+static bool float_scalar(int32_t op, td_operand y, int32_t c) {
+  return !y.t && (c == TD_FLOAT16 || c == TD_BFLOAT16) &&
+         (op == TD_OP_MUL || op == TD_OP_DIV || op == TD_OP_FLOOR_DIVIDE);
 }
 
 /* x op y into a new tensor (a NULL) or into a (in place). */
@@ -121,13 +144,16 @@ static int32_t binary_impl(const char *call, int32_t op, td_operand x, td_operan
   td_ew_ctx_init(&ctx);
   td_inner_loop pow_special =
       op == TD_OP_POW && !y.t ? td_ew_pow_scalar_loop(c, y.s, &ctx) : NULL;
-  td_inner_loop loop = pow_special ? pow_special : td_ew_binary_loop(op, c);
+  const bool fscalar = float_scalar(op, y, c);
+  td_inner_loop loop = pow_special ? pow_special
+                       : fscalar   ? td_ew_float_scalar_loop(op, c)
+                                   : td_ew_binary_loop(op, c);
   if (!loop)
     return td_fail(TD_EDTYPE, "%s: not supported for dtype %s", call, td_dtype_name(c));
 
   int32_t status = TD_OK;
   td_tensor *xc = td_ew_operand_as(call, x, c), *yc = NULL, *out = NULL;
-  if (!xc || !(yc = td_ew_operand_as(call, y, c))) {
+  if (!xc || !(yc = td_ew_operand_as(call, y, fscalar ? TD_FLOAT32 : c))) {
     status = td_last_status();
     goto done;
   }

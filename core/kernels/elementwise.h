@@ -110,10 +110,13 @@ const char *td_ew_inplace_name(char *buf, size_t len, const char *name);
 /* Binary op on inputs of dtype (operands 1 and 2) into operand 0, of dtype or bool for
  * comparisons and logical ops; NULL when the op does not exist for dtype. */
 td_inner_loop td_ew_binary_loop(int32_t op, int32_t dtype);
-/* pow(x, exponent) for a Lua scalar exponent on a floating dtype, operand 1 into
- * operand 0: torch's special forms (x*x, sqrt, 1/x, ...), with ctx->code set to the one
- * to use; NULL when the exponent has none (then the general binary loop applies). */
+/* pow(x, exponent) for a Lua scalar exponent, operand 1 into operand 0: torch's special
+ * forms (x*x, sqrt, 1/x, ...; bool ** False and ** True), with ctx->code set to the one
+ * to use; NULL when there is none (then the general binary loop applies). */
 td_inner_loop td_ew_pow_scalar_loop(int32_t dtype, double exponent, td_ew_ctx *ctx);
+/* mul, div, floor_divide of a float16 / bfloat16 tensor (operand 1) by a 0-dim float32
+ * scalar (operand 2), as torch computes them; NULL for other ops and dtypes. */
+td_inner_loop td_ew_float_scalar_loop(int32_t op, int32_t dtype);
 /* Unary op on operand 1 (dtype) into operand 0 (dtype, or bool for the predicates);
  * NULL when the op is an identity or a constant for dtype, or refused. */
 td_inner_loop td_ew_unary_loop(int32_t op, int32_t dtype);

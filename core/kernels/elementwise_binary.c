@@ -22,9 +22,6 @@ static inline uint8_t e_add_BOOL(uint8_t x, uint8_t y, int *z) { (void)z; return
 static inline uint8_t e_mul_BOOL(uint8_t x, uint8_t y, int *z) { (void)z; return x & y; }
 static inline uint8_t e_minimum_BOOL(uint8_t x, uint8_t y, int *z) { (void)z; return x & y; }
 static inline uint8_t e_maximum_BOOL(uint8_t x, uint8_t y, int *z) { (void)z; return x | y; }
-static inline uint8_t e_logical_and_BOOL(uint8_t x, uint8_t y, int *z) { (void)z; return x & y; }
-static inline uint8_t e_logical_or_BOOL(uint8_t x, uint8_t y, int *z) { (void)z; return x | y; }
-static inline uint8_t e_logical_xor_BOOL(uint8_t x, uint8_t y, int *z) { (void)z; return x ^ y; }
 
 /* Integers, signed or not. UT is the unsigned type the arithmetic wraps in. */
 #define DEF_INT_COMMON(FAM, T, UT)                                                        \
@@ -139,14 +136,30 @@ DEF_FLOAT_OPS(DB, double, )
   static inline uint8_t e_le_##FAM(T x, T y, int *z) { (void)z; return x <= y; }          \
   static inline uint8_t e_gt_##FAM(T x, T y, int *z) { (void)z; return x > y; }           \
   static inline uint8_t e_ge_##FAM(T x, T y, int *z) { (void)z; return x >= y; }
-DEF_CMP(BOOL, uint8_t)
-DEF_CMP(UINT8, uint8_t)
-DEF_CMP(INT8, int8_t)
-DEF_CMP(INT16, int16_t)
-DEF_CMP(INT32, int32_t)
-DEF_CMP(INT64, int64_t)
-DEF_CMP(FL, float)
-DEF_CMP(DB, double)
+/* Logical ops, for every family: nonzero is true (NaN included), tested in the promoted
+ * dtype, as torch does (uint8 tensor and 256: 256 wraps to 0, false). */
+#define DEF_LOGICAL(FAM, T)                                                               \
+  static inline uint8_t e_logical_and_##FAM(T x, T y, int *z) {                           \
+    (void)z;                                                                              \
+    return (x != 0) & (y != 0);                                                           \
+  }                                                                                       \
+  static inline uint8_t e_logical_or_##FAM(T x, T y, int *z) {                            \
+    (void)z;                                                                              \
+    return (x != 0) | (y != 0);                                                           \
+  }                                                                                       \
+  static inline uint8_t e_logical_xor_##FAM(T x, T y, int *z) {                           \
+    (void)z;                                                                              \
+    return (x != 0) ^ (y != 0);                                                           \
+  }
+#define DEF_CMP_LOGICAL(FAM, T) DEF_CMP(FAM, T) DEF_LOGICAL(FAM, T)
+DEF_CMP_LOGICAL(BOOL, uint8_t)
+DEF_CMP_LOGICAL(UINT8, uint8_t)
+DEF_CMP_LOGICAL(INT8, int8_t)
+DEF_CMP_LOGICAL(INT16, int16_t)
+DEF_CMP_LOGICAL(INT32, int32_t)
+DEF_CMP_LOGICAL(INT64, int64_t)
+DEF_CMP_LOGICAL(FL, float)
+DEF_CMP_LOGICAL(DB, double)
 
 /* ---- loops ---------------------------------------------------------------------------------- */
 
@@ -216,12 +229,12 @@ EW_ALL(DEF_PRED, lt)
 EW_ALL(DEF_PRED, le)
 EW_ALL(DEF_PRED, gt)
 EW_ALL(DEF_PRED, ge)
-EW_BOOL(DEF_PRED, logical_and)
-EW_BOOL(DEF_PRED, logical_or)
-EW_BOOL(DEF_PRED, logical_xor)
+EW_ALL(DEF_PRED, logical_and)
+EW_ALL(DEF_PRED, logical_or)
+EW_ALL(DEF_PRED, logical_xor)
 
 #define ENTRY(OP, DN, IT, CT, FAM, LD, ST) [TD_##DN] = bin_##OP##_##DN,
-/* loops[op][dtype]; logical ops exist for bool only (the caller casts to bool first). */
+/* loops[op][dtype] */
 static const td_inner_loop loops[TD_OP_LOGICAL_XOR + 1][TD_NUM_DTYPES] = {
     [TD_OP_ADD] = {EW_ALL(ENTRY, add)},
     [TD_OP_SUB] = {EW_NUM(ENTRY, sub)},
@@ -238,9 +251,9 @@ static const td_inner_loop loops[TD_OP_LOGICAL_XOR + 1][TD_NUM_DTYPES] = {
     [TD_OP_LE] = {EW_ALL(ENTRY, le)},
     [TD_OP_GT] = {EW_ALL(ENTRY, gt)},
     [TD_OP_GE] = {EW_ALL(ENTRY, ge)},
-    [TD_OP_LOGICAL_AND] = {EW_BOOL(ENTRY, logical_and)},
-    [TD_OP_LOGICAL_OR] = {EW_BOOL(ENTRY, logical_or)},
-    [TD_OP_LOGICAL_XOR] = {EW_BOOL(ENTRY, logical_xor)},
+    [TD_OP_LOGICAL_AND] = {EW_ALL(ENTRY, logical_and)},
+    [TD_OP_LOGICAL_OR] = {EW_ALL(ENTRY, logical_or)},
+    [TD_OP_LOGICAL_XOR] = {EW_ALL(ENTRY, logical_xor)},
 };
 
 td_inner_loop td_ew_binary_loop(int32_t op, int32_t dtype) { return loops[op][dtype]; }
@@ -248,9 +261,11 @@ td_inner_loop td_ew_binary_loop(int32_t op, int32_t dtype) { return loops[op][dt
 /* ---- pow with a scalar exponent ------------------------------------------------------------
  * torch rewrites x ** e for these exponents (pow_tensor_scalar_optimized_kernel), which
  * differs from pow() at signed zeros and infinities: (-0) ** 0.5 is -0 (sqrt), not +0,
- * and (-inf) ** 0.5 is NaN, not +inf. Only for a scalar exponent: a tensor exponent,
- * 0-dim included, goes through pow() like torch's. */
-enum { POW_SQUARE = 1, POW_CUBE, POW_SQRT, POW_RSQRT, POW_RECIPROCAL, POW_RSQUARE };
+ * and (-inf) ** 0.5 is NaN, not +inf. Only for a scalar exponent, and not for float16,
+ * which torch sends through pow(): a tensor exponent, 0-dim included, goes through pow()
+ * too. A bool tensor takes a bool exponent: ** False is all true, ** True a copy. */
+enum { POW_SQUARE = 1, POW_CUBE, POW_SQRT, POW_RSQRT, POW_RECIPROCAL, POW_RSQUARE, POW_ONES,
+       POW_IDENTITY };
 
 #define POW_LOOP(IT, LD, ST, EXPR)                                                        \
   if (s[0] == (int64_t)sizeof(IT) && s[1] == (int64_t)sizeof(IT)) {                       \
@@ -258,6 +273,7 @@ enum { POW_SQUARE = 1, POW_CUBE, POW_SQRT, POW_RSQRT, POW_RECIPROCAL, POW_RSQUAR
     const IT *a = (const IT *)p[1];                                                       \
     EW_IVDEP for (int64_t i = 0; i < n; i++) {                                            \
       const CT x = LD(a[i]);                                                              \
+      (void)x;                                                                            \
       d[i] = ST(EXPR);                                                                    \
     }                                                                                     \
   } else {                                                                                \
@@ -265,6 +281,7 @@ enum { POW_SQUARE = 1, POW_CUBE, POW_SQRT, POW_RSQRT, POW_RECIPROCAL, POW_RSQUAR
     const char *a = p[1];                                                                 \
     for (int64_t i = 0; i < n; i++, d += s[0], a += s[1]) {                               \
       const CT x = LD(*(const IT *)a);                                                    \
+      (void)x;                                                                            \
       *(IT *)d = ST(EXPR);                                                                \
     }                                                                                     \
   }                                                                                       \
@@ -284,7 +301,17 @@ enum { POW_SQUARE = 1, POW_CUBE, POW_SQRT, POW_RSQRT, POW_RECIPROCAL, POW_RSQUAR
   }
 static inline float sqrt_FL(float x) { return sqrtf(x); }
 static inline double sqrt_DB(double x) { return sqrt(x); }
-EW_FLOAT(DEF_POW_SCALAR, _)
+DEF_POW_SCALAR(_, BFLOAT16, uint16_t, float, FL, LD_BF, ST_BF)
+DEF_POW_SCALAR(_, FLOAT32, float, float, FL, LD_N, ST_N)
+DEF_POW_SCALAR(_, FLOAT64, double, double, DB, LD_N, ST_N)
+
+static void pow_scalar_BOOL(char **p, const int64_t *s, int64_t n, void *ctx) {
+  typedef uint8_t CT;
+  switch (((const td_ew_ctx *)ctx)->code) {
+    case POW_ONES: POW_LOOP(uint8_t, LD_B, ST_N, 1)
+    default: POW_LOOP(uint8_t, LD_B, ST_N, x)
+  }
+}
 
 td_inner_loop td_ew_pow_scalar_loop(int32_t dtype, double exponent, td_ew_ctx *ctx) {
   static const struct {
@@ -293,13 +320,48 @@ td_inner_loop td_ew_pow_scalar_loop(int32_t dtype, double exponent, td_ew_ctx *c
   } forms[] = {{2, POW_SQUARE}, {3, POW_CUBE},        {0.5, POW_SQRT},
                {-0.5, POW_RSQRT}, {-1, POW_RECIPROCAL}, {-2, POW_RSQUARE}};
   static const td_inner_loop loops_by_dtype[TD_NUM_DTYPES] = {
-      [TD_FLOAT16] = pow_scalar_FLOAT16, [TD_FLOAT32] = pow_scalar_FLOAT32,
-      [TD_BFLOAT16] = pow_scalar_BFLOAT16, [TD_FLOAT64] = pow_scalar_FLOAT64};
-  if (!td_dtype_is_floating(dtype)) return NULL;
+      [TD_BFLOAT16] = pow_scalar_BFLOAT16, [TD_FLOAT32] = pow_scalar_FLOAT32,
+      [TD_FLOAT64] = pow_scalar_FLOAT64};
+  if (dtype == TD_BOOL) {
+    ctx->code = exponent != 0 ? POW_IDENTITY : POW_ONES;
+    return pow_scalar_BOOL;
+  }
+  if (!loops_by_dtype[dtype]) return NULL;
   for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++)
     if (exponent == forms[i].e) {
       ctx->code = forms[i].code;
       return loops_by_dtype[dtype];
     }
   return NULL;
+}
+
+/* ---- float16 / bfloat16 with a float scalar -------------------------------------------------
+ * torch's mul, div and floor_divide of a half tensor by a trailing scalar keep the scalar
+ * in float (its "opmath" scalar path): x * 0.1 multiplies by 0.1f, not by 0.1 rounded
+ * to the half type first. Operand 2 is a 0-dim float32 tensor. */
+#define DEF_FLOAT_SCALAR(OP, DN, IT, CT, FAM, LD, ST)                                     \
+  static void fs_##OP##_##DN(char **p, const int64_t *s, int64_t n, void *ctx) {         \
+    (void)ctx;                                                                            \
+    int zf = 0;                                                                           \
+    const float b = *(const float *)p[2];                                                 \
+    char *d = p[0];                                                                       \
+    const char *x = p[1];                                                                 \
+    for (int64_t i = 0; i < n; i++, d += s[0], x += s[1])                                 \
+      *(IT *)d = ST(EW_E(OP, FL, LD(*(const IT *)x), b));                                 \
+  }
+#define EW_HALF(X, ARG)                                                                   \
+  X(ARG, FLOAT16, uint16_t, float, FL, LD_H, ST_H)                                        \
+  X(ARG, BFLOAT16, uint16_t, float, FL, LD_BF, ST_BF)
+EW_HALF(DEF_FLOAT_SCALAR, mul)
+EW_HALF(DEF_FLOAT_SCALAR, div)
+EW_HALF(DEF_FLOAT_SCALAR, floor_divide)
+
+td_inner_loop td_ew_float_scalar_loop(int32_t op, int32_t dtype) {
+#define FS_ENTRY(OP, DN, IT, CT, FAM, LD, ST) [TD_##DN] = fs_##OP##_##DN,
+  static const td_inner_loop fs[TD_OP_FLOOR_DIVIDE + 1][TD_NUM_DTYPES] = {
+      [TD_OP_MUL] = {EW_HALF(FS_ENTRY, mul)},
+      [TD_OP_DIV] = {EW_HALF(FS_ENTRY, div)},
+      [TD_OP_FLOOR_DIVIDE] = {EW_HALF(FS_ENTRY, floor_divide)},
+  };
+  return op <= TD_OP_FLOOR_DIVIDE ? fs[op][dtype] : NULL;
 }

@@ -52,6 +52,19 @@ static val load(const td_tensor *t, const int64_t *idx) {
   }
 }
 
+static double at1(const td_tensor *t, int64_t i) {
+  double v = NAN;
+  td_tensor_read_f64(t, &i, &v);
+  return v;
+}
+
+static double at2(const td_tensor *t, int64_t i, int64_t j) {
+  int64_t idx[2] = {i, j};
+  double v = NAN;
+  td_tensor_read_f64(t, idx, &v);
+  return v;
+}
+
 static int64_t wrap(int32_t dt, int64_t x) {
   switch (dt) {
     case TD_BOOL: return x != 0;
@@ -216,6 +229,35 @@ static td_tensor *values_along(int32_t dt, int dim, bool nonzero) {
 
 /* ---- the reference -------------------------------------------------------------------- */
 
+/* torch's checked conversion of a fill value, as observed: integral values as Python
+ * ints (uint8 also takes -255..-1, wrapping), others truncated within [min, max + 1);
+ * floats refuse finite values past their largest; bool takes value != 0. */
+static bool ref_fill(int32_t dt, double v, bool round_float, val *out) {
+  if (dt == TD_BOOL) {
+    *out = VI(v != 0);
+    return true;
+  }
+  if (isfl(dt)) {
+    static const double max[] = {[TD_FLOAT16] = 65504, [TD_BFLOAT16] = 0x1.fep127,
+                                 [TD_FLOAT32] = FLT_MAX, [TD_FLOAT64] = DBL_MAX};
+    if (!round_float && isfinite(v) && fabs(v) > max[dt]) return false;
+    *out = VF(round_to(dt, v));
+    return true;
+  }
+  static const double lo[] = {0, 0, -128.0, -32768.0, -0x1p31, -0x1p63};
+  static const double hi[] = {0, 256, 128, 32768, 0x1p31, 0x1p63};
+  if (!isfinite(v)) return false;
+  if (dt == TD_UINT8 && v == trunc(v)) {
+    if (v >= 256 || v <= -256) return false;
+    *out = VI(wrap(TD_UINT8, (int64_t)v));
+    return true;
+  }
+  if (v < lo[dt] || v >= hi[dt]) return false;
+  *out = VI((int64_t)v);
+  return true;
+}
+
+
 /* An operand: a tensor, or (t NULL) a Lua scalar of a td_scalar_kind. */
 typedef struct operand {
   const td_tensor *t;
@@ -315,18 +357,31 @@ static int32_t ref_compute(int op, operand x, operand y, int32_t promoted, const
     *err = bx && by ? "subtraction with two bool tensors" : "subtraction with a bool tensor";
     return -1;
   }
-  if (op >= TD_OP_LOGICAL_AND) return TD_BOOL;
   if (op == TD_OP_DIV) return isfl(promoted) ? promoted : TD_FLOAT32;
   if ((op == TD_OP_FLOOR_DIVIDE || op == TD_OP_REMAINDER || op == TD_OP_POW) &&
-      promoted == TD_BOOL) {
+      promoted == TD_BOOL && !(op == TD_OP_POW && !y.t)) {
     *err = "not supported for bool";
     return -1;
   }
-  if (op == TD_OP_POW && !y.t && y.kind == TD_SCALAR_INT && y.s <= -1 && !isfl(promoted)) {
-    *err = "integers to negative integer powers are not allowed";
-    return -1;
+  if (op == TD_OP_POW && !y.t && promoted != TD_BOOL) {
+    if (y.kind == TD_SCALAR_INT && y.s <= -1 && !isfl(promoted)) {
+      *err = "integers to negative integer powers are not allowed";
+      return -1;
+    }
+    val unused; /* the exponent must fit the dtype (torch's checked conversion) */
+    double e = y.kind == TD_SCALAR_INT ? trunc(y.s) : y.kind == TD_SCALAR_BOOL ? y.s != 0 : y.s;
+    if (!ref_fill(promoted, e, false, &unused)) {
+      *err = "without overflow";
+      return -1;
+    }
   }
   return promoted;
+}
+
+/* float16 / bfloat16 mul, div, floor_divide keep a trailing scalar in float (torch). */
+static bool float_scalar(int op, operand y, int32_t c) {
+  return !y.t && (c == TD_FLOAT16 || c == TD_BFLOAT16) &&
+         (op == TD_OP_MUL || op == TD_OP_DIV || op == TD_OP_FLOOR_DIVIDE);
 }
 
 /* The rounding of compute type c (float for the half types and float32). */
@@ -359,8 +414,8 @@ static val ref_binary(int op, int32_t c, val x, val y, bool scalar_exponent, boo
     }
     return VI(r);
   }
-  if (op >= TD_OP_LOGICAL_AND) {
-    bool a = x.i != 0, b = y.i != 0;
+  if (op >= TD_OP_LOGICAL_AND) { /* nonzero in the promoted dtype */
+    bool a = x.is_int ? x.i != 0 : x.f != 0, b = y.is_int ? y.i != 0 : y.f != 0;
     return VI(op == TD_OP_LOGICAL_AND ? (a && b) : op == TD_OP_LOGICAL_OR ? (a || b) : a != b);
   }
   if (!isfl(c)) {
@@ -372,7 +427,9 @@ static val ref_binary(int op, int32_t c, val x, val y, bool scalar_exponent, boo
       case TD_OP_MUL: return VI(wrap(c, (int64_t)(ua * ub)));
       case TD_OP_MINIMUM: return VI(b < a ? b : a);
       case TD_OP_MAXIMUM: return VI(a < b ? b : a);
-      case TD_OP_POW: return VI(ipow(a, b, c));
+      case TD_OP_POW:
+        if (c == TD_BOOL) return VI(b ? a : 1); /* bool ** bool scalar: copy or ones */
+        return VI(ipow(a, b, c));
       case TD_OP_FLOOR_DIVIDE:
       case TD_OP_REMAINDER: {
         if (b == 0) {
@@ -420,7 +477,8 @@ static val ref_binary(int op, int32_t c, val x, val y, bool scalar_exponent, boo
       break;
     }
     case TD_OP_POW:
-      if (scalar_exponent && (b == 2 || b == 3 || b == 0.5 || b == -0.5 || b == -1 || b == -2)) {
+      if (scalar_exponent && c != TD_FLOAT16 &&
+          (b == 2 || b == 3 || b == 0.5 || b == -0.5 || b == -1 || b == -2)) {
         /* torch's rewrites for a scalar exponent */
         if (b == 2) r = R(c, a * a);
         else if (b == 3) r = R(c, R(c, a * a) * a);
@@ -440,6 +498,7 @@ static val ref_binary(int op, int32_t c, val x, val y, bool scalar_exponent, boo
 /* ---- the binary driver ----------------------------------------------------------------- */
 
 static int64_t binary_bad; /* mismatching elements over all cases (one CHECK at the end) */
+static int64_t cases_run, elements_checked; /* reported at the end */
 
 /* x op y by the library (new tensor, or in place into a copy of x when inplace) against
  * the reference. */
@@ -474,12 +533,15 @@ static void check_binary_case(const char *label, int op, operand x, operand y, b
     int64_t idx[TD_MAX_DIMS] = {0}, k = 0;
     do {
       val vx = conv(c, operand_at(x, ndim, idx)), vy = conv(c, operand_at(y, ndim, idx));
+      if (float_scalar(op, y, c)) vy = VF((float)as_f(operand_at(y, ndim, idx)));
       want[k] = ref_binary(op, c, vx, vy, !y.t, &approx[k], &zdiv);
       if (inplace) want[k] = conv(a->dtype, want[k]);
       k++;
     } while (next_index(ndim, shape, idx));
   }
   if (!err && zdiv) err = "integer division by zero";
+  cases_run++;
+  elements_checked += n;
   td_tensor *before = inplace ? td_tensor_clone(a) : NULL, *r = NULL;
   int32_t status = TD_OK;
   if (inplace)
@@ -763,6 +825,38 @@ static void test_binary_rules(void) {
   td_tensor_release(e);
   td_tensor_release(f);
   td_tensor_release(t);
+  /* torch's answers for the rest of its scalar rules */
+  td_tensor *u8 = td_tensor_full(1, &two, TD_UINT8, 3); /* 256 is 0 in uint8: false */
+  r = td_binary_scalar(TD_OP_LOGICAL_AND, u8, 256, TD_SCALAR_INT, 0);
+  CHECK(r && r->dtype == TD_BOOL && at1(r, 0) == 0);
+  td_tensor_release(r);
+  CHECK(td_binary_scalar(TD_OP_POW, u8, 300, TD_SCALAR_INT, 0) == NULL);
+  CHECK_ERROR("pow: value 300 cannot be converted to uint8 without overflow");
+  td_tensor *h = td_tensor_full(1, &two, TD_FLOAT16, 3);
+  CHECK(td_binary_scalar(TD_OP_POW, h, 1e10, TD_SCALAR_INT, 0) == NULL);
+  r = td_binary_scalar(TD_OP_MUL, h, 0.1, TD_SCALAR_FLOAT, 0); /* 3 * 0.1f, then rounded */
+  CHECK(r && at1(r, 0) == 0.300048828125);
+  td_tensor_release(r);
+  r = td_binary_scalar(TD_OP_MUL, h, 0.1, TD_SCALAR_FLOAT, 1); /* scalar first: rounded */
+  CHECK(r && at1(r, 0) == 0.2998046875);
+  td_tensor_release(r);
+  td_tensor_write_f64(h, &i0, -0.0);
+  r = td_binary_scalar(TD_OP_POW, h, 0.5, TD_SCALAR_FLOAT, 0); /* float16: pow(), +0 */
+  CHECK(r && at1(r, 0) == 0 && !signbit(at1(r, 0)));
+  td_tensor_release(r);
+  td_tensor *bf = td_tensor_full(1, &two, TD_BFLOAT16, -0.0); /* bfloat16: sqrt, -0 */
+  r = td_binary_scalar(TD_OP_POW, bf, 0.5, TD_SCALAR_FLOAT, 0);
+  CHECK(r && at1(r, 0) == 0 && signbit(at1(r, 0)));
+  td_tensor_release(r);
+  td_tensor *bo = td_tensor_full(1, &two, TD_BOOL, 0); /* bool ** False: all true */
+  r = td_binary_scalar(TD_OP_POW, bo, 0, TD_SCALAR_BOOL, 0);
+  CHECK(r && r->dtype == TD_BOOL && at1(r, 0) == 1 && at1(r, 1) == 1);
+  td_tensor_release(r);
+  CHECK(td_binary(TD_OP_POW, bo, bo) == NULL);
+  td_tensor_release(bo);
+  td_tensor_release(bf);
+  td_tensor_release(h);
+  td_tensor_release(u8);
 }
 
 /* Integer division by zero: an error, never a crash; in place, a is left unchanged. */
@@ -875,6 +969,8 @@ static void check_unary_case(const char *label, int op, const td_tensor *x, bool
     } while (next_index(x->ndim, x->shape, idx));
   }
   int32_t status = TD_OK;
+  cases_run++;
+  elements_checked += n;
   if (inplace) status = td_unary_(op, a);
   else r = td_unary(op, x);
   const td_tensor *got = inplace ? a : r;
@@ -1001,6 +1097,8 @@ static void check_clamp_case(const td_tensor *x, double lo, double hi, int has_l
   }
   td_tensor *a = inplace ? td_tensor_clone(x) : NULL, *res = NULL;
   int32_t status = TD_OK;
+  cases_run++;
+  elements_checked += numel(x->ndim, x->shape);
   if (inplace) status = td_clamp_(a, lo, hi, has_lo, has_hi);
   else res = td_clamp(x, lo, hi, has_lo, has_hi);
   const td_tensor *got = inplace ? a : res;
@@ -1068,34 +1166,6 @@ static void test_clamp(void) {
 
 /* ---- where and masked_fill ------------------------------------------------------------- */
 
-/* torch's checked conversion of a fill value, as observed: integral values as Python
- * ints (uint8 also takes -255..-1, wrapping), others truncated within [min, max + 1);
- * floats refuse finite values past their largest; bool takes value != 0. */
-static bool ref_fill(int32_t dt, double v, bool round_float, val *out) {
-  if (dt == TD_BOOL) {
-    *out = VI(v != 0);
-    return true;
-  }
-  if (isfl(dt)) {
-    static const double max[] = {[TD_FLOAT16] = 65504, [TD_BFLOAT16] = 0x1.fep127,
-                                 [TD_FLOAT32] = FLT_MAX, [TD_FLOAT64] = DBL_MAX};
-    if (!round_float && isfinite(v) && fabs(v) > max[dt]) return false;
-    *out = VF(round_to(dt, v));
-    return true;
-  }
-  static const double lo[] = {0, 0, -128.0, -32768.0, -0x1p31, -0x1p63};
-  static const double hi[] = {0, 256, 128, 32768, 0x1p31, 0x1p63};
-  if (!isfinite(v)) return false;
-  if (dt == TD_UINT8 && v == trunc(v)) {
-    if (v >= 256 || v <= -256) return false;
-    *out = VI(wrap(TD_UINT8, (int64_t)v));
-    return true;
-  }
-  if (v < lo[dt] || v >= hi[dt]) return false;
-  *out = VI((int64_t)v);
-  return true;
-}
-
 static int64_t select_bad;
 
 static void check_where_case(const char *label, const td_tensor *mask, operand x, operand y) {
@@ -1112,6 +1182,8 @@ static void check_where_case(const char *label, const td_tensor *mask, operand x
   else if (!y.t && !ref_fill(r, y.kind == TD_SCALAR_INT ? trunc(y.s) : y.kind == TD_SCALAR_BOOL ? y.s != 0 : y.s, true, &sy))
     err = "without overflow";
   td_tensor *res = td_where(mask, x.t, x.s, x.kind, y.t, y.s, y.kind);
+  cases_run++;
+  elements_checked += err ? 0 : numel(ndim, shape);
   if (err) {
     if (res || !strstr(td_last_error(), err) || !strstr(td_last_error(), "where")) {
       fprintf(stderr, "%s: expected error '%s', got '%s'\n", label, err, td_last_error());
@@ -1201,6 +1273,8 @@ static void check_fill_case(const char *label, const td_tensor *x, const td_tens
   else if (!ref_fill(x->dtype, value, false, &v)) err = "without overflow";
   td_tensor *a = inplace ? td_tensor_clone(x) : NULL, *res = NULL;
   int32_t status = TD_OK;
+  cases_run++;
+  elements_checked += numel(x->ndim, x->shape);
   if (inplace) status = td_masked_fill_(a, mask, value);
   else res = td_masked_fill(x, mask, value);
   const td_tensor *got = inplace ? a : res;
@@ -1293,19 +1367,6 @@ static void test_masked_fill(void) {
 }
 
 /* ---- overlap, read-only, expanded targets ------------------------------------------------- */
-
-static double at1(const td_tensor *t, int64_t i) {
-  double v = NAN;
-  td_tensor_read_f64(t, &i, &v);
-  return v;
-}
-
-static double at2(const td_tensor *t, int64_t i, int64_t j) {
-  int64_t idx[2] = {i, j};
-  double v = NAN;
-  td_tensor_read_f64(t, idx, &v);
-  return v;
-}
 
 static void test_overlap(void) {
   /* b a shifted view of a's storage: each side of the shift */
@@ -1545,5 +1606,7 @@ int main(void) {
   test_refusals();
   test_messages();
   test_threads();
+  printf("%lld op calls checked against the reference, %lld elements\n", (long long)cases_run,
+         (long long)elements_checked);
   CHECK_SUMMARY();
 }
