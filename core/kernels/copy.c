@@ -238,28 +238,6 @@ static bool check_cpu(const char *call, const td_tensor *t, const char *what) {
   return false;
 }
 
-/* [lo, hi) in bytes covered by t's elements, as integers (the tensors may be unrelated). */
-static void byte_range(const td_tensor *t, uintptr_t *lo, uintptr_t *hi) {
-  intptr_t l = 0, h = 0;
-  for (int32_t d = 0; d < t->ndim; d++) {
-    intptr_t ext = (intptr_t)(t->strides[d] * (t->shape[d] - 1) * t->itemsize);
-    if (ext < 0) l += ext;
-    else h += ext;
-  }
-  uintptr_t base = (uintptr_t)td_tensor_ptr(t);
-  *lo = base + (uintptr_t)l;
-  *hi = base + (uintptr_t)h + (uintptr_t)t->itemsize;
-}
-
-static bool same_layout(const td_tensor *a, const td_tensor *b) {
-  if (td_tensor_ptr(a) != td_tensor_ptr(b) || a->dtype != b->dtype || a->ndim != b->ndim)
-    return false;
-  for (int32_t d = 0; d < a->ndim; d++)
-    if (a->shape[d] != b->shape[d] || (a->shape[d] > 1 && a->strides[d] != b->strides[d]))
-      return false;
-  return true;
-}
-
 /* dst and src have one shape and nothing overlapping. */
 static void copy_run(const td_tensor *dst, const td_tensor *src) {
   const td_tensor *ops[2] = {dst, src};
@@ -293,11 +271,8 @@ TD_EXPORT int32_t td_tensor_copy_(td_tensor *dst, const td_tensor *src) {
   }
   int64_t numel = 1;
   for (int32_t d = 0; d < dst->ndim; d++) numel *= dst->shape[d];
-  if (numel == 0 || same_layout(dst, &srcx)) return TD_OK; /* nothing to move */
-  uintptr_t dlo, dhi, slo, shi;
-  byte_range(dst, &dlo, &dhi);
-  byte_range(&srcx, &slo, &shi);
-  if (!(dlo < shi && slo < dhi)) {
+  if (numel == 0 || td_same_layout(dst, &srcx)) return TD_OK; /* nothing to move */
+  if (!td_tensors_overlap(dst, &srcx)) {
     copy_run(dst, &srcx);
     return TD_OK;
   }

@@ -174,7 +174,7 @@ static int32_t binary_impl(const char *call, int32_t op, td_operand x, td_operan
     td_tensor **inputs[2] = {&xc, &yc};
     td_tensor *expanded[2] = {&xe, &ye};
     for (int k = 0; k < 2; k++) {
-      if (!td_ew_needs_snapshot(a, expanded[k])) continue;
+      if (!td_tensors_overlap(a, expanded[k])) continue;
       td_tensor *copy = td_tensor_clone(*inputs[k]);
       if (!copy) {
         status = td_last_status();

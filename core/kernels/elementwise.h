@@ -79,9 +79,6 @@ td_tensor *td_ew_operand_as(const char *call, td_operand x, int32_t dtype);
 bool td_ew_fill_value(const char *call, double v, int32_t dtype, bool round_float,
                       uint64_t *bits);
 
-/* True when b reaches memory a covers, other than by having exactly a's layout (then
- * element i of a and b is one address, which elementwise loops handle). */
-bool td_ew_needs_snapshot(const td_tensor *a, const td_tensor *b);
 
 /* The broadcast shape of x and y (a scalar operand counts as 0-dim) into ndim, shape. */
 bool td_ew_broadcast(const char *call, td_operand x, td_operand y, int32_t *ndim,

@@ -130,41 +130,6 @@ bool td_ew_fill_value(const char *call, double v, int32_t dtype, bool round_floa
   return true;
 }
 
-/* ---- overlap ---------------------------------------------------------------------------- */
-
-/* [lo, hi) in bytes covered by t's elements, as integers (the tensors may be unrelated). */
-static void byte_range(const td_tensor *t, uintptr_t *lo, uintptr_t *hi) {
-  intptr_t l = 0, h = 0;
-  for (int32_t d = 0; d < t->ndim; d++) {
-    intptr_t ext = (intptr_t)(t->strides[d] * (t->shape[d] - 1) * t->itemsize);
-    if (ext < 0) l += ext;
-    else h += ext;
-  }
-  uintptr_t base = (uintptr_t)td_tensor_ptr(t);
-  *lo = base + (uintptr_t)l;
-  *hi = base + (uintptr_t)h + (uintptr_t)t->itemsize;
-}
-
-static bool same_layout(const td_tensor *a, const td_tensor *b) {
-  if (td_tensor_ptr(a) != td_tensor_ptr(b) || a->dtype != b->dtype || a->ndim != b->ndim)
-    return false;
-  for (int32_t d = 0; d < a->ndim; d++)
-    if (a->shape[d] != b->shape[d] || (a->shape[d] > 1 && a->strides[d] != b->strides[d]))
-      return false;
-  return true;
-}
-
-/* Addresses, not storages, are compared: two storages may map the same bytes (two
- * mappings of one file). A conservative test: ranges that interleave without sharing an
- * element still count as overlapping, which costs a copy, never a wrong result. */
-bool td_ew_needs_snapshot(const td_tensor *a, const td_tensor *b) {
-  if (td_tensor_numel(a) == 0 || td_tensor_numel(b) == 0 || same_layout(a, b)) return false;
-  uintptr_t alo, ahi, blo, bhi;
-  byte_range(a, &alo, &ahi);
-  byte_range(b, &blo, &bhi);
-  return alo < bhi && blo < ahi;
-}
-
 /* ---- shapes ------------------------------------------------------------------------------ */
 
 bool td_ew_broadcast(const char *call, td_operand x, td_operand y, int32_t *ndim,

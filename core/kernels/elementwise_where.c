@@ -156,7 +156,7 @@ static int32_t fill_run(td_tensor *a, const td_tensor *mask, td_ew_ctx *ctx) {
   td_tensor me;
   td_ew_expand(mask, a->ndim, a->shape, &me);
   td_tensor *snapshot = NULL;
-  if (td_ew_needs_snapshot(a, &me)) {
+  if (td_tensors_overlap(a, &me)) {
     if (!(snapshot = td_tensor_clone(mask))) return td_last_status();
     td_ew_expand(snapshot, a->ndim, a->shape, &me);
   }

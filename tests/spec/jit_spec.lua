@@ -13,6 +13,12 @@ local jit, pcall, tostring, concat, check = jit, pcall, tostring, table.concat, 
 -- entry) may abort returning to the loop; the loop's own trace then compiles the call
 -- inline, which is what matters. A loop whose trace ends in a "stitch" calls something
 -- the JIT cannot compile (LuaJIT 2.1 stitches around it); that counts as a failure.
+local BENIGN = {
+  ["leaving loop in root trace"] = true,
+  ["inner loop in root trace"] = true,
+  ["symbol not in cache"] = true,
+}
+
 local function trace_events(fn)
   local loops, problems, ours, log = 0, {}, {}, {}
   -- The callback must never raise: an error inside a JIT event handler hangs LuaJIT.
@@ -29,9 +35,10 @@ local function trace_events(fn)
       if link == "loop" then loops = loops + 1 end
       if link == "stitch" then problems[#problems + 1] = "trace " .. tr .. " stitches" end
     elseif what == "abort" and ours[tr] then
-      -- Benign: leaving the loop ends recording at its exit, and a trace that started
-      -- before the loop (a hot-counter collision) gives way to the loop's own trace.
-      if reason ~= "leaving loop in root trace" and reason ~= "inner loop in root trace" then
+      -- Benign: leaving the loop ends recording at its exit; a trace that started before
+      -- the loop (a hot-counter collision) gives way to the loop's own trace; a C symbol
+      -- met for the first time is resolved by the interpreter, and the next try compiles.
+      if not BENIGN[reason] then
         problems[#problems + 1] = reason:gsub("%%%a", tostring(info))
       end
     end
@@ -58,22 +65,22 @@ describe("hot paths compile", function()
   it("t:size(d) and t:dim()", function()
     assert_compiles(function()
       local s = 0
-      for _ = 1, 2000 do s = s + m:size(1) + m:dim() end
-      check(s == 2000 * 202)
+      for _ = 1, 20000 do s = s + m:size(1) + m:dim() end
+      check(s == 20000 * 202)
     end)
   end)
 
   it("t[i] element reads of a 1-D tensor", function()
     assert_compiles(function()
       local s = 0
-      for i = 1, 2000 do s = s + v[i % 100 + 1] end
+      for i = 1, 20000 do s = s + v[i % 100 + 1] end
       check(s > 0)
     end)
   end)
 
   it("t[i] row views of a 2-D tensor", function()
     assert_compiles(function()
-      for i = 1, 2000 do
+      for i = 1, 20000 do
         local row = m[i % 200 + 1]
         check(row ~= nil)
       end
@@ -82,7 +89,7 @@ describe("hot paths compile", function()
 
   it("t[{{a, b}}] range views", function()
     assert_compiles(function()
-      for i = 1, 2000 do
+      for i = 1, 20000 do
         local r = m[{ { 1, i % 100 + 1 } }]
         check(r ~= nil)
       end
