@@ -1,8 +1,10 @@
 #!/usr/bin/env luajit
 -- demo.lua: the main job until the pipeline host exists. It runs a small pipeline on
 -- its embedded data (30 rows of Fisher's iris measurements, 10 per species): build a
--- batch, split it by species with views, cast to half precision and measure the
--- rounding, lay it out column-major, and round-trip it through a file mapping.
+-- batch, split it by species with views and summarise each with reductions,
+-- standardise the features, project them with a seeded random matrix, select rows by
+-- a mask, cast to half precision and measure the rounding, and round-trip the batch
+-- through a file mapping.
 -- Usage: luajit scripts/demo.lua [output-folder]
 local here = (arg and arg[0] or ""):match("^(.*)/scripts/[^/]*$") or "."
 package.path = here .. "/lua/?.lua;" .. here .. "/lua/?/init.lua;" .. package.path
@@ -26,24 +28,36 @@ local features = T.tensor(IRIS) -- [30, 4] float32
 print(("tensordict %s (ABI %d), library %s"):format(T.version, T.abi_version, T.library_path))
 print("features:", table.concat(features:shape(), "x"), features:dtype())
 
--- Split by species: one view per block of 10 rows, no copy.
+-- Split by species: one view per block of 10 rows, no copy; reductions summarise them.
 local by_species = features:view(3, 10, 4)
 for s = 1, 3 do
-  local block = by_species[s]
-  local petal = block[{ {}, 3 }]:totable()
-  local lo, hi = math.huge, -math.huge
-  for _, v in ipairs(petal) do lo, hi = math.min(lo, v), math.max(hi, v) end
-  print(("%-10s petal length %.1f..%.1f cm over %d rows"):format(SPECIES[s], lo, hi, block:size(1)))
+  local petal = by_species[s][{ {}, 3 }]
+  print(("%-10s petal length %.1f..%.1f cm, mean %.2f, std %.2f over %d rows"):format(
+    SPECIES[s], petal:min(), petal:max(), petal:mean(), petal:std(), petal:size(1)))
 end
 
+-- Standardise each feature (broadcasting the column means and stds over the rows).
+local standard = (features - features:mean(1)) / features:std(1)
+local means, stds = {}, {}
+for j, v in ipairs(standard:mean(1):totable()) do means[j] = ("%.0e"):format(v) end
+for j, v in ipairs(standard:std(1):totable()) do stds[j] = ("%.3f"):format(v) end
+print(("standardised columns: means %s, stds %s"):format(table.concat(means, " "), table.concat(stds, " ")))
+
+-- A seeded random projection to 2 dims (Philox: the same numbers on any machine).
+local projection = standard:matmul(T.randn({ 4, 2 }, T.Generator(2024)))
+local centroids = projection:view(3, 10, 2):mean(2)
+print("projected species centroids:")
+print(centroids)
+
+-- Rows selected by a mask: the flowers with petals longer than 5 cm.
+local long = features[features[{ {}, 3 }]:gt(5)]
+print(("%d flowers have petals longer than 5 cm; their mean sepal length is %.2f cm")
+  :format(long:size(1), long[{ {}, 1 }]:mean()))
+
 -- Half precision: what storing the batch in float16 / bfloat16 would cost in accuracy.
-local exact = features:to("float64"):totable()
+local exact = features:to("float64")
 for _, dtype in ipairs({ "float16", "bfloat16" }) do
-  local back = features:to(dtype):to("float64"):totable()
-  local worst = 0
-  for i = 1, #exact do
-    for j = 1, 4 do worst = math.max(worst, math.abs(back[i][j] - exact[i][j]) / exact[i][j]) end
-  end
+  local worst = ((features:to(dtype):to("float64") - exact):abs() / exact):max()
   print(("%-8s worst relative rounding error %.2e"):format(dtype, worst))
 end
 
@@ -56,9 +70,7 @@ local folder = arg and arg[1] or os.getenv("TMPDIR") or "/tmp"
 local path = folder .. "/iris-features.memmap"
 T.from_file(path, features:shape(), "float32", "w+"):copy_(features):free()
 local mapped = T.from_file(path, { 30, 4 }, "float32", "r")
-local same = true
-local a, b = mapped:totable(), features:totable()
-for i = 1, 30 do for j = 1, 4 do same = same and a[i][j] == b[i][j] end end
+local same = mapped:eq(features):all()
 print(("file mapping %s: %d bytes, read back %s"):format(path, 30 * 4 * 4, same and "identical" or "DIFFERENT"))
 print(mapped[{ { 1, 2 } }])
 os.remove(path)
