@@ -78,21 +78,19 @@ local function shape_dtype_gen(call, default_dtype, ...)
   return n, code, gen_arg(g, call)
 end
 
--- T.rand(shape [, dtype] [, generator]): uniform in [0, 1).
-function M.rand(...)
-  local n, code, g = shape_dtype_gen("rand", dtypes.FLOAT32, ...)
+-- A new float32 (or dtype) tensor filled by fill(t, a, b, g).
+local function filled(call, fill, a, b, ...)
+  local n, code, g = shape_dtype_gen(call, dtypes.FLOAT32, ...)
   local t = adopt(C.td_tensor_empty(n, util.shape_buf, code))
-  check(C.td_uniform_(t.h, 0, 1, g))
+  check(fill(t.h, a, b, g))
   return t
 end
 
+-- T.rand(shape [, dtype] [, generator]): uniform in [0, 1).
+function M.rand(...) return filled("rand", C.td_uniform_, 0, 1, ...) end
+
 -- T.randn(shape [, dtype] [, generator]): standard normal.
-function M.randn(...)
-  local n, code, g = shape_dtype_gen("randn", dtypes.FLOAT32, ...)
-  local t = adopt(C.td_tensor_empty(n, util.shape_buf, code))
-  check(C.td_normal_(t.h, 0, 1, g))
-  return t
-end
+function M.randn(...) return filled("randn", C.td_normal_, 0, 1, ...) end
 
 -- T.randint(low, high, shape [, dtype] [, generator]): integers in low..high
 -- inclusive, like math.random(low, high); int64 by default. T.randint(high, shape)

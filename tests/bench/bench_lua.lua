@@ -1,19 +1,9 @@
 -- bench_lua.lua: the cost of the Lua binding's hot paths, in ns per call, next to a
 -- plain Lua reference measured in the same run (a Lua table read through a method).
 -- Run by 'make bench'; never by the tests.
-package.path = "lua/?.lua;lua/?/init.lua;" .. package.path
-local ffi = require("ffi")
+package.path = "lua/?.lua;lua/?/init.lua;tests/bench/?.lua;" .. package.path
 local T = require("tensordict")
-
-ffi.cdef [[
-  typedef struct { long tv_sec; long tv_nsec; } bench_timespec;
-  int clock_gettime(int clock, bench_timespec *ts);
-]]
-local ts = ffi.new("bench_timespec")
-local function now()
-  ffi.C.clock_gettime(1, ts) -- CLOCK_MONOTONIC
-  return tonumber(ts.tv_sec) + tonumber(ts.tv_nsec) * 1e-9
-end
+local now = require("clock")
 
 -- Best of 5 runs of n calls, in ns per call.
 local function ns_per_call(n, body)

@@ -2,19 +2,9 @@
 -- PyTorch's, measured in the same run (tests/bench/bench_vs_torch.py), as time ratios
 -- (ours / torch: below 1 is faster). Skipped, and said so, where torch is not
 -- installed; TD_TORCH_PYTHON names the Python that has it (default python3).
-package.path = "lua/?.lua;lua/?/init.lua;" .. package.path
-local ffi = require("ffi")
+package.path = "lua/?.lua;lua/?/init.lua;tests/bench/?.lua;" .. package.path
 local T = require("tensordict")
-
-ffi.cdef [[
-  typedef struct { long tv_sec; long tv_nsec; } bench_ts;
-  int clock_gettime(int clock, bench_ts *ts);
-]]
-local ts = ffi.new("bench_ts")
-local function now()
-  ffi.C.clock_gettime(1, ts)
-  return tonumber(ts.tv_sec) + tonumber(ts.tv_nsec) * 1e-9
-end
+local now = require("clock")
 
 local threads = T.get_num_threads()
 local python = os.getenv("TD_TORCH_PYTHON") or "python3"
