@@ -70,10 +70,24 @@ local function whole(entry)
   entry.kind, entry.start, entry.stop, entry.step = SLICE, 0, TO_END, 1
 end
 
+-- Dims an entry consumes: none for newaxis and the ellipsis, a mask as many as it has.
+local function dims_consumed(e)
+  if e == M.ellipsis or e == M.newaxis then return 0 end
+  if getmetatable(e) == M.tensor_mt then return e.h.dtype == C.TD_BOOL and e.h.ndim or 1 end
+  return 1
+end
+
+local function too_many(key, n, ndim)
+  local consuming = 0
+  for k = 1, n do consuming = consuming + dims_consumed(key[k]) end
+  fail(("index: %d indices for a tensor of %d dims"):format(consuming, ndim))
+end
+
 -- Fills M.entries from key for the tensor handle h; returns the entry count, and for a
 -- key holding a mask or index tensor, {tensor =, mask =, dim =}: the entries then hold
 -- whole dims in its place, and dim is where those dims sit in the view they select
--- (0-based). At most one tensor entry per key.
+-- (0-based). At most one tensor entry per key. One pass over the key: only an
+-- ellipsis looks ahead, to count the dims the entries after it consume.
 function M.parse(h, key)
   local ndim = h.ndim
   local entries = M.entries
@@ -83,44 +97,35 @@ function M.parse(h, key)
   if getmetatable(key) == M.tensor_mt then key = { key } end -- t[mask], t[idx]
   local n = #key
   if n > MAX_ENTRIES then fail(("index: %d entries, at most %d"):format(n, MAX_ENTRIES)) end
-  -- Count the dims entries consume, to know how many dims the ellipsis covers.
-  local consuming, seen_ellipsis, adv = 0, false, nil
-  for k = 1, n do
-    local e = key[k]
-    if e == M.ellipsis then
-      if seen_ellipsis then fail("index: at most one ellipsis per index") end
-      seen_ellipsis = true
-    elseif getmetatable(e) == M.tensor_mt then
-      if adv then fail("index: at most one mask or index tensor per index") end
-      if e.h.ndim == 0 then fail("index: a 0-dim tensor cannot index; use a number") end
-      adv = { tensor = e, mask = e.h.dtype == C.TD_BOOL }
-      consuming = consuming + (adv.mask and e.h.ndim or 1)
-    elseif e ~= M.newaxis then
-      consuming = consuming + 1
-    end
-  end
-  if consuming > ndim then
-    fail(("index: %d indices for a tensor of %d dims"):format(consuming, ndim))
-  end
   local dim, out_dim, count = 0, 0, 0 -- input dim, output dim, entries written
+  local adv, seen_ellipsis = nil, false
   for k = 1, n do
     local e = key[k]
     local te = type(e)
     local entry = entries[count]
     count = count + 1
     if te == "number" then
+      if dim >= ndim then too_many(key, n, ndim) end
       entry.kind, entry.start = SELECT, M.position(e, tonumber(h.shape[dim]), dim + 1)
       dim = dim + 1
     elseif e == M.newaxis then
       entry.kind = NEWAXIS
       out_dim = out_dim + 1
     elseif e == M.ellipsis then
+      if seen_ellipsis then fail("index: at most one ellipsis per index") end
+      seen_ellipsis = true
+      local after = 0
+      for j = k + 1, n do after = after + dims_consumed(key[j]) end
+      local covered = ndim - dim - after
+      if covered < 0 then too_many(key, n, ndim) end
       entry.kind = ELLIPSIS
-      dim = dim + ndim - consuming
-      out_dim = out_dim + ndim - consuming
-    elseif adv and e == adv.tensor then
-      adv.dim = out_dim
+      dim, out_dim = dim + covered, out_dim + covered
+    elseif te == "table" and getmetatable(e) == M.tensor_mt then
+      if adv then fail("index: at most one mask or index tensor per index") end
+      if e.h.ndim == 0 then fail("index: a 0-dim tensor cannot index; use a number") end
+      adv = { tensor = e, mask = e.h.dtype == C.TD_BOOL, dim = out_dim }
       local covered = adv.mask and e.h.ndim or 1
+      if dim + covered > ndim then too_many(key, n, ndim) end
       whole(entry)
       for _ = 2, covered do
         whole(entries[count])
@@ -128,6 +133,7 @@ function M.parse(h, key)
       end
       dim, out_dim = dim + covered, out_dim + covered
     elseif te == "table" then
+      if dim >= ndim then too_many(key, n, ndim) end
       fill_range(entry, e, dim + 1)
       dim, out_dim = dim + 1, out_dim + 1
     else
