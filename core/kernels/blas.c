@@ -47,12 +47,7 @@ static bool check_pair(const char *call, const td_tensor *a, const td_tensor *b)
     td_fail(TD_EINVAL, "%s: the %s tensor is NULL", call, a ? "second" : "first");
     return false;
   }
-  if (a->storage->device_type != TD_DEVICE_CPU || b->storage->device_type != TD_DEVICE_CPU) {
-    td_fail(TD_EINVAL, "%s: a tensor is in device memory; this CPU kernel reads host memory "
-            "only", call);
-    return false;
-  }
-  return true;
+  return td_check_cpu(call, a, "first tensor") && td_check_cpu(call, b, "second tensor");
 }
 
 static bool check_dtypes(const char *call, const td_tensor *a, const td_tensor *b) {

@@ -231,13 +231,6 @@ static bool run_tiled(td_iter *it, int64_t itemsize) {
 
 /* ---- helpers ------------------------------------------------------------------------ */
 
-static bool check_cpu(const char *call, const td_tensor *t, const char *what) {
-  if (t->storage->device_type == TD_DEVICE_CPU) return true;
-  td_fail(TD_EINVAL, "%s: the %s is in device memory; this CPU kernel reads host memory only",
-          call, what);
-  return false;
-}
-
 /* dst and src have one shape and nothing overlapping. */
 static void copy_run(const td_tensor *dst, const td_tensor *src) {
   const td_tensor *ops[2] = {dst, src};
@@ -260,7 +253,7 @@ TD_EXPORT int32_t td_tensor_copy_(td_tensor *dst, const td_tensor *src) {
   if (!dst || !src)
     return td_fail(TD_EINVAL, "copy_: the %s tensor is NULL", dst ? "source" : "destination");
   if (!td_check_writable("copy_", dst)) return td_last_status();
-  if (!check_cpu("copy_", dst, "destination") || !check_cpu("copy_", src, "source"))
+  if (!td_check_cpu("copy_", dst, "destination") || !td_check_cpu("copy_", src, "source"))
     return TD_EINVAL;
   td_tensor srcx; /* src broadcast to dst's shape: a caller-owned view */
   if (td_tensor_expand(src, dst->ndim, dst->shape, &srcx) != TD_OK) {
@@ -302,7 +295,7 @@ static void fill_loop(char **p, const int64_t *s, int64_t n, void *vctx) {
 TD_EXPORT int32_t td_tensor_fill_(td_tensor *dst, double value) {
   if (!dst) return td_fail(TD_EINVAL, "fill_: the tensor is NULL");
   if (!td_check_writable("fill_", dst)) return td_last_status();
-  if (!check_cpu("fill_", dst, "tensor")) return TD_EINVAL;
+  if (!td_check_cpu("fill_", dst, "tensor")) return TD_EINVAL;
   const td_tensor *ops[1] = {dst};
   td_iter it;
   td_iter_init(&it, 1, ops);
@@ -394,7 +387,7 @@ static char *element_ptr(const char *call, const td_tensor *t, const int64_t *in
     td_fail(TD_EINVAL, "%s: index is NULL for a %d-dim tensor", call, (int)t->ndim);
     return NULL;
   }
-  if (!check_cpu(call, t, "tensor")) return NULL;
+  if (!td_check_cpu(call, t, "tensor")) return NULL;
   int64_t off = 0;
   for (int32_t d = 0; d < t->ndim; d++) {
     if (index[d] < 0 || index[d] >= t->shape[d]) {

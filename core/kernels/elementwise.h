@@ -57,7 +57,6 @@ void td_ew_ctx_init(td_ew_ctx *c);
 /* Called by a loop that met a zero integer divisor (once per row at most). */
 void td_ew_note_zero_division(void *ctx);
 
-bool td_ew_check_cpu(const char *call, const td_tensor *t, const char *what);
 bool td_ew_check_kind(const char *call, int32_t kind);
 /* Rejects a NULL tensor, an unknown dtype code or device memory, naming the tensor's
  * role (what) in the message. */

@@ -21,19 +21,12 @@ void td_ew_note_zero_division(void *ctx) {
   atomic_store_explicit(&((td_ew_ctx *)ctx)->zero_division, 1, memory_order_relaxed);
 }
 
-bool td_ew_check_cpu(const char *call, const td_tensor *t, const char *what) {
-  if (t->storage->device_type == TD_DEVICE_CPU) return true;
-  td_fail(TD_EINVAL, "%s: the %s is in device memory; this CPU kernel reads host memory only",
-          call, what);
-  return false;
-}
-
 bool td_ew_check_tensor(const char *call, const td_tensor *t, const char *what) {
   if (!t) {
     td_fail(TD_EINVAL, "%s: the %s is NULL", call, what);
     return false;
   }
-  return td_check_dtype(call, t->dtype) && td_ew_check_cpu(call, t, what);
+  return td_check_dtype(call, t->dtype) && td_check_cpu(call, t, what);
 }
 
 bool td_ew_check_kind(const char *call, int32_t kind) {

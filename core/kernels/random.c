@@ -269,12 +269,7 @@ static bool check_target(const char *call, const td_tensor *t) {
     return false;
   }
   if (!td_check_writable(call, t)) return false;
-  if (t->storage->device_type != TD_DEVICE_CPU) {
-    td_fail(TD_EINVAL, "%s: the tensor is in device memory; this CPU kernel writes host "
-            "memory only", call);
-    return false;
-  }
-  return true;
+  return td_check_cpu(call, t, "tensor");
 }
 
 static bool check_floating(const char *call, const td_tensor *t) {

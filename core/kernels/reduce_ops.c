@@ -28,12 +28,7 @@ bool red_check_input(const char *name, const td_tensor *t) {
     td_fail(TD_EINVAL, "%s: the tensor has %d dims (0..%d)", name, (int)t->ndim, TD_MAX_DIMS);
     return false;
   }
-  if (t->storage->device_type != TD_DEVICE_CPU) {
-    td_fail(TD_EINVAL, "%s: the tensor is in device memory; this CPU kernel reads host memory only",
-            name);
-    return false;
-  }
-  return true;
+  return td_check_cpu(name, t, "tensor");
 }
 
 /* The identity state of a pass-1 family (the kernels' lane identities agree). */

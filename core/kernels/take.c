@@ -313,13 +313,6 @@ void td_put_run(const td_tensor *dst, const td_tensor *src, const td_tensor *off
 
 /* ---- shared checks ------------------------------------------------------------------ */
 
-bool td_check_cpu(const char *call, const td_tensor *t, const char *what) {
-  if (t->storage->device_type == TD_DEVICE_CPU) return true;
-  td_fail(TD_EINVAL, "%s: the %s is in device memory; this CPU kernel reads host memory only",
-          call, what);
-  return false;
-}
-
 bool td_check_write_target(const char *call, const td_tensor *t) {
   if (!td_check_writable(call, t)) return false;
   for (int32_t d = 0; d < t->ndim; d++) {

@@ -37,7 +37,6 @@ void td_put_run(const td_tensor *dst, const td_tensor *src, const td_tensor *off
                 int32_t dim, bool accumulate);
 
 /* Shared argument checks; each sets the error (naming call) and returns false. */
-bool td_check_cpu(const char *call, const td_tensor *t, const char *what);
 /* Writes are refused into read-only storage and into broadcast tensors (a stride-0
  * dim of size > 1), where several positions are one element, as torch refuses them. */
 bool td_check_write_target(const char *call, const td_tensor *t);

@@ -53,6 +53,8 @@ void td_view_set(td_tensor *out, const td_tensor *t, int64_t offset, int32_t ndi
 bool td_shape_is_valid(const char *call, int32_t ndim, const int64_t *shape, int64_t *numel);
 bool td_check_dtype(const char *call, int32_t dtype);
 bool td_check_writable(const char *call, const td_tensor *t);
+/* CPU kernels refuse tensors in device memory; what names the operand ("source"). */
+bool td_check_cpu(const char *call, const td_tensor *t, const char *what);
 /* True when a and b are the same elements in the same order (a copy between them is a
  * no-op), and when their bytes may overlap otherwise (read one from a snapshot). */
 bool td_same_layout(const td_tensor *a, const td_tensor *b);

@@ -43,6 +43,13 @@ bool td_shape_is_valid(const char *call, int32_t ndim, const int64_t *shape, int
   return true;
 }
 
+bool td_check_cpu(const char *call, const td_tensor *t, const char *what) {
+  if (t->storage->device_type == TD_DEVICE_CPU) return true;
+  td_fail(TD_EINVAL, "%s: the %s is in device memory; this CPU kernel reads host memory only",
+          call, what);
+  return false;
+}
+
 bool td_check_writable(const char *call, const td_tensor *t) {
   if (t->storage->writable) return true;
   td_fail(TD_EREADONLY, "%s: the tensor is read-only (its storage is a read-only mapping)",
