@@ -8,6 +8,7 @@ local create = require("tensordict.create")
 local index = require("tensordict.index")
 local dtypes = require("tensordict.dtype")
 local memory = require("tensordict.memory")
+local util = require("tensordict.util")
 local ops = require("tensordict.ops")
 local join = require("tensordict.join")
 local random = require("tensordict.random")
@@ -57,10 +58,10 @@ function T.release_cached_memory() return tonumber(lib.C.td_release_cached_memor
 
 -- Threads for large kernels, ours and OpenBLAS's; results do not depend on the count.
 function T.set_num_threads(n)
-  if not require("tensordict.util").is_int(n) or n < 1 then
-    error(("tensordict: set_num_threads: expected a positive integer, got %s"):format(tostring(n)), 2)
+  if not util.is_int(n) or n < 1 then
+    util.fail(("set_num_threads: expected a positive integer, got %s"):format(util.describe(n)))
   end
-  if lib.C.td_set_num_threads(n) ~= 0 then require("tensordict.util").c_fail() end
+  if lib.C.td_set_num_threads(n) ~= 0 then util.c_fail() end
 end
 function T.get_num_threads() return lib.C.td_get_num_threads() end
 

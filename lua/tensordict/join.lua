@@ -43,7 +43,7 @@ end
 -- T.pad(t, pads, value): pads = {last_before, last_after, prev_before, ...} as in
 -- torch.nn.functional.pad; negative pads crop.
 function M.pad(t, pads, value)
-  local h = tensor.handle(t)
+  local h = H(t)
   if type(pads) ~= "table" then fail(("pad: pads must be a table of integers, got %s"):format(describe(pads))) end
   local buf = ffi.new("int64_t[?]", math.max(#pads, 1))
   for i, p in ipairs(pads) do

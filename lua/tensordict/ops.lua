@@ -24,7 +24,6 @@ local function scalar(x, call)
   end
   fail(("%s: expected a tensor, number or boolean operand, got %s"):format(call, describe(x)))
 end
-M.scalar = scalar
 
 -- a op b for any mix of tensors and scalars (at least one tensor).
 local function binary(op, call, a, b)
