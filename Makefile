@@ -20,9 +20,9 @@ LIBDIR  ?= $(PREFIX)/lib
 INCDIR  ?= $(PREFIX)/include
 LUADIR  ?= $(PREFIX)/share/lua/5.1
 
-LIB_SRCS  = $(wildcard core/src/*.c core/kernels/*.c)
+LIB_SRCS  = $(wildcard core/src/*.c core/kernels/*.c core/dict/*.c)
 LIB_OBJS  = $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
-LIB_HDRS  = $(wildcard core/include/*.h core/src/*.h core/kernels/*.h)
+LIB_HDRS  = $(wildcard core/include/*.h core/src/*.h core/kernels/*.h core/dict/*.h)
 LIB       = $(BUILD)/libtensordict.so
 CDEFS     = lua/tensordict/cdefs.lua
 CTESTS    = $(patsubst tests/c/%.c,$(BUILD)/tests/%,$(wildcard tests/c/test_*.c))

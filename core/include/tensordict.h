@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TD_ABI_VERSION 3
+#define TD_ABI_VERSION 4
 
 #ifdef __cplusplus
 extern "C" {
@@ -426,6 +426,189 @@ td_tensor *td_mm(const td_tensor *a, const td_tensor *b);
 td_tensor *td_bmm(const td_tensor *a, const td_tensor *b);
 td_tensor *td_mv(const td_tensor *a, const td_tensor *v);
 td_tensor *td_dot(const td_tensor *a, const td_tensor *b);
+
+/* ---- containers (core/dict/) ------------------------------------------------------------ *
+ * A td_dict is a batched container: ordered string keys (hashed lookup, insertion order
+ * kept) mapping to tensor leaves, nested containers, or non-tensor values (JSON text).
+ * Every tensor leaf's leading dims equal the batch size; a nested container's batch size
+ * starts with its parent's. Containers are reference counted; the key set is shared
+ * between containers of the same structure (td[i] does not copy keys) and copied on
+ * the first write.
+ *
+ * Non-tensor values: a "uniform" value is one JSON text standing for every batch
+ * element; a "stacked" value (from stacking containers whose values differ) is a table
+ * of JSON texts plus an int64 tensor of positions shaped like the batch, which batch
+ * operations transform exactly like a tensor leaf.
+ *
+ * Batch operations (index, shape ops, joins, arithmetic) are one call each, looping over
+ * every leaf in C, recursing into nested containers. Dims are 0-based here.
+ *
+ * Leaf headers handed to the caller are pinned: replacing or deleting a pinned leaf
+ * keeps its storage alive until the container is released, so a caller may hold views
+ * that borrow the container's reference. */
+
+typedef struct td_dict td_dict;
+
+enum td_entry_kind {
+  TD_ENTRY_TENSOR = 0,
+  TD_ENTRY_DICT = 1,
+  TD_ENTRY_VALUE = 2,   /* a uniform non-tensor value */
+  TD_ENTRY_VALUES = 3   /* a stacked non-tensor value */
+};
+
+enum { TD_DEVICE_NONE = -1 }; /* a container without a device */
+
+/* The public prefix of a container, read directly by the Lua layer. Its address is
+ * stable for the container's life. version changes whenever a key is added, removed or
+ * renamed, or a leaf is replaced (not when leaf data is written). */
+typedef struct td_dict_head {
+  int32_t ndim;                 /* batch dims */
+  int32_t nkeys;
+  int64_t shape[TD_MAX_DIMS];   /* the batch size */
+  double version;
+  int32_t locked;
+  int32_t has_names;
+  int32_t device_type;          /* enum td_device_type, or TD_DEVICE_NONE */
+  int32_t device_index;
+} td_dict_head;
+
+td_dict *td_dict_new(int32_t ndim, const int64_t *batch);
+void td_dict_retain(td_dict *d);
+void td_dict_release(td_dict *d);
+const td_dict_head *td_dict_head_borrow(const td_dict *d);
+
+/* The entry index of key (len bytes), or -1. */
+int32_t td_dict_find(const td_dict *d, const char *key, int64_t len);
+const char *td_dict_key_borrow(const td_dict *d, int32_t i, int64_t *len);
+int32_t td_dict_kind(const td_dict *d, int32_t i);
+/* A tensor leaf (or a stacked value's positions), pinned; NULL for other kinds. */
+const td_tensor *td_dict_tensor_pin(td_dict *d, int32_t i);
+/* A nested container: a new reference; NULL for other kinds. */
+td_dict *td_dict_child(td_dict *d, int32_t i);
+/* A non-tensor value's JSON text: uniform values have one (pos 0), stacked values
+ * td_dict_value_count of them, addressed by the positions tensor. */
+const char *td_dict_value_borrow(const td_dict *d, int32_t i, int64_t pos);
+int64_t td_dict_value_count(const td_dict *d, int32_t i);
+
+/* Set key to a tensor (its leading dims must equal the batch size; the container takes
+ * a storage reference), a container (its batch size must start with this one's; it is
+ * retained, not copied), or a uniform JSON value. A new key appends; an existing key is
+ * replaced. A locked container refuses new keys. Each returns the entry index or a
+ * negative TD_E* code. */
+int32_t td_dict_set_tensor(td_dict *d, const char *key, int64_t len, const td_tensor *t);
+int32_t td_dict_set_dict(td_dict *d, const char *key, int64_t len, td_dict *child);
+int32_t td_dict_set_value(td_dict *d, const char *key, int64_t len, const char *json);
+/* A stacked value from n JSON texts and positions (int64, leading dims = batch). */
+int32_t td_dict_set_values(td_dict *d, const char *key, int64_t len, int64_t n,
+                           const char *const *texts, const td_tensor *positions);
+/* Set key to entry i of src, whatever its kind (tensors share storage, containers and
+ * values are shared). */
+int32_t td_dict_set_entry(td_dict *d, const char *key, int64_t len, td_dict *src, int32_t i);
+/* Delete entry i; rename entry i to key (the order is kept). Refused when locked. */
+int32_t td_dict_del(td_dict *d, int32_t i);
+int32_t td_dict_rename(td_dict *d, int32_t i, const char *key, int64_t len);
+
+/* Many tensors at once (the constructor's fast path): every tensor is checked like
+ * td_dict_set_tensor first, then the keys are inserted in sorted (byte) order, which is
+ * the order the Lua layer gives keys of a Lua table (it has none of its own). */
+int32_t td_dict_set_tensors(td_dict *d, int32_t n, const char *const *keys,
+                            const int64_t *lens, const td_tensor *const *tensors);
+
+/* Lock or unlock d and every nested container. */
+int32_t td_dict_set_locked(td_dict *d, int32_t locked);
+/* Dim names: names[i] NULL leaves dim i unnamed; names NULL removes them all. */
+int32_t td_dict_set_names(td_dict *d, const char *const *names);
+const char *td_dict_name_borrow(const td_dict *d, int32_t dim);
+/* A device for every leaf (checked now and on every later set), or TD_DEVICE_NONE. */
+int32_t td_dict_set_device(td_dict *d, int32_t device_type, int32_t device_index);
+/* Replace the batch size by one that every leaf and child still starts with (used by
+ * batch_size assignment and auto-sizing). */
+int32_t td_dict_set_batch(td_dict *d, int32_t ndim, const int64_t *batch);
+/* The memmap prefix (a folder), or NULL. */
+int32_t td_dict_set_prefix(td_dict *d, const char *prefix);
+const char *td_dict_prefix_borrow(const td_dict *d);
+
+/* ---- batch operations: each returns a new container (NULL on error) -------------------- */
+
+/* The index grammar over batch dims (entries as td_tensor_index; an ellipsis covers
+ * batch dims only). adv, when not NULL, is a bool mask over dims adv_dim.. of the
+ * indexed view or an int64 index tensor (0-based) for dim adv_dim: a copy. */
+td_dict *td_dict_index(const td_dict *d, const td_index *entries, int32_t n,
+                       const td_tensor *adv, int32_t adv_dim);
+/* dst[index] = src, broadcast: src a container with dst's keys, or NULL and value used. */
+int32_t td_dict_index_put_(td_dict *dst, const td_index *entries, int32_t n,
+                           const td_tensor *adv, int32_t adv_dim, td_dict *src,
+                           double value);
+
+td_dict *td_dict_view(const td_dict *d, int32_t ndim, const int64_t *shape);
+td_dict *td_dict_reshape(const td_dict *d, int32_t ndim, const int64_t *shape);
+td_dict *td_dict_permute(const td_dict *d, const int32_t *dims);
+td_dict *td_dict_transpose(const td_dict *d, int32_t dim0, int32_t dim1);
+td_dict *td_dict_unsqueeze(const td_dict *d, int32_t dim);
+/* dim -1: every batch dim of size 1. */
+td_dict *td_dict_squeeze(const td_dict *d, int32_t dim);
+td_dict *td_dict_expand(const td_dict *d, int32_t ndim, const int64_t *shape);
+td_dict *td_dict_flatten(const td_dict *d, int32_t start_dim, int32_t end_dim);
+td_dict *td_dict_unflatten(const td_dict *d, int32_t dim, int32_t n, const int64_t *sizes);
+
+enum td_dict_copy_mode {
+  TD_COPY_CLONE = 0,       /* new storage, same strides order, same values */
+  TD_COPY_CONTIGUOUS = 1,  /* shares leaves that are contiguous already */
+  TD_COPY_EMPTY = 2,       /* same shapes and dtypes, uninitialised */
+  TD_COPY_ZEROS = 3
+};
+td_dict *td_dict_copy(const td_dict *d, int32_t mode);
+/* Same structure, floating leaves cast to dtype (all leaves when floating_only is 0). */
+td_dict *td_dict_to_dtype(const td_dict *d, int32_t dtype, int32_t floating_only);
+/* Copy src's leaves into dst's leaves of the same keys (casting, broadcasting); keys of
+ * src missing in dst are an error naming the key. */
+int32_t td_dict_update_(td_dict *dst, const td_dict *src);
+
+/* ---- joins over containers (core/dict/dict_join.c) ---- */
+/* Key sets must match (the error names the keys that differ), batch sizes must be equal;
+ * non-tensor values that are equal everywhere stay uniform, others become stacked. */
+td_dict *td_dict_stack(td_dict *const *ds, int32_t n, int32_t dim);
+td_dict *td_dict_cat(td_dict *const *ds, int32_t n, int32_t dim);
+/* n consecutive pieces of dim with the given sizes (summing to its size) into out[]:
+ * views, new references. */
+int32_t td_dict_split(const td_dict *d, int32_t dim, int32_t n, const int64_t *sizes,
+                      td_dict **out);
+/* pads[2k], pads[2k+1]: before/after amounts for batch dim k (negative crops). */
+td_dict *td_dict_pad(const td_dict *d, const int64_t *pads, int32_t npads, double value);
+
+/* ---- arithmetic, comparison and reductions over leaves (core/dict/dict_math.c) ---- */
+/* The other operand of a binary op: a container aligned by key (keys must match), a
+ * tensor broadcast against every leaf, or a scalar. Exactly one of b, bt is non-NULL,
+ * or neither for the scalar. Non-tensor values are carried over unchanged. */
+td_dict *td_dict_unary(int32_t op, const td_dict *a);
+int32_t td_dict_unary_(int32_t op, td_dict *a);
+td_dict *td_dict_binary(int32_t op, const td_dict *a, const td_dict *b, const td_tensor *bt,
+                        double s, int32_t s_kind, int32_t scalar_first);
+int32_t td_dict_binary_(int32_t op, td_dict *a, const td_dict *b, const td_tensor *bt,
+                        double s, int32_t s_kind);
+td_dict *td_dict_clamp(const td_dict *a, double min, double max, int32_t has_min,
+                       int32_t has_max);
+/* Reduce over the listed batch dims of every leaf (ndims 0: over every element of each
+ * leaf, giving a container of 0-dim leaves and batch size []). */
+td_dict *td_dict_reduce(int32_t op, const td_dict *a, const int32_t *dims, int32_t ndims,
+                        int32_t keepdim, double param);
+/* One tensor: op over every element of every tensor leaf (sum, mean, prod, min, max,
+ * all, any, std, var, norm), computed in float64 (bool for all/any). */
+td_tensor *td_dict_reduce_all(int32_t op, const td_dict *a, double param);
+/* mask covers the leading batch dims (expanded to each leaf's trailing dims). */
+td_dict *td_dict_masked_fill(const td_dict *a, const td_tensor *mask, double value);
+int32_t td_dict_masked_fill_(td_dict *a, const td_tensor *mask, double value);
+/* Rows where mask (over the leading batch dims) is true: batch [count, rest..]. */
+td_dict *td_dict_masked_select(const td_dict *a, const td_tensor *mask);
+/* where(mask, a, b | scalar): mask over leading batch dims. */
+td_dict *td_dict_where(const td_tensor *mask, const td_dict *a, const td_dict *b, double s,
+                       int32_t s_kind);
+/* 1 when both have the same keys, kinds, shapes and values (0 otherwise); allclose
+ * compares |a - b| <= atol + rtol * |b| over floating leaves, equal values elsewhere.
+ * NaNs compare unequal. *out receives the answer. */
+int32_t td_dict_equal(const td_dict *a, const td_dict *b, int32_t *out);
+int32_t td_dict_allclose(const td_dict *a, const td_dict *b, double rtol, double atol,
+                         int32_t *out);
 
 #ifdef __cplusplus
 }
