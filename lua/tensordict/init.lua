@@ -13,6 +13,13 @@ local ops = require("tensordict.ops")
 local join = require("tensordict.join")
 local random = require("tensordict.random")
 local linalg = require("tensordict.linalg")
+local td_core = require("tensordict.td_core")
+require("tensordict.td_index") -- TensorDict indexing and shape ops
+local td_struct = require("tensordict.td_struct")
+require("tensordict.td_apply")
+require("tensordict.td_print")
+local td_math = require("tensordict.td_math")
+local td_join = require("tensordict.td_join")
 require("tensordict.reduce") -- methods only
 require("tensordict.gather") -- methods only
 
@@ -36,10 +43,25 @@ T.from_file = create.from_file
 T.newaxis = index.newaxis
 T.ellipsis = index.ellipsis
 
-T.where = ops.where
-T.stack = join.stack
-T.cat = join.cat
-T.pad = join.pad
+-- Joins and where take tensors or TensorDicts (the first argument decides).
+local function first_is_td(list) return type(list) == "table" and td_core.is_td(list[1]) end
+function T.stack(list, dim)
+  if first_is_td(list) then return td_join.stack(list, dim) end
+  return join.stack(list, dim)
+end
+function T.cat(list, dim)
+  if first_is_td(list) then return td_join.cat(list, dim) end
+  return join.cat(list, dim)
+end
+function T.pad(x, pads, value)
+  if td_core.is_td(x) then return td_join.pad(x, pads, value) end
+  return join.pad(x, pads, value)
+end
+T.pad_sequence = td_join.pad_sequence
+function T.where(mask, a, b)
+  if td_core.is_td(a) then return td_math.where(mask, a, b) end
+  return ops.where(mask, a, b)
+end
 T.matmul = linalg.matmul
 
 T.manual_seed = random.manual_seed
@@ -48,6 +70,13 @@ T.rand = random.rand
 T.randn = random.randn
 T.randint = random.randint
 T.randperm = random.randperm
+
+-- T.TensorDict(source, batch_size, opts) and T.TensorDict.fromkeys(keys, value).
+T.TensorDict = setmetatable({ methods = td_core.methods }, {
+  __call = function(_, source, batch_size, opts) return td_core.construct(source, batch_size, opts) end,
+})
+T.TensorDict.fromkeys = td_struct.fromkeys
+T.is_tensordict = td_core.is_td
 
 T.dtypes = dtypes.list()
 T.live_bytes = memory.live_bytes

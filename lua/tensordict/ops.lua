@@ -137,12 +137,21 @@ end
 
 -- Lua operators: + - * / % ^ and unary minus. (== and < cannot be elementwise in Lua:
 -- it turns their results into booleans; use eq, lt, ...)
-function mt.__add(a, b) return binary(C.TD_OP_ADD, "add", a, b) end
-function mt.__sub(a, b) return binary(C.TD_OP_SUB, "sub", a, b) end
-function mt.__mul(a, b) return binary(C.TD_OP_MUL, "mul", a, b) end
-function mt.__div(a, b) return binary(C.TD_OP_DIV, "div", a, b) end
-function mt.__mod(a, b) return binary(C.TD_OP_REMAINDER, "remainder", a, b) end
-function mt.__pow(a, b) return binary(C.TD_OP_POW, "pow", a, b) end
-function mt.__unm(a) return adopt(C.td_unary(C.TD_OP_NEG, H(a))) end
+-- Installs + - * / % ^ on a metatable from binary(op, name, a, b) and neg(a); the
+-- TensorDict type installs its own the same way.
+function M.install_operators(meta, bin, neg)
+  meta.__add = function(a, b) return bin(C.TD_OP_ADD, "add", a, b) end
+  meta.__sub = function(a, b) return bin(C.TD_OP_SUB, "sub", a, b) end
+  meta.__mul = function(a, b) return bin(C.TD_OP_MUL, "mul", a, b) end
+  meta.__div = function(a, b) return bin(C.TD_OP_DIV, "div", a, b) end
+  meta.__mod = function(a, b) return bin(C.TD_OP_REMAINDER, "remainder", a, b) end
+  meta.__pow = function(a, b) return bin(C.TD_OP_POW, "pow", a, b) end
+  meta.__unm = neg
+end
+M.install_operators(mt, binary, function(a) return adopt(C.td_unary(C.TD_OP_NEG, H(a))) end)
+
+-- Shared with the TensorDict methods (td_math.lua).
+M.scalar, M.clamp_bounds = scalar, clamp_bounds
+M.BINARY, M.NO_INPLACE, M.UNARY, M.NO_UNARY_INPLACE = BINARY, NO_INPLACE, UNARY, NO_UNARY_INPLACE
 
 return M

@@ -278,6 +278,9 @@ end
 -- (views of it, and what it is a view of) raise on use afterwards.
 function Tensor.free(self)
   local o = self.o
+  if not ffi.istype(Owner, o) then
+    fail("free: this tensor is a leaf of a TensorDict, which owns its storage; free() the TensorDict instead")
+  end
   if o.t ~= nil then
     ffi.gc(o, nil)
     release_owner(o)

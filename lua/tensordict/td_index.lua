@@ -1,0 +1,262 @@
+-- td_index.lua: batch indexing of TensorDicts (the index grammar over batch dims,
+-- reading and assignment) and the shape ops over batch dims. Each is one C call over
+-- every leaf (core/dict/dict_map.c); this file parses arguments and keeps dim names.
+local C = require("tensordict.lib").C
+local util = require("tensordict.util")
+local index = require("tensordict.index")
+local tensor = require("tensordict.tensor")
+local gather = require("tensordict.gather")
+local core = require("tensordict.td_core")
+
+local TD, mt = core.methods, core.mt
+local D, wrap, check, is_td = core.D, core.wrap, core.check, core.is_td
+local fail, describe = util.fail, util.describe
+local is_tensor, H = tensor.is_tensor, tensor.handle
+local type, tonumber = type, tonumber
+local SELECT, SLICE, NEWAXIS = C.TD_INDEX_SELECT, C.TD_INDEX_SLICE, C.TD_INDEX_NEWAXIS
+local entries = index.entries
+
+local M = {}
+
+-- A table of strings is a key path, not an index (DESIGN.md).
+local function is_key_path(key)
+  return type(key) == "table" and type(key[1]) == "string" and not is_tensor(key)
+end
+
+-- Names of the result of an index (only called when the source has names).
+local function names_after_index(names, n, adv)
+  local out, dim = {}, 1
+  local consumed = 0
+  for k = 0, n - 1 do
+    local kind = entries[k].kind
+    if kind == SELECT or kind == SLICE then consumed = consumed + 1 end
+  end
+  local adv_k = adv and (adv.mask and adv.tensor.h.ndim or 1) or 0
+  local out_dim = 0
+  local k = 0
+  while k < n do
+    local e = entries[k]
+    if adv and out_dim == adv.dim and e.kind == SLICE then
+      -- the advanced entry: a mask's dims become one unnamed count dim; an index keeps
+      -- its dim's name
+      out[#out + 1] = adv.mask and false or names[dim]
+      dim, k, out_dim = dim + adv_k, k + adv_k, out_dim + 1
+    elseif e.kind == SELECT then
+      dim, k = dim + 1, k + 1
+    elseif e.kind == SLICE then
+      out[#out + 1] = names[dim]
+      dim, k, out_dim = dim + 1, k + 1, out_dim + 1
+    elseif e.kind == NEWAXIS then
+      out[#out + 1] = false
+      k, out_dim = k + 1, out_dim + 1
+    else -- ellipsis
+      for _ = 1, #names - consumed do
+        out[#out + 1] = names[dim]
+        dim, out_dim = dim + 1, out_dim + 1
+      end
+      k = k + 1
+    end
+  end
+  for i = dim, #names do out[#out + 1] = names[i] end
+  return out
+end
+
+local function keep_names(src, result, names)
+  if src.head.has_names ~= 0 then core.set_names(result, names, "names") end
+  return result
+end
+
+-- Fills the entries for key over self's batch dims: returns the count and the advanced
+-- entry as (tensor header, dim, adv) -- the tensor 0-based int64 (1-D) or a bool mask.
+local function parse(self, key, call)
+  local head = self.head
+  if head.ndim == 0 then
+    fail(("%s: the TensorDict has no batch dims (batch size []) to index"):format(call))
+  end
+  if type(key) == "number" then
+    local e = entries[0]
+    e.kind, e.start = SELECT, index.position(key, tonumber(head.shape[0]), 1)
+    return 1, nil, 0, nil
+  end
+  local n, adv = index.parse(head, key)
+  if not adv then return n, nil, 0, nil end
+  local t = adv.tensor
+  if adv.mask then return n, H(t), adv.dim, adv end
+  local flat = t.h.ndim == 1 and t or t:reshape(-1)
+  local zero = gather.zero_based(flat, tonumber(head.shape[adv.dim]), adv.dim + 1, call)
+  adv.flat = zero -- keep it alive through the C call
+  return n, H(zero), adv.dim, adv
+end
+
+local function index_read(self, key)
+  if type(key) == "string" or is_key_path(key) then return core.get_or_raise(self, key) end
+  local d = D(self)
+  local n, advh, adv_dim, adv = parse(self, key, "index")
+  local r = wrap(C.td_dict_index(d, entries, n, advh, adv_dim))
+  if self.head.has_names ~= 0 then
+    keep_names(self, r, names_after_index(TD.names(self), n, adv))
+  end
+  if adv and not adv.mask and adv.tensor.h.ndim > 1 then
+    r = TD.unflatten(r, adv.dim + 1, adv.tensor:shape())
+  end
+  return r
+end
+M.index_read = index_read
+
+function mt.__index(self, key)
+  local method = TD[key]
+  if method ~= nil then return method end
+  return index_read(self, key)
+end
+
+-- td[idx] = value: value a TensorDict (broadcast over the selection), a Lua table
+-- (made a TensorDict of batch size []) or a number/boolean (fills every leaf).
+local function index_write(self, key, value)
+  local d = D(self)
+  local n, advh, adv_dim = parse(self, key, "index assignment")
+  local src, scalar = nil, 0
+  if is_td(value) then
+    src = D(value)
+  elseif type(value) == "number" then
+    scalar = value
+  elseif type(value) == "boolean" then
+    scalar = value and 1 or 0
+  elseif type(value) == "table" and not is_tensor(value) then
+    value = core.construct(value)
+    src = D(value)
+  else
+    fail(("index assignment: the value must be a TensorDict, a table or a number, got %s")
+      :format(describe(value)))
+  end
+  check(C.td_dict_index_put_(d, entries, n, advh, adv_dim, src, scalar))
+end
+
+function mt.__newindex(self, key, value)
+  if type(key) == "string" then
+    core.set_string(self, key, value, "set")
+  elseif is_key_path(key) then
+    TD.set(self, key, value)
+  else
+    index_write(self, key, value)
+  end
+end
+
+-- td:get_at(key, idx) == td:get(key)[idx]; set_at_ writes through it.
+function TD.get_at(self, key, idx)
+  local leaf = TD.get(self, key)
+  if leaf == nil then core.missing(self, "get_at", key) end
+  return leaf[idx]
+end
+
+function TD.set_at_(self, key, value, idx)
+  local leaf = TD.get(self, key)
+  if leaf == nil then core.missing(self, "set_at_", key) end
+  leaf[idx] = value
+  return self
+end
+
+---------------------------------------------------------------------------- shape ops
+
+local shape_buf, dims_buf = util.shape_buf, util.dims_buf
+
+local function batch_dim(call, self, d, extra)
+  return util.dim0(call, d, self.head.ndim, extra)
+end
+
+function TD.view(self, ...)
+  local n = util.read_shape("view", true, ...)
+  return wrap(C.td_dict_view(D(self), n, shape_buf))
+end
+
+function TD.reshape(self, ...)
+  local n = util.read_shape("reshape", true, ...)
+  return wrap(C.td_dict_reshape(D(self), n, shape_buf))
+end
+
+function TD.expand(self, ...)
+  local n = util.read_shape("expand", true, ...)
+  local names = TD.names(self)
+  local r = wrap(C.td_dict_expand(D(self), n, shape_buf))
+  if names and n == self.head.ndim then core.set_names(r, names, "expand") end
+  return r
+end
+
+function TD.permute(self, ...)
+  local dims = type(...) == "table" and ... or { ... }
+  local nd = self.head.ndim
+  if #dims ~= nd then
+    fail(("permute: %d dims given for %d batch dims"):format(#dims, nd))
+  end
+  for i = 1, nd do dims_buf[i - 1] = batch_dim("permute", self, dims[i]) end
+  local r = wrap(C.td_dict_permute(D(self), dims_buf))
+  local names = TD.names(self)
+  if names then
+    local out = {}
+    for i = 1, nd do out[i] = names[dims_buf[i - 1] + 1] end
+    core.set_names(r, out, "permute")
+  end
+  return r
+end
+
+function TD.transpose(self, a, b)
+  local nd = self.head.ndim
+  local perm = {}
+  for i = 1, nd do perm[i] = i end
+  local a0, b0 = batch_dim("transpose", self, a) + 1, batch_dim("transpose", self, b) + 1
+  perm[a0], perm[b0] = b0, a0
+  return TD.permute(self, perm)
+end
+
+function TD.unsqueeze(self, dim)
+  local d0 = batch_dim("unsqueeze", self, dim, 1)
+  local r = wrap(C.td_dict_unsqueeze(D(self), d0))
+  local names = TD.names(self)
+  if names then
+    table.insert(names, d0 + 1, false)
+    core.set_names(r, names, "unsqueeze")
+  end
+  return r
+end
+
+function TD.squeeze(self, dim)
+  local d0 = dim == nil and -1 or batch_dim("squeeze", self, dim)
+  local names = TD.names(self)
+  local r = wrap(C.td_dict_squeeze(D(self), d0))
+  if names then
+    local out = {}
+    for i = 1, self.head.ndim do
+      local gone = tonumber(self.head.shape[i - 1]) == 1 and (d0 == -1 or d0 == i - 1)
+      if not gone then out[#out + 1] = names[i] end
+    end
+    core.set_names(r, out, "squeeze")
+  end
+  return r
+end
+
+function TD.flatten(self, a, b)
+  local nd = self.head.ndim
+  if nd == 0 then return self end
+  local a0 = a == nil and 0 or batch_dim("flatten", self, a)
+  local b0 = b == nil and nd - 1 or batch_dim("flatten", self, b)
+  return wrap(C.td_dict_flatten(D(self), a0, b0))
+end
+
+function TD.unflatten(self, dim, sizes)
+  local d0 = batch_dim("unflatten", self, dim)
+  if type(sizes) ~= "table" then
+    fail(("unflatten: sizes must be a table, got %s"):format(describe(sizes)))
+  end
+  local n = util.read_shape("unflatten", true, sizes)
+  return wrap(C.td_dict_unflatten(D(self), d0, n, shape_buf))
+end
+
+-- Replaces the batch size (leaves must still start with it): Python's batch_size setter.
+function TD.set_batch_size(self, batch_size)
+  local n = core.read_batch("set_batch_size", batch_size)
+  check(C.td_dict_set_batch(D(self), n, shape_buf))
+  return self
+end
+
+M.is_key_path = is_key_path
+
+return M

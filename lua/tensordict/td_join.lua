@@ -1,0 +1,157 @@
+-- td_join.lua: stack, cat, split, chunk, unbind, pad and pad_sequence for TensorDicts.
+-- Each join is one call into core/dict/dict_join.c; dims are batch dims, 1-based.
+local ffi = require("ffi")
+local C = require("tensordict.lib").C
+local util = require("tensordict.util")
+local create = require("tensordict.create")
+local core = require("tensordict.td_core")
+
+local TD = core.methods
+local D, wrap, check, is_td = core.D, core.wrap, core.check, core.is_td
+local fail, describe = util.fail, util.describe
+
+local M = {}
+
+-- The C handles of a Lua array of TensorDicts.
+local function handles(call, list)
+  if type(list) ~= "table" or #list == 0 then
+    fail(("%s: expected a non-empty table of TensorDicts, got %s"):format(call, describe(list)))
+  end
+  local arr = ffi.new("td_dict *[?]", #list)
+  for i, td in ipairs(list) do
+    if not is_td(td) then
+      fail(("%s: element %d is %s, not a TensorDict"):format(call, i, describe(td)))
+    end
+    arr[i - 1] = D(td)
+  end
+  return arr, #list
+end
+
+function M.stack(list, dim)
+  local arr, n = handles("stack", list)
+  local d = util.dim0("stack", dim or 1, list[1].head.ndim, 1)
+  return wrap(C.td_dict_stack(arr, n, d))
+end
+
+function M.cat(list, dim)
+  local arr, n = handles("cat", list)
+  if list[1].head.ndim == 0 then fail("cat: TensorDicts with batch size [] have no dim to join") end
+  local d = util.dim0("cat", dim or 1, list[1].head.ndim)
+  return wrap(C.td_dict_cat(arr, n, d))
+end
+
+-- Pieces of the given sizes along dim 0-based d: a Lua array of views.
+local function split_sizes(self, d, sizes)
+  local n = #sizes
+  local buf = ffi.new("int64_t[?]", math.max(n, 1))
+  for i, s in ipairs(sizes) do buf[i - 1] = s end
+  local out = ffi.new("td_dict *[?]", math.max(n, 1))
+  check(C.td_dict_split(D(self), d, n, buf, out))
+  local names = self:names()
+  local pieces = {}
+  for i = 1, n do
+    pieces[i] = wrap(out[i - 1])
+    if names then core.set_names(pieces[i], names, "split") end
+  end
+  return pieces
+end
+
+-- td:split(size, dim) (pieces of size, the last smaller) or td:split({sizes}, dim).
+function TD.split(self, size, dim)
+  if self.head.ndim == 0 then fail("split: the TensorDict has no batch dims (batch size [])") end
+  local d = util.dim0("split", dim or 1, self.head.ndim)
+  local total = tonumber(self.head.shape[d])
+  local sizes
+  if type(size) == "table" then
+    sizes = size
+    for i, s in ipairs(sizes) do
+      if not util.is_int(s) or s < 0 then
+        fail(("split: size %d is %s; sizes are non-negative integers"):format(i, describe(s)))
+      end
+    end
+  elseif util.is_int(size) and size > 0 then
+    sizes = {}
+    for start = 0, total - 1, size do sizes[#sizes + 1] = math.min(size, total - start) end
+    if total == 0 then sizes[1] = 0 end
+  else
+    fail(("split: size must be a positive integer or a table of sizes, got %s"):format(describe(size)))
+  end
+  return split_sizes(self, d, sizes)
+end
+
+-- torch.chunk: at most n pieces of ceil(size / n).
+function TD.chunk(self, n, dim)
+  if not util.is_int(n) or n < 1 then
+    fail(("chunk: the number of chunks must be a positive integer, got %s"):format(describe(n)))
+  end
+  if self.head.ndim == 0 then fail("chunk: the TensorDict has no batch dims (batch size [])") end
+  local d = util.dim0("chunk", dim or 1, self.head.ndim)
+  local total = tonumber(self.head.shape[d])
+  return TD.split(self, math.max(1, math.ceil(total / n)), d + 1)
+end
+
+-- The slices along dim with that dim removed (views).
+function TD.unbind(self, dim)
+  if self.head.ndim == 0 then fail("unbind: the TensorDict has no batch dims (batch size [])") end
+  local d = util.dim0("unbind", dim or 1, self.head.ndim)
+  local out = {}
+  local key = {}
+  for i = 1, d do key[i] = {} end
+  for i = 1, tonumber(self.head.shape[d]) do
+    key[d + 1] = i
+    out[i] = self[key]
+  end
+  return out
+end
+
+-- T.pad(td, pads, value): pads = {before_1, after_1, before_2, ...} for batch dims from
+-- the first (tensordict.pad's order; negative amounts crop).
+function M.pad(td, pads, value)
+  if type(pads) ~= "table" then
+    fail(("pad: pads must be a table of integers, got %s"):format(describe(pads)))
+  end
+  local buf = ffi.new("int64_t[?]", math.max(#pads, 1))
+  for i, p in ipairs(pads) do
+    if not util.is_int(p) then fail(("pad: pad %d is %s, not an integer"):format(i, describe(p))) end
+    buf[i - 1] = p
+  end
+  return wrap(C.td_dict_pad(D(td), buf, #pads, value or 0))
+end
+
+-- T.pad_sequence(tds, {padding_value =, return_mask =}): pads every TensorDict along
+-- its first batch dim to the longest, then stacks them (batch [n, longest, ...]). With
+-- return_mask, key "masks" holds a bool [n, longest] mask per leaf key (true: data).
+function M.pad_sequence(list, opts)
+  opts = opts or {}
+  handles("pad_sequence", list)
+  local longest = 0
+  for i, td in ipairs(list) do
+    if td.head.ndim == 0 then
+      fail(("pad_sequence: TensorDict %d has batch size []; each needs a first dim to pad"):format(i))
+    end
+    longest = math.max(longest, tonumber(td.head.shape[0]))
+  end
+  local padded = {}
+  for i, td in ipairs(list) do
+    padded[i] = M.pad(td, { 0, longest - tonumber(td.head.shape[0]) }, opts.padding_value or 0)
+  end
+  local out = M.stack(padded, 1)
+  if opts.return_mask then
+    local mask = create.zeros({ #list, longest }, "bool")
+    for i, td in ipairs(list) do
+      local len = tonumber(td.head.shape[0])
+      if len > 0 then mask[{ i, { 1, len } }] = true end
+    end
+    local mask_key = type(opts.return_mask) == "string" and opts.return_mask or "masks"
+    local masks = core.construct(nil, { #list, longest })
+    for _, key in ipairs(TD.keys(list[1], { include_nested = true, leaves_only = true })) do
+      if require("tensordict.tensor").is_tensor(TD.get(list[1], key)) then
+        TD.set(masks, key, mask:clone())
+      end
+    end
+    TD.set(out, mask_key, masks)
+  end
+  return out
+end
+
+return M
