@@ -3,8 +3,10 @@
 -- its embedded data (30 rows of Fisher's iris measurements, 10 per species): build a
 -- batch, split it by species with views and summarise each with reductions,
 -- standardise the features, project them with a seeded random matrix, select rows by
--- a mask, cast to half precision and measure the rounding, and round-trip the batch
--- through a file mapping.
+-- a mask, cast to half precision and measure the rounding, round-trip the batch
+-- through a file mapping, then run the same data as a TensorDict pipeline: a batch of
+-- 30 flowers with nested fields, shuffled, split into minibatches, transformed with
+-- apply, filtered by a mask, and collected back into a preallocated buffer.
 -- Usage: luajit scripts/demo.lua [output-folder]
 local here = (arg and arg[0] or ""):match("^(.*)/scripts/[^/]*$") or "."
 package.path = here .. "/lua/?.lua;" .. here .. "/lua/?/init.lua;" .. package.path
@@ -75,3 +77,54 @@ print(("file mapping %s: %d bytes, read back %s"):format(path, 30 * 4 * 4, same 
 print(mapped[{ { 1, 2 } }])
 os.remove(path)
 if not same then os.exit(1) end
+
+-- The same flowers as a TensorDict: every field shares the batch dim of 30 rows.
+local species = T.arange(1, 3):view(3, 1):expand(3, 10):reshape(30)
+local batch = T.TensorDict({
+  sepal = features[{ {}, { 1, 2 } }],
+  petal = features[{ {}, { 3, 4 } }],
+  label = { species = species, is_setosa = species:eq(1) },
+  source = "Fisher 1936, 10 flowers per species",
+}, { 30 }, { names = { "flower" } })
+print(batch)
+
+-- Shuffle (a seeded permutation gathers every field at once), then minibatches of 8.
+local order = T.randperm(30, "int64", T.Generator(7))
+local shuffled = batch[order]
+local minibatches = shuffled:split(8)
+print(("%d minibatches of %s flowers"):format(#minibatches,
+  table.concat((function()
+    local sizes = {}
+    for i, mb in ipairs(minibatches) do sizes[i] = #mb end
+    return sizes
+  end)(), ", ")))
+
+-- A preprocessing step: standardise the float fields of each minibatch with the batch
+-- statistics (apply runs the function over every tensor leaf), keep long petals only.
+local mean, std = batch:select("sepal", "petal"):mean(1), batch:select("sepal", "petal"):std(1)
+local kept = {}
+for _, mb in ipairs(minibatches) do
+  local scaled = mb:select("sepal", "petal"):apply(function(x, m, s) return (x - m) / s end, mean, std)
+  local step = mb:clone()
+  step:update(scaled)
+  local long_petal = mb.petal[{ {}, 1 }]:gt(5)
+  kept[#kept + 1] = step[long_petal]
+end
+local out = T.cat(kept)
+print(("kept %d of 30 flowers with petals longer than 5 cm; labels %s"):format(#out,
+  table.concat(out.label.species:totable(), " ")))
+print(("their standardised petal length: min %.2f, max %.2f; source field: %s"):format(
+  out.petal[{ {}, 1 }]:min(), out.petal[{ {}, 1 }]:max(), out.source))
+
+-- Collect per-species summaries into a preallocated buffer with index assignment.
+local summary = T.TensorDict({ sepal = T.zeros(3, 2), petal = T.zeros(3, 2) }, { 3 })
+for s = 1, 3 do
+  summary[s] = batch:select("sepal", "petal")[batch.label.species:eq(s)]:mean(1)
+end
+print("per-species means (sepal length, width | petal length, width):")
+for s = 1, 3 do
+  local row = summary[s]
+  print(("  %-10s %.2f %.2f | %.2f %.2f"):format(SPECIES[s], row.sepal[1], row.sepal[2],
+    row.petal[1], row.petal[2]))
+end
+if #out ~= long:size(1) then os.exit(1) end

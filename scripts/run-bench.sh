@@ -11,5 +11,7 @@ for b in "$BUILD"/bench/bench_*; do
 done
 echo "== bench_lua (LuaJIT binding)"
 TENSORDICT_LIB=${TENSORDICT_LIB:-$PWD/$BUILD/libtensordict.so} luajit tests/bench/bench_lua.lua
+echo "== bench_td (TensorDict; Python tensordict side by side where TD_PYTHON has it)"
+TENSORDICT_LIB=${TENSORDICT_LIB:-$PWD/$BUILD/libtensordict.so} luajit tests/bench/bench_td.lua
 echo "== bench_vs_torch (PyTorch side by side, where installed)"
 TENSORDICT_LIB=${TENSORDICT_LIB:-$PWD/$BUILD/libtensordict.so} luajit tests/bench/bench_vs_torch.lua

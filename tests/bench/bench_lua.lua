@@ -3,18 +3,8 @@
 -- Run by 'make bench'; never by the tests.
 package.path = "lua/?.lua;lua/?/init.lua;tests/bench/?.lua;" .. package.path
 local T = require("tensordict")
-local now = require("clock")
 
--- Best of 5 runs of n calls, in ns per call.
-local function ns_per_call(n, body)
-  local best = math.huge
-  for _ = 1, 5 do
-    local t0 = now()
-    body(n)
-    best = math.min(best, now() - t0)
-  end
-  return best / n * 1e9
-end
+local ns_per_call = require("timing") -- best of 5, ns per call
 
 local N = 2000000
 local m = T.zeros(100, 100)
