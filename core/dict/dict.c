@@ -426,6 +426,13 @@ static bool check_tensor(const char *call, const td_dict *d, const char *key,
  * Returns its index or a negative code. */
 static int32_t slot_for(const char *call, td_dict *d, const char *key, int64_t len) {
   if (!key || len < 0) return td_fail(TD_EINVAL, "%s: the key is NULL", call);
+  /* Locked: no new keys and no replaced entries (as Python refuses); in-place writes
+   * into leaves (set_, update_, index assignment) stay allowed. */
+  if (d->head.locked)
+    return td_fail(TD_EINVAL,
+                   "%s: cannot set key '%.*s': the TensorDict is locked (write in place with "
+                   "set_(), or unlock() it first)",
+                   call, (int)len, key);
   uint64_t h = hash_key(key, len);
   int32_t i = keys_find(d->keys, key, len, h);
   if (i >= 0) {
@@ -433,10 +440,6 @@ static int32_t slot_for(const char *call, td_dict *d, const char *key, int64_t l
     td_dict_touch(d);
     return i;
   }
-  if (d->head.locked)
-    return td_fail(TD_EINVAL,
-                   "%s: cannot add key '%.*s': the TensorDict is locked (unlock() it first)",
-                   call, (int)len, key);
   if (!own_keys(d) || !keys_reserve(d->keys, d->keys->n + 1))
     return td_fail(TD_ENOMEM, "%s: out of memory", call);
   if (d->keys->n + 1 > d->cap) {
@@ -614,6 +617,8 @@ done:
   return st;
 }
 
+static void inherit(const td_dict *d, td_dict *child);
+
 static bool child_fits(const char *call, const td_dict *d, const char *key,
                        const td_dict *child) {
   if (leads_with_batch(d, child->head.ndim, child->head.shape)) return true;
@@ -655,7 +660,7 @@ TD_EXPORT int32_t td_dict_set_dict(td_dict *d, const char *key, int64_t len, td_
   td_entry *e = &d->entries[i];
   e->kind = TD_ENTRY_DICT;
   e->child = child;
-  if (d->head.locked) td_dict_set_locked(child, 1);
+  inherit(d, child);
   return i;
 }
 
@@ -728,7 +733,7 @@ TD_EXPORT int32_t td_dict_set_entry(td_dict *d, const char *key, int64_t len, td
     return j;
   }
   d->entries[j] = copy;
-  if (copy.kind == TD_ENTRY_DICT && d->head.locked) td_dict_set_locked(copy.child, 1);
+  if (copy.kind == TD_ENTRY_DICT) inherit(d, copy.child);
   return j;
 }
 
@@ -800,7 +805,33 @@ TD_EXPORT int32_t td_dict_set_names(td_dict *d, const char *const *names) {
     d->names[i] = copies[i];
   }
   d->head.has_names = names != NULL;
+  for (int32_t i = 0; i < d->keys->n; i++) {
+    td_dict *child = d->entries[i].kind == TD_ENTRY_DICT ? d->entries[i].child : NULL;
+    if (!child) continue;
+    if (names) {
+      inherit(d, child);
+    } else if (child->head.has_names) { /* unnamed parent dims: the child's go too */
+      const char *kept[TD_MAX_DIMS] = {0};
+      bool any = false;
+      for (int32_t j = d->head.ndim; j < child->head.ndim; j++)
+        any |= (kept[j] = child->names[j]) != NULL;
+      td_dict_set_names(child, any ? kept : NULL);
+    }
+  }
   return 0;
+}
+
+/* A nested container shares its parent's batch dims, so it takes their names (its own
+ * extra dims keep theirs) and, when it has none, the parent's device. */
+static void inherit(const td_dict *d, td_dict *child) {
+  if (d->head.has_names) {
+    const char *names[TD_MAX_DIMS] = {0};
+    for (int32_t i = 0; i < child->head.ndim; i++)
+      names[i] = i < d->head.ndim ? d->names[i] : child->names[i];
+    td_dict_set_names(child, names);
+  }
+  if (d->head.device_type != TD_DEVICE_NONE && child->head.device_type == TD_DEVICE_NONE)
+    td_dict_set_device(child, d->head.device_type, d->head.device_index);
 }
 
 TD_EXPORT const char *td_dict_name_borrow(const td_dict *d, int32_t dim) {

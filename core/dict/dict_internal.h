@@ -130,4 +130,26 @@ int32_t td_dict_visit(td_dict *d, const td_leaf_op *op);
  * batch shape run through view operations to learn the new batch size. */
 void td_shape_header(td_tensor *h, int32_t ndim, const int64_t *shape);
 
+/* ---- dict_jobs.c: the writes of a multi-leaf operation, checked then run ---- */
+typedef int32_t (*td_job_fn)(const void *ctx, td_tensor *dst, const td_tensor *src);
+typedef struct td_job {
+  td_tensor dst;        /* the target (a view, borrowed storage) */
+  const td_tensor *src; /* NULL: fill with the jobs' value */
+  td_job_fn fn;         /* NULL: copy_ / fill_ */
+  const void *ctx;
+} td_job;
+typedef struct td_jobs {
+  td_job *v;
+  int32_t n, cap;
+  int64_t bytes, largest;
+  double value;
+  int64_t failed_at;
+} td_jobs;
+/* Checks dst is writable and (for a plain copy) that src broadcasts to its shape, then
+ * records the job. */
+int32_t td_jobs_add(td_jobs *j, const char *call, const td_tensor *dst, const td_tensor *src,
+                    td_job_fn fn, const void *ctx);
+int32_t td_jobs_run(td_jobs *j, const char *call);
+void td_jobs_free(td_jobs *j);
+
 #endif

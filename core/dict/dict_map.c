@@ -314,13 +314,13 @@ typedef struct put_ctx {
   double value;
 } put_ctx;
 
-/* Writes src (a tensor broadcastable to the selection, or NULL for the scalar) into the
- * selection of dst. */
-static int32_t put_leaf(const put_ctx *c, td_tensor *dst, const td_tensor *src) {
+/* Writes src (a tensor broadcastable to the selection, or NULL for the scalar) through
+ * the advanced entry (a mask or an index tensor) into dst, a whole leaf: a job. */
+static int32_t put_adv(const void *ctx, td_tensor *dst, const td_tensor *src) {
+  const put_ctx *c = ctx;
   td_tensor view;
   int32_t st = 0;
   run_plan(&c->ix, dst, &view);
-  if (!c->ix.adv) return src ? td_tensor_copy_(&view, src) : td_tensor_fill_(&view, c->value);
   td_tensor *scalar = NULL;
   if (!src) {
     if (!(scalar = td_tensor_full(0, NULL, dst->dtype, c->value))) return td_last_status();
@@ -352,9 +352,20 @@ static int32_t put_leaf(const put_ctx *c, td_tensor *dst, const td_tensor *src) 
   return st;
 }
 
+/* Collects (and checks) the writes of dst[index] = src into jobs. */
 static int32_t put_level(td_dict *dst, td_dict *src, const put_ctx *c,
-                         const td_key_path *parent) {
+                         const td_key_path *parent, td_jobs *jobs) {
   char buf[TD_PATH_CHARS];
+  /* Every key of the value must have a place: none is dropped silently. */
+  for (int32_t j = 0; src && j < src->keys->n; j++) {
+    int64_t klen;
+    const char *key = td_dict_key_borrow(src, j, &klen);
+    if (td_dict_find(dst, key, klen) < 0) {
+      td_key_path here = {parent, key};
+      return td_fail(TD_EINVAL, "index assignment: key '%s' of the value is not in the TensorDict",
+                     td_key_path_text(&here, buf));
+    }
+  }
   for (int32_t i = 0; i < dst->keys->n; i++) {
     td_entry *e = &dst->entries[i];
     td_key_path here = {parent, td_dict_key(dst, i)};
@@ -376,10 +387,16 @@ static int32_t put_level(td_dict *dst, td_dict *src, const put_ctx *c,
     }
     int32_t st = 0;
     if (e->kind == TD_ENTRY_DICT) {
-      st = put_level(e->child, s ? s->child : NULL, c, &here);
+      st = put_level(e->child, s ? s->child : NULL, c, &here, jobs);
     } else if (e->kind == TD_ENTRY_TENSOR) {
-      if (!td_check_writable("index assignment", &e->t)) st = td_last_status();
-      else st = put_leaf(c, &e->t, s ? &s->t : NULL);
+      const td_tensor *from = s ? &s->t : NULL;
+      if (c->ix.adv) {
+        st = td_jobs_add(jobs, "index assignment", &e->t, from, put_adv, c);
+      } else {
+        td_tensor view;
+        run_plan(&c->ix, &e->t, &view);
+        st = td_jobs_add(jobs, "index assignment", &view, from, NULL, NULL);
+      }
       if (st) td_dict_fail_at(st, "index assignment", &here);
     } else if (s && !(s->kind == TD_ENTRY_VALUE && e->kind == TD_ENTRY_VALUE &&
                       strcmp(s->values->texts[0], e->values->texts[0]) == 0)) {
@@ -432,7 +449,11 @@ TD_EXPORT int32_t td_dict_index_put_(td_dict *dst, const td_index *entries, int3
                      td_format_shape(b, sizeof b, ndim, shape));
     }
   }
-  return put_level(dst, src, &c, NULL);
+  td_jobs jobs = {.value = value};
+  st = put_level(dst, src, &c, NULL, &jobs);
+  if (!st) st = td_jobs_run(&jobs, "index assignment");
+  td_jobs_free(&jobs);
+  return st;
 }
 
 /* ------------------------------------------------------------------- shape ops */
@@ -697,7 +718,10 @@ static const char *kind_name(int32_t kind) {
                                                                        : "non-tensor value";
 }
 
-static int32_t update_level(td_dict *dst, const td_dict *src, const td_key_path *parent) {
+/* Collects the copies of update_ (checked) and applies the value replacements, which
+ * cannot fail, only once every copy passed its checks. */
+static int32_t update_level(td_dict *dst, const td_dict *src, const td_key_path *parent,
+                            td_jobs *jobs, bool apply_values) {
   char buf[TD_PATH_CHARS];
   for (int32_t i = 0; i < src->keys->n; i++) {
     const td_entry *s = &src->entries[i];
@@ -710,18 +734,21 @@ static int32_t update_level(td_dict *dst, const td_dict *src, const td_key_path 
                      td_key_path_text(&here, buf));
     td_entry *e = &dst->entries[j];
     if (s->kind == TD_ENTRY_DICT && e->kind == TD_ENTRY_DICT) {
-      st = update_level(e->child, s->child, &here);
+      st = update_level(e->child, s->child, &here, jobs, apply_values);
     } else if (s->kind == TD_ENTRY_TENSOR && e->kind == TD_ENTRY_TENSOR) {
-      st = td_tensor_copy_(&e->t, &s->t);
-      if (st) td_dict_fail_at(st, "update_", &here);
+      if (!apply_values) {
+        st = td_jobs_add(jobs, "update_", &e->t, &s->t, NULL, NULL);
+        if (st) td_dict_fail_at(st, "update_", &here);
+      }
     } else if (s->kind != TD_ENTRY_DICT && e->kind != TD_ENTRY_DICT &&
                s->kind != TD_ENTRY_TENSOR && e->kind != TD_ENTRY_TENSOR) {
-      /* Non-tensor to non-tensor (uniform or stacked): take the source's value. */
-      td_entry copy;
-      td_entry_share(&copy, s);
-      td_entry_clear(dst, e);
-      *e = copy;
-      td_dict_touch(dst);
+      if (apply_values) { /* non-tensor to non-tensor: take the source's value */
+        td_entry copy;
+        td_entry_share(&copy, s);
+        td_entry_clear(dst, e);
+        *e = copy;
+        td_dict_touch(dst);
+      }
     } else {
       st = td_fail(TD_EINVAL, "update_: key '%s' is a %s here and a %s in the source",
                    td_key_path_text(&here, buf), kind_name(e->kind), kind_name(s->kind));
@@ -732,5 +759,10 @@ static int32_t update_level(td_dict *dst, const td_dict *src, const td_key_path 
 }
 
 TD_EXPORT int32_t td_dict_update_(td_dict *dst, const td_dict *src) {
-  return update_level(dst, src, NULL);
+  td_jobs jobs = {0};
+  int32_t st = update_level(dst, src, NULL, &jobs, false);
+  if (!st) st = td_jobs_run(&jobs, "update_");
+  if (!st) st = update_level(dst, src, NULL, &jobs, true);
+  td_jobs_free(&jobs);
+  return st;
 }

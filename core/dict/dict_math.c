@@ -364,7 +364,8 @@ TD_EXPORT td_dict *td_dict_clamp(const td_dict *a, double min, double max, int32
 static const td_tensor *operand_for(const math_ctx *c, const td_tensor *x, const td_tensor *y,
                                     td_tensor *view) {
   if (y || !c->t) return y;
-  if (!c->left) return c->t;
+  /* A 0-dim tensor broadcasts as it is, so it promotes like a scalar (torch's rule). */
+  if (!c->left || c->t->ndim == 0) return c->t;
   align_left(c->t, x->ndim, view);
   return view;
 }

@@ -77,18 +77,19 @@ local function dims_consumed(e)
   return 1
 end
 
-local function too_many(key, n, ndim)
+local function too_many(key, n, ndim, what)
   local consuming = 0
   for k = 1, n do consuming = consuming + dims_consumed(key[k]) end
-  fail(("index: %d indices for a tensor of %d dims"):format(consuming, ndim))
+  fail(("index: %d indices for %s"):format(consuming, (what or "a tensor of %d dims"):format(ndim)))
 end
 
 -- Fills M.entries from key for the tensor handle h; returns the entry count, and for a
--- key holding a mask or index tensor, {tensor =, mask =, dim =}: the entries then hold
--- whole dims in its place, and dim is where those dims sit in the view they select
--- (0-based). At most one tensor entry per key. One pass over the key: only an
--- ellipsis looks ahead, to count the dims the entries after it consume.
-function M.parse(h, key)
+-- key holding a mask or index tensor, {tensor =, mask =, dim =, in_dim =}: the entries
+-- then hold whole dims in its place, dim is where those dims sit in the view they
+-- select and in_dim the first dim of h they cover (0-based). At most one tensor entry
+-- per key. One pass over the key: only an ellipsis looks ahead, to count the dims the
+-- entries after it consume. what names h's dims in messages ("a tensor of %d dims").
+function M.parse(h, key, what)
   local ndim = h.ndim
   local entries = M.entries
   if type(key) ~= "table" then
@@ -105,7 +106,7 @@ function M.parse(h, key)
     local entry = entries[count]
     count = count + 1
     if te == "number" then
-      if dim >= ndim then too_many(key, n, ndim) end
+      if dim >= ndim then too_many(key, n, ndim, what) end
       entry.kind, entry.start = SELECT, M.position(e, tonumber(h.shape[dim]), dim + 1)
       dim = dim + 1
     elseif e == M.newaxis then
@@ -117,15 +118,15 @@ function M.parse(h, key)
       local after = 0
       for j = k + 1, n do after = after + dims_consumed(key[j]) end
       local covered = ndim - dim - after
-      if covered < 0 then too_many(key, n, ndim) end
+      if covered < 0 then too_many(key, n, ndim, what) end
       entry.kind = ELLIPSIS
       dim, out_dim = dim + covered, out_dim + covered
     elseif te == "table" and getmetatable(e) == M.tensor_mt then
       if adv then fail("index: at most one mask or index tensor per index") end
       if e.h.ndim == 0 then fail("index: a 0-dim tensor cannot index; use a number") end
-      adv = { tensor = e, mask = e.h.dtype == C.TD_BOOL, dim = out_dim }
+      adv = { tensor = e, mask = e.h.dtype == C.TD_BOOL, dim = out_dim, in_dim = dim }
       local covered = adv.mask and e.h.ndim or 1
-      if dim + covered > ndim then too_many(key, n, ndim) end
+      if dim + covered > ndim then too_many(key, n, ndim, what) end
       whole(entry)
       for _ = 2, covered do
         whole(entries[count])
@@ -133,7 +134,7 @@ function M.parse(h, key)
       end
       dim, out_dim = dim + covered, out_dim + covered
     elseif te == "table" then
-      if dim >= ndim then too_many(key, n, ndim) end
+      if dim >= ndim then too_many(key, n, ndim, what) end
       fill_range(entry, e, dim + 1)
       dim, out_dim = dim + 1, out_dim + 1
     else

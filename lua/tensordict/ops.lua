@@ -25,10 +25,12 @@ local function scalar(x, call)
   fail(("%s: expected a tensor, number or boolean operand, got %s"):format(call, describe(x)))
 end
 
--- a op b for any mix of tensors and scalars (at least one tensor).
+-- a op b for any mix of tensors and scalars (at least one tensor). A TensorDict on
+-- the right goes to M.td_binary (set by td_math.lua).
 local function binary(op, call, a, b)
   if is_tensor(a) then
     if is_tensor(b) then return adopt(C.td_binary(op, H(a), H(b))) end
+    if type(b) == "cdata" and M.td_binary then return M.td_binary(op, call, a, b) end
     local s, kind = scalar(b, call)
     return adopt(C.td_binary_scalar(op, H(a), s, kind, 0))
   end

@@ -69,7 +69,7 @@ local function with_batch(batch)
 end
 
 local function apply_level(self, fn, others, n, opts, prefix, batch)
-  local result = batch and with_batch(batch) or struct.empty_like(self)
+  local result = batch and with_batch(batch) or struct.new_like(self)
   local d = D(self)
   for _, k in ipairs(core.key_list(self)) do
     local i = C.td_dict_find(d, k, #k)

@@ -3,10 +3,11 @@
 -- in td_index.lua, structure ops in td_struct.lua, joins, math, apply and printing in
 -- the td_*.lua files beside it; they all add methods to M.methods.
 --
--- A TensorDict is a cdata `td_dict_ref {t, head, slot}` (cdata, not a table, so that
--- `#td` works): t is the C container (one reference, released by the finaliser), head
--- its public prefix (batch size, key count, version), slot the index of its Lua-side
--- cache. The cache maps keys to the Lua values already made for them (tensors, nested
+-- A TensorDict is a cdata `td_dict_ref {_td_p, _td_head, _td_slot}` (cdata, not a
+-- table, so that `#td` works; the field names stay out of the way of keys, which cdata
+-- fields would shadow): _td_p is the C container (one reference, released by the
+-- finaliser), _td_head its public prefix (batch size, key count, version), _td_slot
+-- the index of its Lua-side cache. The cache maps keys to the Lua values already made for them (tensors, nested
 -- TensorDicts, decoded non-tensor values) so `td:get(k)` is a table lookup; it is
 -- dropped whenever the container's version changes (a key added, removed, renamed or
 -- replaced, possibly through another handle). Values in the cache are weak: the
@@ -34,10 +35,14 @@ local M = {}
 local state = require("tensordict.once")("dict_type", function()
   local mt = {}
   ffi.cdef [[
-    typedef struct td_dict_ref { td_dict *t; const td_dict_head *head; int32_t slot; } td_dict_ref;
+    typedef struct td_dict_ref { td_dict *_td_p; const td_dict_head *_td_head; int32_t _td_slot; } td_dict_ref;
   ]]
+  -- A freed handle's head points here: a container with nothing in it, so code that
+  -- reads the head before checking the handle sees no keys and no dims.
+  local dead = ffi.new("td_dict_head")
+  dead.version = -2
   return { mt = mt, Ref = ffi.metatype("td_dict_ref", mt), caches = {}, versions = {},
-           free_slots = {}, nfree = 0, nslots = 0 }
+           free_slots = {}, nfree = 0, nslots = 0, dead_head = dead }
 end)
 local mt, Ref, caches, versions = state.mt, state.Ref, state.caches, state.versions
 local WEAK = { __mode = "v" }
@@ -81,12 +86,12 @@ end
 M.wrap = wrap
 
 function mt.__gc(r)
-  local d = r.t
+  local d = r._td_p
   if d ~= nil then
-    r.t = nil
+    r._td_p = nil
     C.td_dict_release(d)
   end
-  local slot = r.slot
+  local slot = r._td_slot
   caches[slot] = false
   local n = state.nfree + 1
   state.free_slots[n] = slot
@@ -95,7 +100,7 @@ end
 
 -- The C container of a live handle.
 local function D(self)
-  local d = self.t
+  local d = self._td_p
   if d == nil then fail("TensorDict used after free()") end
   return d
 end
@@ -115,10 +120,18 @@ local function check(status)
 end
 M.check = check
 
+-- A 1-based batch dim of self (negative from the end) -> 0-based.
+function M.batch_dim(call, self, d, extra)
+  return util.dim0(call, d, self._td_head.ndim, extra, "%d batch dims")
+end
+
+util.kinds["a tensor"] = is_tensor
+util.kinds["a TensorDict"] = is_td
+
 -- The cache of a handle, emptied first when the container changed since it was filled.
 local function cache_of(self)
-  local slot = self.slot
-  local v = self.head.version
+  local slot = self._td_slot
+  local v = self._td_head.version
   if versions[slot] ~= v then
     local c = setmetatable({}, WEAK)
     caches[slot], versions[slot] = c, v
@@ -155,31 +168,48 @@ M.check_key = check_key
 
 -------------------------------------------------------------------------- values
 
--- The Lua value of a non-tensor entry: a uniform one decodes its JSON text; a stacked
--- one gives nested lists shaped like the batch (a single element at batch size []).
+-- The Lua value of a non-tensor entry. A uniform one decodes its JSON text. A stacked
+-- one gives nested lists over its leading batch dims, as deep as the values vary: the
+-- dims past the first k along which every value is the same collapse, as Python's
+-- stacks of NonTensorData do (stacking {s = "a"} and {s = "b"} of batch [3] gives
+-- {"a", "b"}, and its [2] gives "b").
 local function value_of(self, d, i, kind)
   if kind == KIND_VALUE then return json.decode(ffi.string(C.td_dict_value_borrow(d, i, 0))) end
-  local p = C.td_dict_tensor_pin(d, i)
   local h = Header()
-  ffi.copy(h, p, HEADER_BYTES)
-  local positions = new_tensor(h, self)
-  local decoded = {}
-  local function element(pos)
-    local v = decoded[pos]
-    if v == nil then
-      v = json.decode(ffi.string(C.td_dict_value_borrow(d, i, pos)))
-      decoded[pos] = v
+  ffi.copy(h, C.td_dict_tensor_pin(d, i), HEADER_BYTES)
+  local flat = new_tensor(h, self):reshape(-1):totable()
+  local texts = {}
+  for j, pos in ipairs(flat) do texts[j] = ffi.string(C.td_dict_value_borrow(d, i, pos)) end
+  local ndim, shape = h.ndim, {}
+  for j = 1, ndim do shape[j] = tonumber(h.shape[j - 1]) end
+  local depth, block = ndim, 1 -- the smallest depth whose blocks are constant
+  for k = ndim, 0, -1 do
+    if k < ndim then block = block * shape[k + 1] end
+    local constant = true
+    for start = 1, #texts, block do
+      for j = start + 1, start + block - 1 do
+        if texts[j] ~= texts[start] then constant = false break end
+      end
+      if not constant then break end
     end
-    return v
+    if not constant then break end
+    depth = k
   end
-  if h.ndim == 0 then return element(positions:item()) end
-  local function build(t)
-    if type(t) == "number" then return element(t) end
+  if #texts == 0 then depth = math.min(depth, 1) end
+  local inner = 1
+  for j = depth + 1, ndim do inner = inner * shape[j] end
+  local pos = 0
+  local function build(level)
+    if level == depth then
+      local v = json.decode(texts[pos * inner + 1] or "null")
+      pos = pos + 1
+      return v
+    end
     local out = {}
-    for k = 1, #t do out[k] = build(t[k]) end
+    for j = 1, shape[level + 1] do out[j] = build(level + 1) end
     return out
   end
-  return build(positions:totable())
+  return build(0)
 end
 
 -- The Lua value of entry i of self (made, not cached).
@@ -198,14 +228,16 @@ M.entry_value = entry_value
 
 -- The value of the string key k, or nil.
 local function get_string(self, k)
+  local d = D(self)
   local cache = cache_of(self)
   local v = cache[k]
   if v ~= nil then return v end
-  local d = D(self)
   local i = C.td_dict_find(d, k, #k)
   if i < 0 then return nil end
   v = entry_value(self, d, i)
-  cache[k] = v
+  -- A decoded table is the caller's to change: each get decodes a fresh one, so a
+  -- change never looks stored when it is not.
+  if type(v) ~= "table" or is_tensor(v) then cache[k] = v end
   return v
 end
 M.get_string = get_string
@@ -218,8 +250,8 @@ local function parent_of(self, path, call, create)
     local nxt = get_string(cur, path[i])
     if nxt == nil then
       if not create then return nil end
-      nxt = wrap(C.td_dict_new(cur.head.ndim, cur.head.shape))
-      check(C.td_dict_set_dict(D(cur), path[i], #path[i], nxt.t))
+      nxt = wrap(C.td_dict_new(cur._td_head.ndim, cur._td_head.shape))
+      check(C.td_dict_set_dict(D(cur), path[i], #path[i], nxt._td_p))
       cache_of(cur)[path[i]] = nxt
     elseif not is_td(nxt) then
       fail(("%s: key path %s goes through '%s', which is %s, not a TensorDict"):format(call,
@@ -250,7 +282,7 @@ local function key_list(self)
   local d = D(self)
   local out = {}
   local len = ffi.new("int64_t[1]")
-  for i = 0, self.head.nkeys - 1 do out[i + 1] = ffi.string(C.td_dict_key_borrow(d, i, len), len[0]) end
+  for i = 0, self._td_head.nkeys - 1 do out[i + 1] = ffi.string(C.td_dict_key_borrow(d, i, len), len[0]) end
   return out
 end
 M.key_list = key_list
@@ -290,16 +322,16 @@ end
 -- Sets string key k of self to value v. Returns v as cached.
 local function set_string(self, k, v, call)
   local d = D(self)
-  local slot = self.slot
-  local fresh = versions[slot] == self.head.version
+  local slot = self._td_slot
+  local fresh = versions[slot] == self._td_head.version
   local tv = type(v)
   if tv == "table" and getmetatable(v) == tensor.metatable then
     check(C.td_dict_set_tensor(d, k, #k, tensor.handle(v)))
   elseif is_td(v) then
     check(C.td_dict_set_dict(d, k, #k, D(v)))
   elseif tv == "table" and v ~= json.null and not is_list(v) and getmetatable(v) ~= json.object_mt then
-    v = make_from_table(v, self.head.ndim, self.head.shape, call)
-    check(C.td_dict_set_dict(d, k, #k, v.t))
+    v = make_from_table(v, self._td_head.ndim, self._td_head.shape, call)
+    check(C.td_dict_set_dict(d, k, #k, v._td_p))
   elseif tv == "string" or tv == "number" or tv == "boolean" or tv == "table" then
     local ok, text = pcall(json.encode, v)
     if not ok then fail(("%s: the value for '%s' is not a tensor, TensorDict or JSON value: %s")
@@ -310,10 +342,12 @@ local function set_string(self, k, v, call)
   else
     fail(("%s: cannot store %s under '%s'"):format(call, describe(v), k))
   end
-  -- Keep the cache when it was current: only k changed.
+  -- Keep the cache when it was current: only k changed. The caller's object is not
+  -- cached: it may be freed while the container keeps its own reference, so the next
+  -- get makes a new handle on what the container holds.
   if fresh then
-    versions[slot] = self.head.version
-    caches[slot][k] = v
+    versions[slot] = self._td_head.version
+    caches[slot][k] = nil
   end
   return v
 end
@@ -366,7 +400,12 @@ function TD.set_(self, key, value)
     end
     check(C.td_dict_update_(D(current), D(value)))
   else
-    set_string(parent, k, value, "set_")
+    -- Replacing a non-tensor value is set_'s in-place write: allowed when locked.
+    local locked = parent._td_head.locked ~= 0
+    if locked then C.td_dict_set_locked(d, 0) end
+    local ok, err = pcall(set_string, parent, k, value, "set_")
+    if locked then C.td_dict_set_locked(d, 1) end
+    if not ok then error(err, 0) end
   end
   return self
 end
@@ -385,21 +424,24 @@ function TD.pop(self, key, ...)
   return v
 end
 
+-- Renames a key in place (its position is kept). A new key path with another parent
+-- moves the entry there instead.
 function TD.rename_key(self, old, new)
-  local parent, d, i = locate(self, old, "rename_key")
-  if type(new) == "table" then
-    check_key("rename_key", new)
-    if #new ~= 1 then
-      -- Moving between levels: set at the new path, then delete the old one.
-      TD.set(self, new, get_string(parent, type(old) == "table" and old[#old] or old))
-      TD.del(self, old)
-      return self
+  local parent, d, i, k = locate(self, old, "rename_key")
+  check_key("rename_key", new)
+  local old_prefix = type(old) == "table" and table.concat(old, "\0", 1, #old - 1) or ""
+  local new_prefix = type(new) == "table" and table.concat(new, "\0", 1, #new - 1) or ""
+  if old_prefix ~= new_prefix then
+    if TD.has(self, new) then
+      fail(("rename_key: %s exists already"):format(type(new) == "table" and key_path_text(new)
+        or "'" .. new .. "'"))
     end
-    new = new[1]
-  elseif type(new) ~= "string" then
-    check_key("rename_key", new)
+    TD.set(self, new, get_string(parent, k))
+    TD.del(self, old)
+    return self
   end
-  check(C.td_dict_rename(d, i, new, #new))
+  local name = type(new) == "table" and new[#new] or new
+  check(C.td_dict_rename(d, i, name, #name))
   return self
 end
 
@@ -416,7 +458,7 @@ end
 
 function TD.is_empty(self)
   local d = D(self)
-  for i = 0, self.head.nkeys - 1 do
+  for i = 0, self._td_head.nkeys - 1 do
     local kind = C.td_dict_kind(d, i)
     if kind ~= KIND_DICT then return false end
     if not TD.is_empty(get_string(self, ffi.string(C.td_dict_key_borrow(d, i, nil)))) then
@@ -469,7 +511,7 @@ local function make_from_tensors(self, source, call)
     keys_buf[n - 1], lens_buf[n - 1] = k, #k
     heads_buf[n - 1] = tensor.handle(v)
   end
-  check(C.td_dict_set_tensors(self.t, n, keys_buf, lens_buf, heads_buf))
+  check(C.td_dict_set_tensors(self._td_p, n, keys_buf, lens_buf, heads_buf))
   return true
 end
 
@@ -515,9 +557,9 @@ local function construct(source, batch_size, opts)
     self = wrap(C.td_dict_new(ndim, util.shape_buf))
     local d = D(source)
     local len = ffi.new("int64_t[1]")
-    for i = 0, source.head.nkeys - 1 do
+    for i = 0, source._td_head.nkeys - 1 do
       local kp = C.td_dict_key_borrow(d, i, len)
-      check(C.td_dict_set_entry(self.t, kp, len[0], d, i))
+      check(C.td_dict_set_entry(self._td_p, kp, len[0], d, i))
     end
   elseif type(source) == "table" and not is_tensor(source) then
     self = make_from_table(source, ndim, util.shape_buf, call)
@@ -543,27 +585,27 @@ M.construct = construct
 
 function TD.batch_size(self)
   D(self)
-  return util.int64_list(self.head.shape, self.head.ndim)
+  return util.int64_list(self._td_head.shape, self._td_head.ndim)
 end
 
 function TD.batch_dims(self)
   D(self)
-  return self.head.ndim
+  return self._td_head.ndim
 end
 
 function TD.numel(self)
   D(self)
   local n = 1
-  for i = 0, self.head.ndim - 1 do n = n * tonumber(self.head.shape[i]) end
+  for i = 0, self._td_head.ndim - 1 do n = n * tonumber(self._td_head.shape[i]) end
   return n
 end
 
 function TD.device(self)
   D(self)
-  local t = self.head.device_type
+  local t = self._td_head.device_type
   if t == C.TD_DEVICE_NONE then return nil end
   if t == C.TD_DEVICE_CPU then return "cpu" end
-  return "cuda:" .. self.head.device_index
+  return "cuda:" .. self._td_head.device_index
 end
 
 function TD.lock(self)
@@ -578,15 +620,15 @@ end
 
 function TD.is_locked(self)
   D(self)
-  return self.head.locked ~= 0
+  return self._td_head.locked ~= 0
 end
 
 -- Names of the batch dims: a table with false for unnamed dims, or nil when none.
 function TD.names(self)
   local d = D(self)
-  if self.head.has_names == 0 then return nil end
+  if self._td_head.has_names == 0 then return nil end
   local out = {}
-  for i = 0, self.head.ndim - 1 do
+  for i = 0, self._td_head.ndim - 1 do
     local p = C.td_dict_name_borrow(d, i)
     out[i + 1] = p ~= nil and ffi.string(p) or false
   end
@@ -599,7 +641,7 @@ local function set_names(self, names, call)
     check(C.td_dict_set_names(d, nil))
     return self
   end
-  local n = self.head.ndim
+  local n = self._td_head.ndim
   if type(names) ~= "table" or #names > n then
     fail(("%s: expected a table of at most %d names, got %s"):format(call, n, describe(names)))
   end
@@ -639,7 +681,7 @@ function TD.rename(self, names)
   if type(names) == "table" and #names == 0 and next(names) ~= nil then
     local old = TD.names(self) or {}
     local out = {}
-    for i = 1, self.head.ndim do out[i] = old[i] or false end
+    for i = 1, self._td_head.ndim do out[i] = old[i] or false end
     for from, to in pairs(names) do
       local found = false
       for i = 1, #out do
@@ -655,9 +697,12 @@ end
 -- Releases the container now: every handle and leaf borrowed through it raises
 -- afterwards.
 function TD.free(self)
-  local d = self.t
+  local d = self._td_p
   if d ~= nil then
-    self.t = nil
+    self._td_p = nil
+    self._td_head = state.dead_head
+    caches[self._td_slot] = false
+    versions[self._td_slot] = -1
     C.td_dict_release(d)
   end
 end
@@ -666,13 +711,18 @@ end
 
 -- Keys in order: strings, or key paths (arrays) for nested keys with include_nested.
 function TD.keys(self, opts)
+  D(self)
+  if opts ~= nil and type(opts) ~= "table" then
+    fail(("keys: options must be a table {include_nested =, leaves_only =, sort =}, got %s")
+      :format(describe(opts)))
+  end
   opts = opts or {}
   local include_nested, leaves_only, sort = opts.include_nested, opts.leaves_only, opts.sort
   local out = {}
   local function walk(td, prefix)
     local d = D(td)
     local len = ffi.new("int64_t[1]")
-    for i = 0, td.head.nkeys - 1 do
+    for i = 0, td._td_head.nkeys - 1 do
       local k = ffi.string(C.td_dict_key_borrow(d, i, len), len[0])
       local is_dict = C.td_dict_kind(d, i) == KIND_DICT
       local path = k
@@ -723,14 +773,14 @@ end
 
 function mt.__len(self)
   D(self)
-  if self.head.ndim == 0 then fail("#: the TensorDict has no batch dims (batch size [])") end
-  return tonumber(self.head.shape[0])
+  if self._td_head.ndim == 0 then return 0 end -- Python's len() of batch size []
+  return tonumber(self._td_head.shape[0])
 end
 
 function mt.__eq(a, b)
   -- Handles are equal when they are the same container (Lua's == must give a boolean;
   -- use eq() for the elementwise comparison).
-  return is_td(a) and is_td(b) and a.t == b.t
+  return is_td(a) and is_td(b) and a._td_p == b._td_p
 end
 
 return M

@@ -20,10 +20,12 @@ local M = {}
 
 -- A table of strings is a key path, not an index (DESIGN.md).
 local function is_key_path(key)
-  return type(key) == "table" and type(key[1]) == "string" and not is_tensor(key)
+  return type(key) == "table" and type(rawget(key, 1)) == "string"
 end
 
--- Names of the result of an index (only called when the source has names).
+-- Names of the result of an index (only called when the source has names), as Python
+-- tensordict gives them: a 1-D mask or index keeps its dim's name; the dim a k-D mask
+-- leaves, and the dims a k-D index makes, are unnamed.
 local function names_after_index(names, n, adv)
   local out, dim = {}, 1
   local consumed = 0
@@ -36,10 +38,13 @@ local function names_after_index(names, n, adv)
   local k = 0
   while k < n do
     local e = entries[k]
-    if adv and out_dim == adv.dim and e.kind == SLICE then
-      -- the advanced entry: a mask's dims become one unnamed count dim; an index keeps
-      -- its dim's name
-      out[#out + 1] = adv.mask and false or names[dim]
+    if adv and out_dim == adv.dim and e.kind == SLICE and dim == adv.in_dim + 1 then
+      local t = adv.tensor
+      if t.h.ndim == 1 then
+        out[#out + 1] = names[dim]
+      else
+        for _ = 1, adv.mask and 1 or t.h.ndim do out[#out + 1] = false end
+      end
       dim, k, out_dim = dim + adv_k, k + adv_k, out_dim + 1
     elseif e.kind == SELECT then
       dim, k = dim + 1, k + 1
@@ -62,14 +67,14 @@ local function names_after_index(names, n, adv)
 end
 
 local function keep_names(src, result, names)
-  if src.head.has_names ~= 0 then core.set_names(result, names, "names") end
+  if src._td_head.has_names ~= 0 then core.set_names(result, names, "names") end
   return result
 end
 
 -- Fills the entries for key over self's batch dims: returns the count and the advanced
 -- entry as (tensor header, dim, adv) -- the tensor 0-based int64 (1-D) or a bool mask.
 local function parse(self, key, call)
-  local head = self.head
+  local head = self._td_head
   if head.ndim == 0 then
     fail(("%s: the TensorDict has no batch dims (batch size []) to index"):format(call))
   end
@@ -78,12 +83,12 @@ local function parse(self, key, call)
     e.kind, e.start = SELECT, index.position(key, tonumber(head.shape[0]), 1)
     return 1, nil, 0, nil
   end
-  local n, adv = index.parse(head, key)
+  local n, adv = index.parse(head, key, "%d batch dims")
   if not adv then return n, nil, 0, nil end
   local t = adv.tensor
   if adv.mask then return n, H(t), adv.dim, adv end
   local flat = t.h.ndim == 1 and t or t:reshape(-1)
-  local zero = gather.zero_based(flat, tonumber(head.shape[adv.dim]), adv.dim + 1, call)
+  local zero = gather.zero_based(flat, tonumber(head.shape[adv.in_dim]), adv.in_dim + 1, call)
   adv.flat = zero -- keep it alive through the C call
   return n, H(zero), adv.dim, adv
 end
@@ -93,12 +98,11 @@ local function index_read(self, key)
   local d = D(self)
   local n, advh, adv_dim, adv = parse(self, key, "index")
   local r = wrap(C.td_dict_index(d, entries, n, advh, adv_dim))
-  if self.head.has_names ~= 0 then
-    keep_names(self, r, names_after_index(TD.names(self), n, adv))
-  end
+  local names = self._td_head.has_names ~= 0 and names_after_index(TD.names(self), n, adv)
   if adv and not adv.mask and adv.tensor.h.ndim > 1 then
     r = TD.unflatten(r, adv.dim + 1, adv.tensor:shape())
   end
+  if names then keep_names(self, r, names) end
   return r
 end
 M.index_read = index_read
@@ -113,9 +117,15 @@ end
 -- (made a TensorDict of batch size []) or a number/boolean (fills every leaf).
 local function index_write(self, key, value)
   local d = D(self)
-  local n, advh, adv_dim = parse(self, key, "index assignment")
+  local n, advh, adv_dim, adv = parse(self, key, "index assignment")
   local src, scalar = nil, 0
   if is_td(value) then
+    -- A k-D index tensor selects k dims that C sees flattened into one: flatten them in
+    -- the value too when it has them.
+    local k = adv and not adv.mask and adv.tensor.h.ndim or 1
+    if k > 1 and value._td_head.ndim >= adv_dim + k then
+      value = TD.flatten(value, adv_dim + 1, adv_dim + k)
+    end
     src = D(value)
   elseif type(value) == "number" then
     scalar = value
@@ -160,7 +170,7 @@ end
 local shape_buf, dims_buf = util.shape_buf, util.dims_buf
 
 local function batch_dim(call, self, d, extra)
-  return util.dim0(call, d, self.head.ndim, extra)
+  return core.batch_dim(call, self, d, extra)
 end
 
 function TD.view(self, ...)
@@ -177,17 +187,30 @@ function TD.expand(self, ...)
   local n = util.read_shape("expand", true, ...)
   local names = TD.names(self)
   local r = wrap(C.td_dict_expand(D(self), n, shape_buf))
-  if names and n == self.head.ndim then core.set_names(r, names, "expand") end
+  if names then -- new leading dims are unnamed
+    local out = {}
+    for i = 1, n - #names do out[i] = false end
+    for _, name in ipairs(names) do out[#out + 1] = name end
+    core.set_names(r, out, "expand")
+  end
   return r
 end
 
 function TD.permute(self, ...)
   local dims = type(...) == "table" and ... or { ... }
-  local nd = self.head.ndim
+  local nd = self._td_head.ndim
   if #dims ~= nd then
     fail(("permute: %d dims given for %d batch dims"):format(#dims, nd))
   end
-  for i = 1, nd do dims_buf[i - 1] = batch_dim("permute", self, dims[i]) end
+  local seen = {}
+  for i = 1, nd do
+    local d0 = batch_dim("permute", self, dims[i])
+    if seen[d0] then
+      fail(("permute: dim %d appears twice in %s"):format(d0 + 1, util.format_list(dims)))
+    end
+    seen[d0] = true
+    dims_buf[i - 1] = d0
+  end
   local r = wrap(C.td_dict_permute(D(self), dims_buf))
   local names = TD.names(self)
   if names then
@@ -199,7 +222,7 @@ function TD.permute(self, ...)
 end
 
 function TD.transpose(self, a, b)
-  local nd = self.head.ndim
+  local nd = self._td_head.ndim
   local perm = {}
   for i = 1, nd do perm[i] = i end
   local a0, b0 = batch_dim("transpose", self, a) + 1, batch_dim("transpose", self, b) + 1
@@ -224,8 +247,8 @@ function TD.squeeze(self, dim)
   local r = wrap(C.td_dict_squeeze(D(self), d0))
   if names then
     local out = {}
-    for i = 1, self.head.ndim do
-      local gone = tonumber(self.head.shape[i - 1]) == 1 and (d0 == -1 or d0 == i - 1)
+    for i = 1, self._td_head.ndim do
+      local gone = tonumber(self._td_head.shape[i - 1]) == 1 and (d0 == -1 or d0 == i - 1)
       if not gone then out[#out + 1] = names[i] end
     end
     core.set_names(r, out, "squeeze")
@@ -234,11 +257,22 @@ function TD.squeeze(self, dim)
 end
 
 function TD.flatten(self, a, b)
-  local nd = self.head.ndim
+  local nd = self._td_head.ndim
   if nd == 0 then return self end
   local a0 = a == nil and 0 or batch_dim("flatten", self, a)
   local b0 = b == nil and nd - 1 or batch_dim("flatten", self, b)
-  return wrap(C.td_dict_flatten(D(self), a0, b0))
+  local names = TD.names(self)
+  local r = wrap(C.td_dict_flatten(D(self), a0, b0))
+  if names and a0 < b0 then -- the merged dim is unnamed
+    local out = {}
+    for i = 1, nd do
+      if i <= a0 or i > b0 + 1 then out[#out + 1] = names[i] elseif i == a0 + 1 then out[#out + 1] = false end
+    end
+    core.set_names(r, out, "flatten")
+  elseif names then
+    core.set_names(r, names, "flatten")
+  end
+  return r
 end
 
 function TD.unflatten(self, dim, sizes)
@@ -247,13 +281,32 @@ function TD.unflatten(self, dim, sizes)
     fail(("unflatten: sizes must be a table, got %s"):format(describe(sizes)))
   end
   local n = util.read_shape("unflatten", true, sizes)
-  return wrap(C.td_dict_unflatten(D(self), d0, n, shape_buf))
+  local names = TD.names(self)
+  local r = wrap(C.td_dict_unflatten(D(self), d0, n, shape_buf))
+  if names then -- the new dims are unnamed
+    local out = {}
+    for i, name in ipairs(names) do
+      if i == d0 + 1 then
+        for _ = 1, n do out[#out + 1] = false end
+      else
+        out[#out + 1] = name
+      end
+    end
+    core.set_names(r, out, "unflatten")
+  end
+  return r
 end
 
 -- Replaces the batch size (leaves must still start with it): Python's batch_size setter.
 function TD.set_batch_size(self, batch_size)
   local n = core.read_batch("set_batch_size", batch_size)
+  local names = TD.names(self)
   check(C.td_dict_set_batch(D(self), n, shape_buf))
+  if names then -- names of the dims kept stay; new dims are unnamed
+    local out = {}
+    for i = 1, n do out[i] = names[i] or false end
+    core.set_names(self, out, "set_batch_size")
+  end
   return self
 end
 

@@ -27,17 +27,30 @@ local function handles(call, list)
   return arr, #list
 end
 
+-- The first input's names, with an unnamed dim inserted at 0-based d when given.
+local function names_of_first(list, inserted_at)
+  local names = TD.names(list[1])
+  if names and inserted_at then table.insert(names, inserted_at + 1, false) end
+  return names
+end
+
 function M.stack(list, dim)
   local arr, n = handles("stack", list)
-  local d = util.dim0("stack", dim or 1, list[1].head.ndim, 1)
-  return wrap(C.td_dict_stack(arr, n, d))
+  local d = core.batch_dim("stack", list[1], dim or 1, 1)
+  local r = wrap(C.td_dict_stack(arr, n, d))
+  local names = names_of_first(list, d)
+  if names then core.set_names(r, names, "stack") end
+  return r
 end
 
 function M.cat(list, dim)
   local arr, n = handles("cat", list)
-  if list[1].head.ndim == 0 then fail("cat: TensorDicts with batch size [] have no dim to join") end
-  local d = util.dim0("cat", dim or 1, list[1].head.ndim)
-  return wrap(C.td_dict_cat(arr, n, d))
+  if list[1]._td_head.ndim == 0 then fail("cat: TensorDicts with batch size [] have no dim to join") end
+  local d = core.batch_dim("cat", list[1], dim or 1)
+  local r = wrap(C.td_dict_cat(arr, n, d))
+  local names = names_of_first(list)
+  if names then core.set_names(r, names, "cat") end
+  return r
 end
 
 -- Pieces of the given sizes along dim 0-based d: a Lua array of views.
@@ -58,9 +71,9 @@ end
 
 -- td:split(size, dim) (pieces of size, the last smaller) or td:split({sizes}, dim).
 function TD.split(self, size, dim)
-  if self.head.ndim == 0 then fail("split: the TensorDict has no batch dims (batch size [])") end
-  local d = util.dim0("split", dim or 1, self.head.ndim)
-  local total = tonumber(self.head.shape[d])
+  if self._td_head.ndim == 0 then fail("split: the TensorDict has no batch dims (batch size [])") end
+  local d = core.batch_dim("split", self, dim or 1)
+  local total = tonumber(self._td_head.shape[d])
   local sizes
   if type(size) == "table" then
     sizes = size
@@ -84,20 +97,25 @@ function TD.chunk(self, n, dim)
   if not util.is_int(n) or n < 1 then
     fail(("chunk: the number of chunks must be a positive integer, got %s"):format(describe(n)))
   end
-  if self.head.ndim == 0 then fail("chunk: the TensorDict has no batch dims (batch size [])") end
-  local d = util.dim0("chunk", dim or 1, self.head.ndim)
-  local total = tonumber(self.head.shape[d])
-  return TD.split(self, math.max(1, math.ceil(total / n)), d + 1)
+  if self._td_head.ndim == 0 then fail("chunk: the TensorDict has no batch dims (batch size [])") end
+  local d = core.batch_dim("chunk", self, dim or 1)
+  local total = tonumber(self._td_head.shape[d])
+  if total == 0 then -- torch.chunk: n empty pieces
+    local sizes = {}
+    for i = 1, n do sizes[i] = 0 end
+    return TD.split(self, sizes, d + 1)
+  end
+  return TD.split(self, math.ceil(total / n), d + 1)
 end
 
 -- The slices along dim with that dim removed (views).
 function TD.unbind(self, dim)
-  if self.head.ndim == 0 then fail("unbind: the TensorDict has no batch dims (batch size [])") end
-  local d = util.dim0("unbind", dim or 1, self.head.ndim)
+  if self._td_head.ndim == 0 then fail("unbind: the TensorDict has no batch dims (batch size [])") end
+  local d = core.batch_dim("unbind", self, dim or 1)
   local out = {}
   local key = {}
   for i = 1, d do key[i] = {} end
-  for i = 1, tonumber(self.head.shape[d]) do
+  for i = 1, tonumber(self._td_head.shape[d]) do
     key[d + 1] = i
     out[i] = self[key]
   end
@@ -115,7 +133,10 @@ function M.pad(td, pads, value)
     if not util.is_int(p) then fail(("pad: pad %d is %s, not an integer"):format(i, describe(p))) end
     buf[i - 1] = p
   end
-  return wrap(C.td_dict_pad(D(td), buf, #pads, value or 0))
+  local r = wrap(C.td_dict_pad(D(td), buf, #pads, value or 0))
+  local names = TD.names(td)
+  if names then core.set_names(r, names, "pad") end
+  return r
 end
 
 -- T.pad_sequence(tds, {padding_value =, return_mask =}): pads every TensorDict along
@@ -126,20 +147,20 @@ function M.pad_sequence(list, opts)
   handles("pad_sequence", list)
   local longest = 0
   for i, td in ipairs(list) do
-    if td.head.ndim == 0 then
+    if td._td_head.ndim == 0 then
       fail(("pad_sequence: TensorDict %d has batch size []; each needs a first dim to pad"):format(i))
     end
-    longest = math.max(longest, tonumber(td.head.shape[0]))
+    longest = math.max(longest, tonumber(td._td_head.shape[0]))
   end
   local padded = {}
   for i, td in ipairs(list) do
-    padded[i] = M.pad(td, { 0, longest - tonumber(td.head.shape[0]) }, opts.padding_value or 0)
+    padded[i] = M.pad(td, { 0, longest - tonumber(td._td_head.shape[0]) }, opts.padding_value or 0)
   end
   local out = M.stack(padded, 1)
   if opts.return_mask then
     local mask = create.zeros({ #list, longest }, "bool")
     for i, td in ipairs(list) do
-      local len = tonumber(td.head.shape[0])
+      local len = tonumber(td._td_head.shape[0])
       if len > 0 then mask[{ i, { 1, len } }] = true end
     end
     local mask_key = type(opts.return_mask) == "string" and opts.return_mask or "masks"

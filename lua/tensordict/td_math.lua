@@ -38,6 +38,12 @@ local function binary(op, call, a, b)
   return wrap(C.td_dict_binary(op, D(b), nil, nil, s, kind, 1))
 end
 
+-- tensor op td (the tensor's metamethod runs first and hands over): the tensor is the
+-- left operand of every leaf.
+ops.td_binary = function(op, _, a, b)
+  return wrap(C.td_dict_binary(op, D(b), nil, H(a), 0, 0, 1))
+end
+
 local function binary_(op, call, self, b)
   local od, ot, s, kind = operand(call, b)
   check(C.td_dict_binary_(op, D(self), od, ot, s, kind))
@@ -79,14 +85,22 @@ local function mask_arg(call, mask)
   return H(mask)
 end
 
+-- A number (or boolean) value to fill with.
+local function fill_value(call, v)
+  if type(v) ~= "number" and type(v) ~= "boolean" then
+    fail(("%s: the value must be a number or a boolean, got %s"):format(call, describe(v)))
+  end
+  return (scalar(v, call))
+end
+
 -- The mask covers the leading batch dims; it is expanded over each leaf's other dims.
 function TD.masked_fill(self, mask, value)
-  local v = scalar(value, "masked_fill")
+  local v = fill_value("masked_fill", value)
   return wrap(C.td_dict_masked_fill(D(self), mask_arg("masked_fill", mask), v))
 end
 
 function TD.masked_fill_(self, mask, value)
-  local v = scalar(value, "masked_fill_")
+  local v = fill_value("masked_fill_", value)
   check(C.td_dict_masked_fill_(D(self), mask_arg("masked_fill_", mask), v))
   return self
 end
@@ -101,6 +115,9 @@ function M.where(mask, a, b)
   local m = mask_arg("where", mask)
   if not is_td(a) then fail(("where: expected a TensorDict, got %s"):format(describe(a))) end
   if is_td(b) then return wrap(C.td_dict_where(m, D(a), D(b), 0, 0)) end
+  if type(b) ~= "number" and type(b) ~= "boolean" then
+    fail(("where: the other operand must be a TensorDict or a number, got %s"):format(describe(b)))
+  end
   local s, kind = scalar(b, "where")
   return wrap(C.td_dict_where(m, D(a), nil, s, kind))
 end
@@ -144,8 +161,15 @@ local function reduce_args(call, self, dim, opts)
     if type(dims) ~= "table" then
       fail(("%s: dim must be a number or a table of numbers, got %s"):format(call, describe(dim)))
     end
+    local seen = {}
     for i, d in ipairs(dims) do
-      util.dims_buf[i - 1] = util.dim0(call, d, self.head.ndim)
+      local d0 = core.batch_dim(call, self, d)
+      if seen[d0] then
+        fail(("%s: dim %d appears more than once in the dims %s"):format(call, d0 + 1,
+          util.format_list(dims)))
+      end
+      seen[d0] = true
+      util.dims_buf[i - 1] = d0
       n = i
     end
   end

@@ -56,7 +56,7 @@ local function render(self, indent)
 end
 
 function mt.__tostring(self)
-  if self.t == nil then return "TensorDict(<freed>)" end
+  if self._td_p == nil then return "TensorDict(<freed>)" end
   return render(self, 0)
 end
 

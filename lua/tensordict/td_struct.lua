@@ -16,15 +16,16 @@ local KIND_DICT = C.TD_ENTRY_DICT
 local M = {}
 
 -- A new empty container with self's batch size, device and names.
-local function empty_like(self)
-  local r = wrap(C.td_dict_new(self.head.ndim, self.head.shape))
-  if self.head.device_type ~= C.TD_DEVICE_NONE then
-    check(C.td_dict_set_device(r.t, self.head.device_type, self.head.device_index))
+local function new_like(self)
+  D(self)
+  local r = wrap(C.td_dict_new(self._td_head.ndim, self._td_head.shape))
+  if self._td_head.device_type ~= C.TD_DEVICE_NONE then
+    check(C.td_dict_set_device(r._td_p, self._td_head.device_type, self._td_head.device_index))
   end
-  if self.head.has_names ~= 0 then core.set_names(r, TD.names(self), "names") end
+  if self._td_head.has_names ~= 0 then core.set_names(r, TD.names(self), "names") end
   return r
 end
-M.empty_like = empty_like
+M.new_like = new_like
 
 -- Shares entry k of src into dst under the same key.
 local function share_entry(dst, src, k)
@@ -63,7 +64,7 @@ local function group(keys)
 end
 
 local function select_level(self, keys, strict)
-  local r = empty_like(self)
+  local r = new_like(self)
   local order, groups = group(keys)
   for _, k in ipairs(order) do
     local v = core.get_string(self, k)
@@ -90,7 +91,7 @@ function TD.select(self, ...)
 end
 
 local function exclude_level(self, keys, strict)
-  local r = empty_like(self)
+  local r = new_like(self)
   local _, groups = group(keys)
   if strict then
     for k in pairs(groups) do
@@ -167,15 +168,15 @@ end
 -- A TensorDict whose nested keys are joined by sep ("." by default); leaves shared.
 function TD.flatten_keys(self, sep)
   sep = check_sep("flatten_keys", sep)
-  local r = empty_like(self)
+  local r = new_like(self)
   local seen = {}
   local function walk(td, prefix)
     local d = D(td)
     for _, k in ipairs(core.key_list(td)) do
       local i = C.td_dict_find(d, k, #k)
       local name = prefix and prefix .. sep .. k or k
-      if C.td_dict_kind(d, i) == KIND_DICT and not TD.is_empty(core.get_string(td, k)) then
-        walk(core.get_string(td, k), name)
+      if C.td_dict_kind(d, i) == KIND_DICT then
+        walk(core.get_string(td, k), name) -- an empty one leaves no key, as in Python
       else
         if seen[name] then
           fail(("flatten_keys: flattening with '%s' makes the key '%s' twice"):format(sep, name))
@@ -193,7 +194,7 @@ end
 -- parent's batch size). A key that is both a leaf and a prefix raises.
 function TD.unflatten_keys(self, sep)
   sep = check_sep("unflatten_keys", sep)
-  local r = empty_like(self)
+  local r = new_like(self)
   local d = D(self)
   for _, k in ipairs(core.key_list(self)) do
     local parts, rest = {}, k
@@ -209,7 +210,7 @@ function TD.unflatten_keys(self, sep)
     for j = 1, #parts - 1 do
       local nxt = core.get_string(target, parts[j])
       if nxt == nil then
-        nxt = core.set_string(target, parts[j], wrap(C.td_dict_new(target.head.ndim, target.head.shape)),
+        nxt = core.set_string(target, parts[j], wrap(C.td_dict_new(target._td_head.ndim, target._td_head.shape)),
           "unflatten_keys")
       elseif not is_td(nxt) then
         fail(("unflatten_keys: '%s' is a leaf and also a prefix of '%s'"):format(
@@ -230,14 +231,27 @@ end
 
 local function copy(self, mode)
   local r = wrap(C.td_dict_copy(D(self), mode))
-  C.td_dict_set_locked(r.t, 0)
+  C.td_dict_set_locked(r._td_p, 0)
   return r
 end
 
 function TD.clone(self) return copy(self, C.TD_COPY_CLONE) end
 function TD.contiguous(self) return copy(self, C.TD_COPY_CONTIGUOUS) end
-function TD.empty(self) return copy(self, C.TD_COPY_EMPTY) end
+function TD.empty_like(self) return copy(self, C.TD_COPY_EMPTY) end
 function TD.zeros_like(self) return copy(self, C.TD_COPY_ZEROS) end
+
+-- Python's td.empty(): the same batch size, device and names with no keys; with
+-- recurse = true the nested TensorDicts stay, empty.
+function TD.empty(self, recurse)
+  local r = new_like(self)
+  if recurse then
+    for _, k in ipairs(core.key_list(self)) do
+      local v = core.get_string(self, k)
+      if is_td(v) then core.set_string(r, k, TD.empty(v, true), "empty") end
+    end
+  end
+  return r
+end
 
 -- td:to(dtype) casts the floating leaves; td:to("cpu") checks the device;
 -- td:to{dtype =, device =}.

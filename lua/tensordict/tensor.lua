@@ -25,7 +25,7 @@ local tonumber, type, setmetatable, getmetatable = tonumber, type, setmetatable,
 
 -- Made once per Lua state; a reload rebinds the metamethods below.
 local mt, Owner = unpack(require("tensordict.once")("tensor_type", function()
-  ffi.cdef [[ typedef struct td_owner { td_tensor *t; } td_owner; ]]
+  ffi.cdef [[ typedef struct td_owner { td_tensor *_td_p; } td_owner; ]]
   return { {}, ffi.typeof("td_owner") }
 end))
 local Header = ffi.typeof("td_tensor")
@@ -37,9 +37,9 @@ local idx_buf = ffi.new("int64_t[?]", C.TD_MAX_DIMS)
 local out_buf = ffi.new("double[1]")
 
 local function release_owner(o)
-  local t = o.t
+  local t = o._td_p
   if t ~= nil then
-    o.t = nil
+    o._td_p = nil
     C.td_tensor_release(t)
   end
 end
@@ -66,7 +66,7 @@ local function is_tensor(x) return getmetatable(x) == mt end
 
 -- The header of a live tensor (raises once its storage was freed).
 local function H(self)
-  if self.o.t == nil then fail("tensor used after free()") end
+  if self.o._td_p == nil then fail("tensor used after free()") end
   return self.h
 end
 
@@ -281,7 +281,7 @@ function Tensor.free(self)
   if not ffi.istype(Owner, o) then
     fail("free: this tensor is a leaf of a TensorDict, which owns its storage; free() the TensorDict instead")
   end
-  if o.t ~= nil then
+  if o._td_p ~= nil then
     ffi.gc(o, nil)
     release_owner(o)
   end
@@ -339,7 +339,7 @@ function mt.__newindex(self, key, value)
 end
 
 function mt.__tostring(self)
-  if self.o.t == nil then return "tensor(<freed>)" end
+  if self.o._td_p == nil then return "tensor(<freed>)" end
   return require("tensordict.print").tensor(self)
 end
 

@@ -34,20 +34,32 @@ function M.is_int(x)
   return type(x) == "number" and x % 1 == 0
 end
 
+-- Recognisers for the library's own types, set by tensor.lua and td_core.lua, so that
+-- messages say "a tensor" rather than "a table".
+M.kinds = {}
+
 -- A short description of any Lua value for error messages.
 function M.describe(x)
   if type(x) == "string" then return ("'%s'"):format(x) end
   if type(x) == "number" or type(x) == "boolean" or x == nil then return tostring(x) end
+  for name, is in pairs(M.kinds) do
+    if is(x) then return name end
+  end
   return "a " .. type(x)
 end
 
 -- 1-based (negative from the end) dim d of a tensor of n dims -> 0-based.
--- extra = 1 admits one past the end (unsqueeze).
-function M.dim0(call, d, n, extra)
+-- extra = 1 admits one past the end (unsqueeze). what names the dims in messages
+-- ("a tensor of %d dims" unless given, e.g. "%d batch dims").
+function M.dim0(call, d, n, extra, what)
   local limit = n + (extra or 0)
   if not M.is_int(d) or d == 0 or d > limit or d < -limit then
-    M.fail(("%s: dim %s is out of range for a tensor of %d dims (expected 1..%d or -%d..-1)")
-      :format(call, M.describe(d), n, limit, limit))
+    local of = (what or "a tensor of %d dims"):format(n)
+    if limit == 0 then
+      M.fail(("%s: dim %s is out of range: there are no dims (%s)"):format(call, M.describe(d), of))
+    end
+    M.fail(("%s: dim %s is out of range for %s (expected 1..%d or -%d..-1)")
+      :format(call, M.describe(d), of, limit, limit))
   end
   return d > 0 and d - 1 or limit + d
 end

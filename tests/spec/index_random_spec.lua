@@ -46,25 +46,7 @@ local function random_perm(n)
   return p
 end
 
-local function random_bound(size)
-  local b
-  repeat b = rand(-size - 2, size + 2) until b ~= 0
-  return b
-end
-
--- One random entry for a dim of this size (never 0, which is an error).
-local function random_entry(size)
-  local r = rand()
-  if r < 0.35 and size > 0 then
-    local i = rand(1, size)
-    return rand() < 0.5 and i or i - size - 1
-  elseif r < 0.8 then
-    local range = { random_bound(size), random_bound(size) }
-    if rand() < 0.4 then range[3] = rand(1, 3) end
-    return range
-  end
-  return {}
-end
+local random_entry = require("random_keys").entry
 
 -- A random key for a tensor of this shape, and the same key with the ellipsis expanded
 -- into whole dims. Entries before an ellipsis address the first dims, entries after it
