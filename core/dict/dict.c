@@ -21,6 +21,10 @@ static uint64_t hash_key(const char *key, int64_t len) {
   return h;
 }
 
+static void keys_free(td_keys *k) {
+  free(k->meta), free(k->table), free(k->arena), free(k);
+}
+
 static td_keys *keys_new(int32_t cap, int64_t arena_cap) {
   td_keys *k = calloc(1, sizeof *k);
   if (!k) return NULL;
@@ -29,22 +33,22 @@ static td_keys *keys_new(int32_t cap, int64_t arena_cap) {
   if (arena_cap < 64) arena_cap = 64;
   int32_t tcap = 8;
   while (tcap < 2 * cap) tcap *= 2;
+  k->cap = cap;
+  k->table_cap = tcap;
+  k->arena_cap = arena_cap;
   k->meta = malloc(sizeof *k->meta * (size_t)cap);
   k->table = calloc((size_t)tcap, sizeof *k->table);
   k->arena = malloc((size_t)arena_cap);
   if (!k->meta || !k->table || !k->arena) {
-    free(k->meta), free(k->table), free(k->arena), free(k);
+    keys_free(k);
     return NULL;
   }
-  k->cap = cap;
-  k->table_cap = tcap;
-  k->arena_cap = arena_cap;
   return k;
 }
 
 static void keys_release(td_keys *k) {
   if (!k || atomic_fetch_sub(&k->refcount, 1) != 1) return;
-  free(k->meta), free(k->table), free(k->arena), free(k);
+  keys_free(k);
 }
 
 static int32_t keys_find(const td_keys *k, const char *key, int64_t len, uint64_t h) {
@@ -76,6 +80,7 @@ static bool keys_reserve(td_keys *k, int32_t need) {
   td_key_meta *meta = realloc(k->meta, sizeof *meta * (size_t)cap);
   if (!meta) return false;
   k->meta = meta;
+  k->cap = cap; /* before anything else can fail: meta's size is cap's */
   int32_t tcap = k->table_cap;
   while (tcap < 2 * cap) tcap *= 2;
   if (tcap != k->table_cap) {
@@ -145,14 +150,14 @@ static void entries_init(td_entry *e, int32_t from, int32_t to) {
   }
 }
 
-/* A container with room for cap entries, all empty. */
+/* A container with room for cap entries (none until the first set when 0: every byte
+ * here is memory a dead container holds until the GC finalises its handle). */
 static td_dict *dict_alloc(int32_t cap) {
   td_dict *d = calloc(1, sizeof *d);
   if (!d) return NULL;
   atomic_init(&d->refcount, 1);
-  if (cap < 4) cap = 4;
-  d->entries = malloc(sizeof *d->entries * (size_t)cap);
-  if (!d->entries) {
+  d->entries = cap > 0 ? malloc(sizeof *d->entries * (size_t)cap) : NULL;
+  if (cap > 0 && !d->entries) {
     free(d);
     return NULL;
   }
@@ -169,8 +174,8 @@ static bool batch_is_valid(const char *call, int32_t ndim, const int64_t *batch)
 
 TD_EXPORT td_dict *td_dict_new(int32_t ndim, const int64_t *batch) {
   if (!batch_is_valid("TensorDict", ndim, batch)) return NULL;
-  td_dict *d = dict_alloc(8);
-  if (!d || !(d->keys = keys_new(8, 128))) {
+  td_dict *d = dict_alloc(0);
+  if (!d || !(d->keys = keys_new(4, 64))) {
     if (d) free(d->entries), free(d);
     td_fail(TD_ENOMEM, "TensorDict: out of memory");
     return NULL;
@@ -443,7 +448,7 @@ static int32_t slot_for(const char *call, td_dict *d, const char *key, int64_t l
   if (!own_keys(d) || !keys_reserve(d->keys, d->keys->n + 1))
     return td_fail(TD_ENOMEM, "%s: out of memory", call);
   if (d->keys->n + 1 > d->cap) {
-    int32_t cap = d->cap * 2;
+    int32_t cap = d->cap < 4 ? 4 : d->cap * 2;
     td_entry *e = realloc(d->entries, sizeof *e * (size_t)cap);
     if (!e) return td_fail(TD_ENOMEM, "%s: out of memory", call);
     entries_init(e, d->cap, cap);
@@ -606,10 +611,39 @@ TD_EXPORT int32_t td_dict_set_tensors(td_dict *d, int32_t n, const char *const *
     d->entries = e;
     d->cap = cap;
   }
+  /* Append each key in order: the checks are done, room is reserved, and the tensors
+   * cannot alias this container's entries (a caller passing its own pinned headers
+   * would go through td_dict_set_tensor). Existing keys take the slow path. */
+  td_keys *k = d->keys;
+  uint32_t mask = (uint32_t)k->table_cap - 1;
   for (int32_t j = 0; j < n && st >= 0; j++) {
-    int32_t k = items[j].index;
-    st = td_dict_set_tensor(d, keys[k], lens[k], tensors[k]);
+    int32_t src = items[j].index;
+    const char *key = keys[src];
+    int64_t len = lens[src];
+    uint64_t h = hash_key(key, len);
+    if (d->head.locked || keys_find(k, key, len, h) >= 0) {
+      st = td_dict_set_tensor(d, key, len, tensors[src]);
+      continue;
+    }
+    int64_t off;
+    if (!keys_store_name(k, key, len, &off)) {
+      st = td_fail(TD_ENOMEM, "TensorDict: out of memory");
+      break;
+    }
+    int32_t i = k->n++;
+    k->meta[i] = (td_key_meta){off, len, h};
+    uint32_t slot = (uint32_t)h & mask;
+    while (k->table[slot]) slot = (slot + 1) & mask;
+    k->table[slot] = i + 1;
+    td_entry *e = &d->entries[i];
+    e->kind = TD_ENTRY_TENSOR;
+    e->pinned = 0;
+    e->child = NULL;
+    e->values = NULL;
+    td_hold_view(&e->t, tensors[src]);
   }
+  d->head.nkeys = k->n;
+  td_dict_touch(d);
   if (st > 0) st = 0;
 done:
   if (items != stack_items) free(items);
