@@ -30,8 +30,13 @@ local KIND_TENSOR, KIND_DICT, KIND_VALUE =
 
 local M = {}
 
--- Made once per Lua state: the metatype and the per-handle caches (a reload of these
--- modules must keep serving handles made before it).
+-- Handles carry no finaliser. A LuaJIT finaliser costs ~450 ns per object here (its
+-- registration and its call), more than td[i] may take in all. Instead each handle has
+-- a slot: ptrs[slot] holds its C reference and live[slot] the handle itself, weakly.
+-- Once per GC cycle (a small sentinel object's finaliser marks the end of one) the
+-- slots whose handle was collected are swept: their containers are released and the
+-- slots reused. A closer object kept until the Lua state closes releases the rest.
+-- Made once per Lua state, so that a reload of these modules keeps serving old handles.
 local state = require("tensordict.once")("dict_type", function()
   local mt = {}
   ffi.cdef [[
@@ -41,8 +46,38 @@ local state = require("tensordict.once")("dict_type", function()
   -- reads the head before checking the handle sees no keys and no dims.
   local dead = ffi.new("td_dict_head")
   dead.version = -2
-  return { mt = mt, Ref = ffi.metatype("td_dict_ref", mt), caches = {}, versions = {},
-           free_slots = {}, nfree = 0, nslots = 0, dead_head = dead }
+  local st = { mt = mt, Ref = ffi.metatype("td_dict_ref", mt), caches = {}, versions = {},
+               free_slots = {}, nfree = 0, nslots = 0, dead_head = dead,
+               live = setmetatable({}, { __mode = "v" }),
+               -- held[slot]: 0 free, 1 holding ptrs[slot], 2 released early (free()),
+               -- waiting for its handle to go before the slot is reused
+               cap = 1024, ptrs = ffi.new("td_dict *[1025]"), held = ffi.new("uint8_t[1025]") }
+  local Cl = require("tensordict.lib").C
+  function st.sweep()
+    local live, ptrs, held = st.live, st.ptrs, st.held
+    for slot = 1, st.nslots do
+      local h = held[slot]
+      if h ~= 0 and live[slot] == nil then
+        if h == 1 then Cl.td_dict_release(ptrs[slot]) end
+        ptrs[slot], held[slot] = nil, 0
+        st.caches[slot] = false
+        st.nfree = st.nfree + 1
+        st.free_slots[st.nfree] = slot
+      end
+    end
+  end
+  local function on_cycle()
+    st.sweep()
+    ffi.gc(ffi.new("char[1]"), on_cycle) -- the next cycle's sentinel
+  end
+  ffi.gc(ffi.new("char[1]"), on_cycle)
+  st.closer = ffi.gc(ffi.new("char[1]"), function()
+    for slot = 1, st.nslots do
+      if st.held[slot] == 1 then Cl.td_dict_release(st.ptrs[slot]) end
+      st.held[slot] = 0
+    end
+  end)
+  return st
 end)
 local mt, Ref, caches, versions = state.mt, state.Ref, state.caches, state.versions
 local WEAK = { __mode = "v" }
@@ -59,16 +94,29 @@ M.is_td = is_td
 -- of them made collections so frequent that the GC took 35% of td[i]; an eighth keeps
 -- a few thousand dead containers at most (measured: 3% GC, ~11 MB resident).
 local gc_debt = 0
-local GC_STEP_BYTES = 1024 * 1024
+local GC_STEP_BYTES = 256 * 1024
+
+-- A GC step for the debt (collectgarbage is not compiled: the JIT stitches around this
+-- rare call; jit_spec allows that here and nowhere else).
+local function pay_gc_debt()
+  gc_debt = 0
+  collectgarbage("step", GC_STEP_BYTES / 1024)
+end
+M.pay_gc_debt = pay_gc_debt
+
+local function grow_slots()
+  local cap = state.cap * 2
+  local ptrs, held = ffi.new("td_dict *[?]", cap + 1), ffi.new("uint8_t[?]", cap + 1)
+  ffi.copy(ptrs, state.ptrs, ffi.sizeof("td_dict *") * (state.cap + 1))
+  ffi.copy(held, state.held, state.cap + 1)
+  state.ptrs, state.held, state.cap = ptrs, held, cap
+end
 
 -- A handle for the new C reference d (NULL: raise the library's error).
 local function wrap(d)
   if d == nil then c_fail() end
   gc_debt = gc_debt + (4096 + 352 * C.td_dict_head_borrow(d).nkeys) / 8
-  if gc_debt > GC_STEP_BYTES then
-    collectgarbage("step", gc_debt / 1024)
-    gc_debt = 0
-  end
+  if gc_debt > GC_STEP_BYTES then pay_gc_debt() end
   local slot
   local n = state.nfree
   if n > 0 then
@@ -76,27 +124,20 @@ local function wrap(d)
     state.nfree = n - 1
   else
     slot = state.nslots + 1
+    if slot > state.cap then grow_slots() end
     state.nslots = slot
   end
   caches[slot] = false -- made by cache_of on first use (the version never matches -1)
   versions[slot] = -1
+  local r = Ref(d, C.td_dict_head_borrow(d), slot)
+  -- The handle is in live before the slot is marked held: a sweep run by a GC step
+  -- in between (any allocation may run one) must not see a held slot with no handle.
+  state.live[slot] = r
+  state.ptrs[slot], state.held[slot] = d, 1
   memory.after_alloc()
-  return Ref(d, C.td_dict_head_borrow(d), slot)
+  return r
 end
 M.wrap = wrap
-
-function mt.__gc(r)
-  local d = r._td_p
-  if d ~= nil then
-    r._td_p = nil
-    C.td_dict_release(d)
-  end
-  local slot = r._td_slot
-  caches[slot] = false
-  local n = state.nfree + 1
-  state.free_slots[n] = slot
-  state.nfree = n
-end
 
 -- The C container of a live handle.
 local function D(self)
@@ -699,10 +740,12 @@ end
 function TD.free(self)
   local d = self._td_p
   if d ~= nil then
+    local slot = self._td_slot
     self._td_p = nil
     self._td_head = state.dead_head
-    caches[self._td_slot] = false
-    versions[self._td_slot] = -1
+    caches[slot] = false
+    versions[slot] = -1
+    state.held[slot], state.ptrs[slot] = 2, nil -- the slot waits for the handle to go
     C.td_dict_release(d)
   end
 end

@@ -1,0 +1,70 @@
+-- TensorDict lifetime: containers are released when their handles are collected (a
+-- sweep once per GC cycle, no finaliser per handle), leaves outlive their container,
+-- and free() releases at once.
+local T = require("tensordict")
+
+local function full_collect()
+  collectgarbage("collect")
+  collectgarbage("collect") -- the sweep runs at the end of a cycle; the second sees it
+end
+
+describe("TensorDict lifetime", function()
+  it("returns the storage of dropped containers to the library", function()
+    full_collect()
+    local base = T.live_bytes()
+    for _ = 1, 50 do
+      local td = T.TensorDict({ x = T.zeros(1024, 256), y = T.ones(1024) }, { 1024 })
+      local _ = td[{ { 1, 10 } }]:clone()
+    end
+    full_collect()
+    assert.are.equal(base, T.live_bytes())
+  end)
+
+  it("keeps memory bounded in a loop making containers, without collectgarbage", function()
+    full_collect()
+    local base = T.live_bytes()
+    local peak = 0
+    for _ = 1, 200 do
+      local td = T.TensorDict({ x = T.zeros(1024, 1024) }, { 1024 }) -- 4 MiB each
+      peak = math.max(peak, T.live_bytes() - base)
+      td.x[1][1] = 1
+    end
+    -- 200 x 4 MiB = 800 MiB made; the pressure check keeps far fewer alive at once
+    assert.is_true(peak < 600 * 1024 * 1024, ("peak %d bytes"):format(peak))
+  end)
+
+  it("keeps a leaf valid after its container is dropped and collected", function()
+    local td = T.TensorDict({ x = T.arange(1, 6), n = { y = T.ones(6) } }, { 6 })
+    local x, y = td.x, td:get({ "n", "y" })
+    td = nil -- luacheck: ignore
+    full_collect()
+    assert.are.same({ 1, 2, 3, 4, 5, 6 }, x:totable())
+    assert.are.same({ 1, 1, 1, 1, 1, 1 }, y:totable())
+  end)
+
+  it("free() releases now, and the handle's slot is reused after it goes", function()
+    full_collect()
+    local base = T.live_bytes()
+    local td = T.TensorDict({ x = T.zeros(1000) }, { 1000 })
+    full_collect() -- the zeros' own handle goes; the container still holds the storage
+    assert.are.equal(base + 4000, T.live_bytes())
+    td:free()
+    assert.are.equal(base, T.live_bytes())
+    assert.has_error(function() local _ = td.x end)
+    td = nil -- luacheck: ignore
+    full_collect()
+    for _ = 1, 100 do -- new handles take the swept slots; the old one's state is gone
+      local t2 = T.TensorDict({ z = T.ones(3) }, { 3 })
+      assert.are.same({ 1, 1, 1 }, t2.z:totable())
+    end
+  end)
+
+  it("views and copies made from a container outlive it independently", function()
+    local td = T.TensorDict({ x = T.arange(1, 4) }, { 4 })
+    local row, sel = td[2], td[T.tensor({ true, false, true, false })]
+    td = nil -- luacheck: ignore
+    full_collect()
+    assert.are.equal(2, row.x:item())
+    assert.are.same({ 1, 3 }, sel.x:totable())
+  end)
+end)
