@@ -351,6 +351,15 @@ TD_EXPORT int32_t td_dict_find(const td_dict *d, const char *key, int64_t len) {
   return keys_find(d->keys, key, len, hash_key(key, len));
 }
 
+int32_t td_dict_find_like(const td_dict *d, const td_dict *other, int32_t i) {
+  const td_keys *a = d->keys, *b = other->keys;
+  if (a == b) return i;
+  if (i < a->n && a->meta[i].hash == b->meta[i].hash && a->meta[i].len == b->meta[i].len &&
+      memcmp(a->arena + a->meta[i].off, b->arena + b->meta[i].off, (size_t)b->meta[i].len) == 0)
+    return i;
+  return keys_find(a, b->arena + b->meta[i].off, b->meta[i].len, b->meta[i].hash);
+}
+
 TD_EXPORT const char *td_dict_key_borrow(const td_dict *d, int32_t i, int64_t *len) {
   if (i < 0 || i >= d->keys->n) return NULL;
   if (len) *len = d->keys->meta[i].len;

@@ -83,6 +83,10 @@ static inline const char *td_dict_key(const td_dict *d, int32_t i) {
   return d->keys->arena + d->keys->meta[i].off;
 }
 void td_dict_touch(td_dict *d); /* a new version */
+/* The entry of d with the key of other's entry i, or -1: no hashing or lookup when
+ * the two share their key set or hold that key at the same position (containers of
+ * one structure, the common case for update_, index assignment and joins). */
+int32_t td_dict_find_like(const td_dict *d, const td_dict *other, int32_t i);
 td_values *td_values_new(int64_t n);
 void td_values_retain(td_values *v);
 void td_values_release(td_values *v);
@@ -144,6 +148,7 @@ typedef struct td_jobs {
   int64_t bytes, largest;
   double value;
   int64_t failed_at;
+  int32_t values; /* non-tensor entries met (update_ applies them after the copies) */
 } td_jobs;
 /* Checks dst is writable and (for a plain copy) that src broadcasts to its shape, then
  * records the job. */

@@ -57,9 +57,25 @@ int32_t td_jobs_add(td_jobs *j, const char *call, const td_tensor *dst, const td
   return 0;
 }
 
+/* Same dtype, same shape, both dense and apart: the bytes move as they are (most
+ * leaves of a batch; copy_'s general path costs more than a small leaf's bytes). */
+static bool plain_bytes(const td_tensor *dst, const td_tensor *src) {
+  if (dst->dtype != src->dtype || dst->ndim != src->ndim) return false;
+  for (int32_t d = 0; d < dst->ndim; d++)
+    if (dst->shape[d] != src->shape[d]) return false;
+  return td_tensor_is_contiguous(dst) && td_tensor_is_contiguous(src) &&
+         dst->storage->device_type == TD_DEVICE_CPU &&
+         src->storage->device_type == TD_DEVICE_CPU && !td_tensors_overlap(dst, src);
+}
+
 static int32_t run_one(td_jobs *j, int64_t i) {
   td_job *job = &j->v[i];
   if (job->fn) return job->fn(job->ctx, &job->dst, job->src);
+  if (job->src && plain_bytes(&job->dst, job->src)) {
+    memcpy(td_tensor_ptr(&job->dst), td_tensor_ptr(job->src),
+           (size_t)(td_tensor_numel(&job->dst) * job->dst.itemsize));
+    return 0;
+  }
   return job->src ? td_tensor_copy_(&job->dst, job->src) : td_tensor_fill_(&job->dst, j->value);
 }
 

@@ -8,6 +8,9 @@
  * values equal in every input stay uniform (shared); others become a stacked value
  * whose texts are every input's texts in order and whose positions are the inputs'
  * positions (a uniform input: its one text everywhere) offset and joined like a leaf.
+ * Key paths are formatted only for a message. An input holding its keys in the first's
+ * order (a shared key set, or names laid out alike) is read at the first's entry
+ * indices; for the others the first pass maps each key once and the second reuses it.
  *
  * split is td_dict_index with a slice on dim (views); pad is td_dict_map with td_pad.
  *
@@ -20,13 +23,7 @@
 
 #include "dict_internal.h"
 
-enum { PATH_MAX_CHARS = 512, LIST_KEYS = 4 };
-
-static void path_push(char *path, size_t *len, const char *key) {
-  size_t n = *len;
-  int w = snprintf(path + n, PATH_MAX_CHARS - n, n ? ".%s" : "%s", key);
-  if (w > 0) *len = n + (size_t)w < PATH_MAX_CHARS ? n + (size_t)w : PATH_MAX_CHARS - 1;
-}
+enum { LIST_KEYS = 4, SMALL_N = 16 };
 
 static const char *shape_str(char *buf, int32_t ndim, const int64_t *shape) {
   return td_format_shape(buf, TD_SHAPE_STR, ndim, shape);
@@ -57,12 +54,27 @@ static void make_plain(td_dict *d) {
 
 /* ================================================================ stack and cat */
 
+/* The key map of a level: for each input j, the entry of every key of the first input
+ * (row j, in the first's key order). Only levels where some input orders its keys
+ * differently have one; elsewhere entry i of every input holds the first's key i. */
+typedef struct level_map {
+  int32_t level; /* the level's number in the order the walks enter them */
+  int32_t *at;   /* n rows of the first's key count */
+} level_map;
+
 typedef struct join_ctx {
   const char *call;
   bool cat;
   int32_t dim;
   int32_t n;
+  int32_t level;   /* levels entered so far by the current pass */
+  level_map *maps; /* made by the first pass in level order, read by the second */
+  int32_t nmaps, maps_cap, next;
 } join_ctx;
+
+static inline int32_t key_at(const int32_t *map, int32_t nkeys, int32_t j, int32_t i) {
+  return map ? map[(size_t)j * (size_t)nkeys + (size_t)i] : i;
+}
 
 /* The batch size of a level of the result: n inserted at dim (stack) or the sizes
  * along dim summed (cat). */
@@ -111,21 +123,11 @@ static int32_t list_missing(char *buf, size_t cap, size_t *len, const td_dict *d
   return count;
 }
 
-static bool same_key_set(const td_dict *a, const td_dict *b) {
-  if (a->keys == b->keys) return true;
-  if (a->keys->n != b->keys->n) return false;
-  for (int32_t i = 0; i < a->keys->n; i++) {
-    int64_t klen;
-    const char *key = td_dict_key_borrow(a, i, &klen);
-    if (td_dict_find(b, key, klen) < 0) return false;
-  }
-  return true;
-}
-
 static int32_t fail_keys(const join_ctx *c, const td_dict *first, const td_dict *other,
-                         int32_t j, const char *path) {
-  char lacks[512] = "", has[512] = "";
+                         int32_t j, const td_key_path *at) {
+  char path[TD_PATH_CHARS], lacks[512] = "", has[512] = "";
   size_t ll = 0, hl = 0;
+  td_key_path_text(at, path);
   int32_t nl = list_missing(lacks, sizeof lacks, &ll, first, other, path);
   int32_t nh = list_missing(has, sizeof has, &hl, other, first, path);
   return td_fail(TD_EINVAL, "%s: the key sets differ: TensorDict %d %s%s%s%s%s%s", c->call,
@@ -133,86 +135,141 @@ static int32_t fail_keys(const join_ctx *c, const td_dict *first, const td_dict 
                  nh ? "has " : "", has, nh ? " not in the first" : "");
 }
 
+/* b has a's keys in a's order: the same key set, or equal names at equal places (one
+ * comparison of the name arenas when they are laid out alike). */
+static bool same_order(const td_keys *a, const td_keys *b) {
+  if (a == b) return true;
+  if (a->n != b->n || a->arena_len != b->arena_len) return false;
+  for (int32_t i = 0; i < a->n; i++)
+    if (a->meta[i].off != b->meta[i].off || a->meta[i].len != b->meta[i].len) return false;
+  return memcmp(a->arena, b->arena, (size_t)a->arena_len) == 0;
+}
+
+/* A new key map for the level, every row the identity, kept in c (NULL after td_fail). */
+static int32_t *new_map(join_ctx *c, int32_t level, int32_t nkeys) {
+  if (c->nmaps == c->maps_cap) {
+    int32_t cap = c->maps_cap ? 2 * c->maps_cap : 4;
+    level_map *m = realloc(c->maps, sizeof *m * (size_t)cap);
+    if (!m) goto oom;
+    c->maps = m;
+    c->maps_cap = cap;
+  }
+  int32_t *at = malloc(sizeof *at * (size_t)c->n * (size_t)nkeys);
+  if (!at) goto oom;
+  for (int32_t j = 0; j < c->n; j++)
+    for (int32_t i = 0; i < nkeys; i++) at[(size_t)j * (size_t)nkeys + (size_t)i] = i;
+  c->maps[c->nmaps++] = (level_map){level, at};
+  return at;
+oom:
+  td_fail(TD_ENOMEM, "%s: out of memory", c->call);
+  return NULL;
+}
+
+/* Row j of the level's key map (*map, made at the first input that needs one): where
+ * input j holds each key of the first. Returns 0, 1 when the key sets differ, or an
+ * error status. */
+static int32_t map_row(join_ctx *c, const td_dict *const *lv, int32_t j, int32_t level,
+                       int32_t **map) {
+  const td_keys *k0 = lv[0]->keys, *kj = lv[j]->keys;
+  if (k0->n != kj->n) return 1;
+  if (k0->n == 0 || same_order(k0, kj)) return 0;
+  if (!*map && !(*map = new_map(c, level, k0->n))) return td_last_status();
+  int32_t *row = *map + (size_t)j * (size_t)k0->n;
+  for (int32_t i = 0; i < k0->n; i++) {
+    const td_key_meta *a = &k0->meta[i], *b = &kj->meta[i];
+    const char *key = k0->arena + a->off;
+    if (a->hash == b->hash && a->len == b->len &&
+        memcmp(key, kj->arena + b->off, (size_t)a->len) == 0)
+      continue; /* row[i] is i */
+    /* n keys each, all of the first's found: the same set */
+    if ((row[i] = td_dict_find(lv[j], key, a->len)) < 0) return 1;
+  }
+  return 0;
+}
+
 /* The first pass: everything that must agree between the inputs of one level. lv[j] is
- * input j's container at path ("" at the top). */
-static int32_t check_level(const join_ctx *c, const td_dict *const *lv, char *path,
-                           size_t path_len) {
+ * input j's container at the key path at (NULL at the top). */
+static int32_t check_level(join_ctx *c, const td_dict *const *lv, const td_key_path *at) {
   const td_dict *first = lv[0];
+  const int32_t level = c->level++, nkeys = first->keys->n;
+  char path[TD_PATH_CHARS];
+  int32_t *map = NULL; /* owned by c */
   for (int32_t j = 1; j < c->n; j++) {
     const td_dict *d = lv[j];
     if (!shapes_agree(c, d->head.ndim, d->head.shape, first->head.ndim, first->head.shape)) {
       char a[TD_SHAPE_STR], b[TD_SHAPE_STR], tail[96] = "";
       if (c->cat)
         snprintf(tail, sizeof tail, " (sizes must match except in dim %d)", (int)c->dim + 1);
-      if (path_len == 0)
+      if (!at)
         return td_fail(TD_ESHAPE, "%s: TensorDict %d has batch size %s but the first has %s%s",
                        c->call, (int)j + 1, shape_str(a, d->head.ndim, d->head.shape),
                        shape_str(b, first->head.ndim, first->head.shape), tail);
       return td_fail(TD_ESHAPE,
                      "%s: key '%s' (a TensorDict) has batch size %s in TensorDict %d but %s in "
                      "the first%s",
-                     c->call, path, shape_str(a, d->head.ndim, d->head.shape), (int)j + 1,
-                     shape_str(b, first->head.ndim, first->head.shape), tail);
+                     c->call, td_key_path_text(at, path), shape_str(a, d->head.ndim, d->head.shape),
+                     (int)j + 1, shape_str(b, first->head.ndim, first->head.shape), tail);
     }
-    if (!same_key_set(first, d)) return fail_keys(c, first, d, j, path);
+    int32_t st = map_row(c, lv, j, level, &map);
+    if (st > 0) return fail_keys(c, first, d, j, at);
+    if (st) return st;
   }
   if (!c->cat && first->head.ndim + 1 > TD_MAX_DIMS) {
     char a[TD_SHAPE_STR];
-    if (path_len == 0)
+    if (!at)
       return td_fail(TD_ESHAPE, "%s: the batch size %s already has %d dims, the most there is",
                      c->call, shape_str(a, first->head.ndim, first->head.shape), TD_MAX_DIMS);
     return td_fail(TD_ESHAPE, "%s: key '%s' has batch size %s: stacking it would make more "
-                   "than %d dims", c->call, path,
+                   "than %d dims", c->call, td_key_path_text(at, path),
                    shape_str(a, first->head.ndim, first->head.shape), TD_MAX_DIMS);
   }
 
-  const td_dict **kids = NULL;
+  const td_dict *kid_buf[SMALL_N], **kids = kid_buf;
   int32_t st = 0;
-  for (int32_t i = 0; i < first->keys->n && !st; i++) {
-    int64_t klen;
-    const char *key = td_dict_key_borrow(first, i, &klen);
+  for (int32_t i = 0; i < nkeys && !st; i++) {
     const td_entry *e0 = &first->entries[i];
-    size_t len = path_len;
-    path_push(path, &len, key);
-    if (e0->kind == TD_ENTRY_DICT && !kids && !(kids = malloc(sizeof *kids * (size_t)c->n))) {
+    const td_key_path here = {at, td_dict_key(first, i)};
+    if (e0->kind == TD_ENTRY_DICT && kids == kid_buf && c->n > SMALL_N &&
+        !(kids = malloc(sizeof *kids * (size_t)c->n))) {
+      kids = kid_buf;
       st = td_fail(TD_ENOMEM, "%s: out of memory", c->call);
       break;
     }
     for (int32_t j = 0; j < c->n && !st; j++) {
-      const td_entry *e = &lv[j]->entries[td_dict_find(lv[j], key, klen)];
+      const td_entry *e = &lv[j]->entries[key_at(map, nkeys, j, i)];
       if (kind_class(e->kind) != kind_class(e0->kind)) {
         st = td_fail(TD_EINVAL, "%s: key '%s' is a %s in the first TensorDict but a %s in "
-                     "TensorDict %d", c->call, path, kind_name(e0->kind), kind_name(e->kind),
-                     (int)j + 1);
+                     "TensorDict %d", c->call, td_key_path_text(&here, path),
+                     kind_name(e0->kind), kind_name(e->kind), (int)j + 1);
       } else if (e->kind == TD_ENTRY_TENSOR) {
         if (e->t.ndim + (c->cat ? 0 : 1) > TD_MAX_DIMS) {
           char a[TD_SHAPE_STR];
           st = td_fail(TD_ESHAPE, "%s: key '%s' has shape %s: stacking it would make more than "
-                       "%d dims", c->call, path, shape_str(a, e->t.ndim, e->t.shape),
-                       TD_MAX_DIMS);
+                       "%d dims", c->call, td_key_path_text(&here, path),
+                       shape_str(a, e->t.ndim, e->t.shape), TD_MAX_DIMS);
         } else if (j > 0 && !shapes_agree(c, e->t.ndim, e->t.shape, e0->t.ndim, e0->t.shape)) {
           char a[TD_SHAPE_STR], b[TD_SHAPE_STR], tail[96] = "";
           if (c->cat)
             snprintf(tail, sizeof tail, " (sizes must match except in dim %d)",
                      (int)c->dim + 1);
           st = td_fail(TD_ESHAPE, "%s: key '%s' has shape %s in TensorDict %d but %s in the "
-                       "first%s", c->call, path, shape_str(a, e->t.ndim, e->t.shape),
-                       (int)j + 1, shape_str(b, e0->t.ndim, e0->t.shape), tail);
+                       "first%s", c->call, td_key_path_text(&here, path),
+                       shape_str(a, e->t.ndim, e->t.shape), (int)j + 1,
+                       shape_str(b, e0->t.ndim, e0->t.shape), tail);
         }
       } else if (e->kind == TD_ENTRY_DICT) {
         kids[j] = e->child;
       }
     }
-    if (!st && e0->kind == TD_ENTRY_DICT) st = check_level(c, kids, path, len);
-    path[path_len] = '\0';
+    if (!st && e0->kind == TD_ENTRY_DICT) st = check_level(c, kids, &here);
   }
-  free(kids);
+  if (kids != kid_buf) free(kids);
   return st;
 }
 
 /* A stacked value joining the non-tensor values of key i of every input, into o. */
-static int32_t join_values(const join_ctx *c, const td_dict *const *lv, const char *key,
-                           int64_t klen, td_entry *o) {
+static int32_t join_values(const join_ctx *c, const td_dict *const *lv, const int32_t *map,
+                           int32_t i, td_entry *o) {
   const td_entry **es = malloc(sizeof *es * (size_t)c->n);
   const td_tensor **pos = malloc(sizeof *pos * (size_t)c->n);
   td_tensor **owned = calloc((size_t)c->n, sizeof *owned);
@@ -225,7 +282,7 @@ static int32_t join_values(const join_ctx *c, const td_dict *const *lv, const ch
   bool uniform = true;
   int64_t total = 0;
   for (int32_t j = 0; j < c->n; j++) {
-    es[j] = &lv[j]->entries[td_dict_find(lv[j], key, klen)];
+    es[j] = &lv[j]->entries[key_at(map, lv[0]->keys->n, j, i)];
     total += es[j]->values->n;
     uniform = uniform && es[j]->kind == TD_ENTRY_VALUE &&
               strcmp(es[j]->values->texts[0], es[0]->values->texts[0]) == 0;
@@ -279,21 +336,27 @@ done:
 }
 
 /* The second pass: the joined container of one level (checked by check_level). */
-static td_dict *join_level(const join_ctx *c, const td_dict *const *lv, char *path,
-                           size_t path_len) {
+static td_dict *join_level(join_ctx *c, const td_dict *const *lv, const td_key_path *at) {
   const td_dict *first = lv[0];
+  const int32_t level = c->level++, nkeys = first->keys->n;
+  const int32_t *map = NULL;
+  if (c->next < c->nmaps && c->maps[c->next].level == level) map = c->maps[c->next++].at;
   int32_t ndim;
   int64_t shape[TD_MAX_DIMS];
   joined_batch(c, lv, &ndim, shape);
   td_dict *r = td_dict_like(first, ndim, shape);
-  const td_tensor **ts = malloc(sizeof *ts * (size_t)c->n);
-  const td_dict **kids = malloc(sizeof *kids * (size_t)c->n);
+  const td_tensor *ts_buf[SMALL_N], **ts = ts_buf;
+  const td_dict *kid_buf[SMALL_N], **kids = kid_buf;
+  if (c->n > SMALL_N) {
+    ts = malloc(sizeof *ts * (size_t)c->n);
+    kids = malloc(sizeof *kids * (size_t)c->n);
+  }
   if (!r || !ts || !kids) {
     if (r) td_fail(TD_ENOMEM, "%s: out of memory", c->call);
     goto fail;
   }
   r->head.locked = 0;
-  td_dict_set_names(r, NULL);
+  if (r->head.has_names) td_dict_set_names(r, NULL);
   for (int32_t j = 1; j < c->n; j++)
     if (lv[j]->head.device_type != first->head.device_type ||
         lv[j]->head.device_index != first->head.device_index) {
@@ -302,42 +365,38 @@ static td_dict *join_level(const join_ctx *c, const td_dict *const *lv, char *pa
       break;
     }
 
-  for (int32_t i = 0; i < first->keys->n; i++) {
-    int64_t klen;
-    const char *key = td_dict_key_borrow(first, i, &klen);
+  for (int32_t i = 0; i < nkeys; i++) {
     const td_entry *e0 = &first->entries[i];
     td_entry *o = &r->entries[i];
-    size_t len = path_len;
-    path_push(path, &len, key);
+    const td_key_path here = {at, td_dict_key(first, i)};
     int32_t st = 0;
     if (e0->kind == TD_ENTRY_DICT) {
       for (int32_t j = 0; j < c->n; j++)
-        kids[j] = lv[j]->entries[td_dict_find(lv[j], key, klen)].child;
+        kids[j] = lv[j]->entries[key_at(map, nkeys, j, i)].child;
       o->kind = TD_ENTRY_DICT;
-      o->child = join_level(c, kids, path, len);
+      o->child = join_level(c, kids, &here);
       if (!o->child) st = td_last_status() ? td_last_status() : TD_ENOMEM;
     } else if (e0->kind == TD_ENTRY_TENSOR) {
-      for (int32_t j = 0; j < c->n; j++) ts[j] = &lv[j]->entries[td_dict_find(lv[j], key, klen)].t;
+      for (int32_t j = 0; j < c->n; j++) ts[j] = &lv[j]->entries[key_at(map, nkeys, j, i)].t;
       td_tensor *joined = c->cat ? td_cat(ts, c->n, c->dim) : td_stack(ts, c->n, c->dim);
       st = td_take_owned(&o->t, joined);
       if (st) {
         memset(&o->t, 0, sizeof o->t);
-        td_dict_fail_key(st, c->call, path);
+        td_dict_fail_at(st, c->call, &here);
       }
     } else {
-      st = join_values(c, lv, key, klen, o);
-      if (st) td_dict_fail_key(st, c->call, path);
+      st = join_values(c, lv, map, i, o);
+      if (st) td_dict_fail_at(st, c->call, &here);
     }
-    path[path_len] = '\0';
     if (st) goto fail;
   }
-  free(ts);
-  free(kids);
+  if (ts != ts_buf) free(ts);
+  if (kids != kid_buf) free(kids);
   return r;
 fail:
   td_dict_release(r);
-  free(ts);
-  free(kids);
+  if (ts != ts_buf) free(ts);
+  if (kids != kid_buf) free(kids);
   return NULL;
 }
 
@@ -367,10 +426,15 @@ static td_dict *join(const char *call, bool cat, td_dict *const *ds, int32_t n, 
     return NULL;
   }
   join_ctx c = {.call = call, .cat = cat, .dim = dim, .n = n};
-  char path[PATH_MAX_CHARS] = "";
   const td_dict *const *lv = (const td_dict *const *)ds;
-  if (check_level(&c, lv, path, 0)) return NULL;
-  return join_level(&c, lv, path, 0);
+  td_dict *r = NULL;
+  if (check_level(&c, lv, NULL) == 0) {
+    c.level = 0;
+    r = join_level(&c, lv, NULL);
+  }
+  for (int32_t m = 0; m < c.nmaps; m++) free(c.maps[m].at);
+  free(c.maps);
+  return r;
 }
 
 TD_EXPORT td_dict *td_dict_stack(td_dict *const *ds, int32_t n, int32_t dim) {
@@ -464,16 +528,19 @@ static int32_t pad_leaf(const td_leaf_op *op, const td_tensor *in, td_tensor *ou
   return td_take_owned(out, td_pad(in, tp, c->npads ? 2 * L : 0, c->value));
 }
 
-/* The first stacked value at or below d whose batch dims get padded (cropping only is
- * fine: its positions crop like a tensor); its path in path. */
-static bool find_stacked(const td_dict *d, char *path, size_t path_len) {
+/* The first stacked value at or below d (at the key path parent) whose batch dims get
+ * padded (cropping only is fine: its positions crop like a tensor); its path in path
+ * (TD_PATH_CHARS bytes). */
+static bool find_stacked(const td_dict *d, const td_key_path *parent, char *path) {
   for (int32_t i = 0; i < d->keys->n; i++) {
     const td_entry *e = &d->entries[i];
     if (e->kind != TD_ENTRY_VALUES && e->kind != TD_ENTRY_DICT) continue;
-    size_t len = path_len;
-    path_push(path, &len, td_dict_key(d, i));
-    if (e->kind == TD_ENTRY_VALUES || find_stacked(e->child, path, len)) return true;
-    path[path_len] = '\0';
+    const td_key_path here = {parent, td_dict_key(d, i)};
+    if (e->kind == TD_ENTRY_VALUES) {
+      td_key_path_text(&here, path);
+      return true;
+    }
+    if (find_stacked(e->child, &here, path)) return true;
   }
   return false;
 }
@@ -513,8 +580,8 @@ TD_EXPORT td_dict *td_dict_pad(const td_dict *d, const int64_t *pads, int32_t np
     shape[k] = s + b + e;
     grows = grows || b > 0 || e > 0;
   }
-  char path[PATH_MAX_CHARS] = "";
-  if (grows && find_stacked(d, path, 0)) {
+  char path[TD_PATH_CHARS];
+  if (grows && find_stacked(d, NULL, path)) {
     td_fail(TD_EINVAL, "%s: cannot pad the stacked non-tensor value '%s'", call, path);
     return NULL;
   }

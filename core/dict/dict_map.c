@@ -358,10 +358,8 @@ static int32_t put_level(td_dict *dst, td_dict *src, const put_ctx *c,
   char buf[TD_PATH_CHARS];
   /* Every key of the value must have a place: none is dropped silently. */
   for (int32_t j = 0; src && j < src->keys->n; j++) {
-    int64_t klen;
-    const char *key = td_dict_key_borrow(src, j, &klen);
-    if (td_dict_find(dst, key, klen) < 0) {
-      td_key_path here = {parent, key};
+    if (td_dict_find_like(dst, src, j) < 0) {
+      td_key_path here = {parent, td_dict_key(src, j)};
       return td_fail(TD_EINVAL, "index assignment: key '%s' of the value is not in the TensorDict",
                      td_key_path_text(&here, buf));
     }
@@ -371,9 +369,7 @@ static int32_t put_level(td_dict *dst, td_dict *src, const put_ctx *c,
     td_key_path here = {parent, td_dict_key(dst, i)};
     const td_entry *s = NULL;
     if (src) {
-      int64_t klen;
-      const char *key = td_dict_key_borrow(dst, i, &klen);
-      int32_t j = td_dict_find(src, key, klen);
+      int32_t j = td_dict_find_like(src, dst, i);
       if (j < 0)
         return td_fail(TD_EINVAL, "index assignment: key '%s' is missing from the value",
                        td_key_path_text(&here, buf));
@@ -725,10 +721,9 @@ static int32_t update_level(td_dict *dst, const td_dict *src, const td_key_path 
   char buf[TD_PATH_CHARS];
   for (int32_t i = 0; i < src->keys->n; i++) {
     const td_entry *s = &src->entries[i];
-    int64_t klen;
-    const char *key = td_dict_key_borrow(src, i, &klen);
+    const char *key = td_dict_key(src, i);
     td_key_path here = {parent, key};
-    int32_t j = td_dict_find(dst, key, klen), st = 0;
+    int32_t j = td_dict_find_like(dst, src, i), st = 0;
     if (j < 0)
       return td_fail(TD_EINVAL, "update_: key '%s' is not in the TensorDict",
                      td_key_path_text(&here, buf));
@@ -742,6 +737,7 @@ static int32_t update_level(td_dict *dst, const td_dict *src, const td_key_path 
       }
     } else if (s->kind != TD_ENTRY_DICT && e->kind != TD_ENTRY_DICT &&
                s->kind != TD_ENTRY_TENSOR && e->kind != TD_ENTRY_TENSOR) {
+      jobs->values++;
       if (apply_values) { /* non-tensor to non-tensor: take the source's value */
         td_entry copy;
         td_entry_share(&copy, s);
@@ -762,7 +758,7 @@ TD_EXPORT int32_t td_dict_update_(td_dict *dst, const td_dict *src) {
   td_jobs jobs = {0};
   int32_t st = update_level(dst, src, NULL, &jobs, false);
   if (!st) st = td_jobs_run(&jobs, "update_");
-  if (!st) st = update_level(dst, src, NULL, &jobs, true);
+  if (!st && jobs.values) st = update_level(dst, src, NULL, &jobs, true);
   td_jobs_free(&jobs);
   return st;
 }
