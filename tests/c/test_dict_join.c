@@ -683,6 +683,134 @@ static void test_pad(void) {
   CHECK_EQ_I(td_live_bytes(), before);
 }
 
+/* ---- key orders ------------------------------------------------------------------- */
+
+/* Puts the n keys of names, holding vals (tensors or, at NULL, containers in kids), in
+ * the order given; with holes, a key is set and deleted first (names then sit at other
+ * places in the key store). */
+static void put_ordered(td_dict *d, int n, const char *const *names, td_tensor **vals,
+                        td_dict **kids, const int *order, bool holes) {
+  if (holes) {
+    put(d, "gone", seq(1, (const int64_t[]){2}, TD_FLOAT32, 0));
+    CHECK(td_dict_del(d, find(d, "gone")) == 0);
+  }
+  for (int k = 0; k < n; k++) {
+    const int i = order[k];
+    if (vals[i]) put(d, names[i], vals[i]);
+    else put_dict(d, names[i], kids[i]);
+  }
+}
+
+/* {a: [2] from 100 s, v: "s", n: {p: [2, 3] from 100 s, q: [2] from 100 s + 50,
+ * m: {x: [2] from 100 s + 10, y: [2] from 100 s + 20}}}, batch [2] everywhere, the keys
+ * of each level in the order variant picks: 0 as written, 1 the top and m reversed, 2 n
+ * reversed, 3 as written after a deleted key at each level. z: m has z for y. */
+static td_dict *ordered(int variant, int s, bool z) {
+  const int64_t b2 = 2;
+  static const int fwd[3] = {0, 1, 2}, rev[3] = {2, 1, 0};
+  const bool holes = variant == 3;
+  td_dict *m = td_dict_new(1, &b2), *n = td_dict_new(1, &b2), *d = td_dict_new(1, &b2);
+  td_tensor *mv[2] = {seq(1, &b2, TD_FLOAT32, 100 * s + 10), seq(1, &b2, TD_FLOAT32, 100 * s + 20)};
+  put_ordered(m, 2, (const char *const[]){"x", z ? "z" : "y"}, mv, NULL,
+              variant == 1 ? (const int[]){1, 0} : fwd, holes);
+  td_tensor *nv[3] = {seq(2, (const int64_t[]){2, 3}, TD_FLOAT32, 100 * s),
+                      seq(1, &b2, TD_FLOAT32, 100 * s + 50), NULL};
+  td_dict *nk[3] = {NULL, NULL, m};
+  put_ordered(n, 3, (const char *const[]){"p", "q", "m"}, nv, nk, variant == 2 ? rev : fwd,
+              holes);
+  td_tensor *dv[3] = {seq(1, &b2, TD_FLOAT32, 100 * s), NULL, NULL};
+  td_dict *dk[3] = {NULL, NULL, n};
+  const int *order = variant == 1 ? rev : fwd;
+  if (holes) put_ordered(d, 0, NULL, NULL, NULL, NULL, true);
+  for (int k = 0; k < 3; k++) {
+    const int i = order[k];
+    if (i == 1) {
+      char json[16];
+      snprintf(json, sizeof json, "\"%d\"", s);
+      put_value(d, "v", json);
+    } else {
+      put_ordered(d, 1, (const char *const[]){i == 0 ? "a" : "n"}, &dv[i], &dk[i],
+                  (const int[]){0}, false);
+    }
+  }
+  return d;
+}
+
+/* Every element of the stacked (or, cat, concatenated) result of ds[0..n) (ordered(., s)
+ * for input s) where it should be: the inputs' keys found by name at every level. */
+static int64_t misplaced(td_dict *r, int n, bool cat) {
+  td_dict *nn = kid(r, "n"), *m = kid(nn, "m");
+  const td_tensor *a = leaf(r, "a"), *v = leaf(r, "v"), *p = leaf(nn, "p"), *q = leaf(nn, "q"),
+                  *x = leaf(m, "x"), *y = leaf(m, "y");
+  /* one input: its value stays uniform (no positions) */
+  int64_t bad = !a || !v != (n == 1) || !p || !q || !x || !y || ntexts(r, "v") != n;
+  for (int s = 0; s < n && !bad; s++) {
+    char json[16];
+    snprintf(json, sizeof json, "\"%d\"", s);
+    bad += strcmp(text(r, "v", s), json) != 0;
+    for (int64_t i = 0; i < 2; i++) {
+      const int64_t u = cat ? 2 * s + i : s, w = cat ? -1 : i; /* w < 0: one index */
+#define AT(t, ...) (w < 0 ? EL(t, u, ##__VA_ARGS__) : EL(t, u, w, ##__VA_ARGS__))
+      bad += AT(a) != 100.0 * s + i;
+      bad += v && AT(v) != s;
+      bad += AT(q) != 100.0 * s + 50 + i;
+      bad += AT(x) != 100.0 * s + 10 + i;
+      bad += AT(y) != 100.0 * s + 20 + i;
+      for (int64_t k = 0; k < 3; k++) bad += AT(p, k) != 100.0 * s + 3 * i + k;
+#undef AT
+    }
+  }
+  td_dict_release(m), td_dict_release(nn);
+  return bad;
+}
+
+static void test_key_orders(void) {
+  const int64_t before = td_live_bytes();
+  enum { N = 20 }; /* more inputs than join's small buffers hold */
+  td_dict *ds[N];
+  for (int s = 0; s < N; s++) ds[s] = ordered(s % 4, s, false);
+  int64_t klen;
+  for (int n = 1; n <= N; n += n < 5 ? 1 : N - 5) {
+    td_dict *r = td_dict_stack(ds, n, 0);
+    CHECK(BATCH_IS(r, n, 2));
+    CHECK(r && strcmp(td_dict_key_borrow(r, 2, &klen), "n") == 0); /* the first's order */
+    CHECK_EQ_I(misplaced(r, n, false), 0);
+    td_dict_release(r);
+    r = td_dict_cat(ds, n, 0);
+    CHECK(BATCH_IS(r, 2 * n));
+    CHECK_EQ_I(misplaced(r, n, true), 0);
+    td_dict_release(r);
+  }
+  /* the first reordered: the result takes its order */
+  td_dict *r = td_dict_stack(ds + 1, 3, 0);
+  CHECK(r && strcmp(td_dict_key_borrow(r, 0, &klen), "n") == 0);
+  td_dict *nn = kid(r, "n"), *m = kid(nn, "m");
+  CHECK(m && strcmp(td_dict_key_borrow(m, 0, &klen), "y") == 0);
+  CHECK(EL(leaf(m, "x"), 2, 1) == 311 && EL(leaf(nn, "p"), 1, 1, 2) == 205);
+  td_dict_release(m), td_dict_release(nn), td_dict_release(r);
+
+  /* errors at keys found by name, named by their paths */
+  td_dict *odd = ordered(1, 1, true), *pair[2] = {ds[0], odd};
+  CHECK(td_dict_stack(pair, 2, 0) == NULL);
+  CHECK_MSG("stack: the key sets differ: TensorDict 2 lacks 'n.m.y' and has 'n.m.z' not in "
+            "the first");
+  td_dict_release(odd);
+  odd = ordered(2, 1, false);
+  nn = kid(odd, "n");
+  put(nn, "q", seq(2, (const int64_t[]){2, 2}, TD_FLOAT32, 0));
+  pair[1] = odd;
+  CHECK(td_dict_stack(pair, 2, 0) == NULL);
+  CHECK_MSG("stack: key 'n.q' has shape [2, 2] in TensorDict 2 but [2] in the first");
+  put_value(nn, "q", "1");
+  CHECK(td_dict_cat(pair, 2, 0) == NULL);
+  CHECK_MSG("cat: key 'n.q' is a tensor in the first TensorDict but a non-tensor value in "
+            "TensorDict 2");
+  td_dict_release(nn), td_dict_release(odd);
+
+  for (int s = 0; s < N; s++) td_dict_release(ds[s]);
+  CHECK_EQ_I(td_live_bytes(), before);
+}
+
 int main(void) {
   test_stack();
   test_stack_nested();
@@ -692,6 +820,7 @@ int main(void) {
   test_cat();
   test_split();
   test_pad();
+  test_key_orders();
   CHECK_EQ_I(td_live_bytes(), 0);
   CHECK_SUMMARY();
 }
