@@ -100,9 +100,18 @@ static bool fill_slots(const char *call, join_job *j, int32_t n, const bool *use
   if (total <= TD_GRAIN) {
     /* Small joins (a batch of a few rows per leaf) are dominated by per-call setup: copy
      * each input straight into its slot, with memcpy when both are dense and alike. */
+    /* Joining along dim 0 of a dense result, input i's slot is one run of bytes. */
+    const bool runs = j->dim == 0 && td_tensor_is_contiguous(j->out);
+    const int64_t row = runs && j->out->ndim > 0 ? j->out->strides[0] * j->out->itemsize : 0;
     for (int32_t i = 0; i < n; i++) {
       const td_tensor *in = j->inputs[i];
-      if (!use[i] || td_tensor_numel(in) == 0) continue;
+      int64_t m = td_tensor_numel(in);
+      if (!use[i] || m == 0) continue;
+      if (runs && in->dtype == j->out->dtype && td_tensor_is_contiguous(in)) {
+        char *to = td_tensor_ptr(j->out) + (j->starts ? j->starts[i] : i) * row;
+        memcpy(to, td_tensor_ptr(in), (size_t)(m * in->itemsize));
+        continue;
+      }
       td_tensor slot;
       slot_of(j, i, &slot);
       if (slot.dtype == in->dtype && td_tensor_is_contiguous(&slot) && td_tensor_is_contiguous(in))
