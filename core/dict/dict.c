@@ -25,6 +25,12 @@ static void keys_free(td_keys *k) {
   free(k->meta), free(k->table), free(k->arena), free(k);
 }
 
+/* The first table slot for a hash: FNV's low bits cluster for keys that differ only in
+ * their last characters ("k1".."k256"), so mix the whole hash in first. */
+static inline uint32_t home_slot(uint64_t h, uint32_t mask) {
+  return (uint32_t)((h * 0x9E3779B97F4A7C15ULL) >> 40) & mask;
+}
+
 static td_keys *keys_new(int32_t cap, int64_t arena_cap) {
   td_keys *k = calloc(1, sizeof *k);
   if (!k) return NULL;
@@ -53,7 +59,7 @@ static void keys_release(td_keys *k) {
 
 static int32_t keys_find(const td_keys *k, const char *key, int64_t len, uint64_t h) {
   uint32_t mask = (uint32_t)k->table_cap - 1;
-  for (uint32_t s = (uint32_t)h & mask;; s = (s + 1) & mask) {
+  for (uint32_t s = home_slot(h, mask);; s = (s + 1) & mask) {
     int32_t e = k->table[s];
     if (e == 0) return -1;
     const td_key_meta *m = &k->meta[e - 1];
@@ -66,7 +72,7 @@ static void keys_reindex(td_keys *k) {
   memset(k->table, 0, sizeof *k->table * (size_t)k->table_cap);
   uint32_t mask = (uint32_t)k->table_cap - 1;
   for (int32_t i = 0; i < k->n; i++) {
-    uint32_t s = (uint32_t)k->meta[i].hash & mask;
+    uint32_t s = home_slot(k->meta[i].hash, mask);
     while (k->table[s]) s = (s + 1) & mask;
     k->table[s] = i + 1;
   }
@@ -470,7 +476,7 @@ static int32_t slot_for(const char *call, td_dict *d, const char *key, int64_t l
   i = k->n++;
   k->meta[i] = (td_key_meta){off, len, h};
   uint32_t mask = (uint32_t)k->table_cap - 1;
-  uint32_t s = (uint32_t)h & mask;
+  uint32_t s = home_slot(h, mask);
   while (k->table[s]) s = (s + 1) & mask;
   k->table[s] = i + 1;
   entries_init(d->entries, i, i + 1);
@@ -641,7 +647,7 @@ TD_EXPORT int32_t td_dict_set_tensors(td_dict *d, int32_t n, const char *const *
     }
     int32_t i = k->n++;
     k->meta[i] = (td_key_meta){off, len, h};
-    uint32_t slot = (uint32_t)h & mask;
+    uint32_t slot = home_slot(h, mask);
     while (k->table[slot]) slot = (slot + 1) & mask;
     k->table[slot] = i + 1;
     td_entry *e = &d->entries[i];
