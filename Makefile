@@ -13,7 +13,7 @@ SAN     ?=
 CFLAGS  ?=
 TD_CFLAGS = -std=c11 $(OPT) -g -fPIC -fvisibility=hidden -Wall -Wextra -Werror \
             -D_GNU_SOURCE -Icore/include $(SAN) $(CFLAGS)
-LDLIBS  = -lm -lpthread -lopenblas
+LDLIBS  = -lm -lpthread -lopenblas -lcjson
 
 PREFIX  ?= /usr/local
 LIBDIR  ?= $(PREFIX)/lib

@@ -13,5 +13,7 @@ echo "== bench_lua (LuaJIT binding)"
 TENSORDICT_LIB=${TENSORDICT_LIB:-$PWD/$BUILD/libtensordict.so} luajit tests/bench/bench_lua.lua
 echo "== bench_td (TensorDict; Python tensordict side by side where TD_PYTHON has it)"
 TENSORDICT_LIB=${TENSORDICT_LIB:-$PWD/$BUILD/libtensordict.so} luajit tests/bench/bench_td.lua
+echo "== bench_memmap (memmap; writes ~2 GiB under TD_BENCH_DIR, default /tmp)"
+TENSORDICT_LIB=${TENSORDICT_LIB:-$PWD/$BUILD/libtensordict.so} luajit tests/bench/bench_memmap.lua
 echo "== bench_vs_torch (PyTorch side by side, where installed)"
 TENSORDICT_LIB=${TENSORDICT_LIB:-$PWD/$BUILD/libtensordict.so} luajit tests/bench/bench_vs_torch.lua

@@ -157,4 +157,74 @@ int32_t td_jobs_add(td_jobs *j, const char *call, const td_tensor *dst, const td
 int32_t td_jobs_run(td_jobs *j, const char *call);
 void td_jobs_free(td_jobs *j);
 
+/* ---- memmap (dict_memmap.c, dict_memmap_load.c): what saving and loading share ---- */
+enum {
+  TD_MM_MAX_DEPTH = 256,           /* nested folders, either way */
+  TD_MM_FORMAT_VERSION = 1,        /* Python tensordict's "_format_version" */
+  TD_MM_NAME_MAX = 255             /* bytes of one file name */
+};
+#define TD_MM_TYPE_TD "<class 'tensordict._td.TensorDict'>"
+#define TD_MM_CLASS_TD "tensordict:TensorDict"
+#define TD_MM_TYPE_NTD "<class 'tensordict.tensorclass.NonTensorData'>"
+#define TD_MM_TYPE_NTS "<class 'tensordict.tensorclass.NonTensorStack'>"
+#define TD_MM_CLASS_NTS "tensordict:NonTensorStack"
+/* The file-name form of a key, as Python tensordict writes it (%XX for / < > : " | ? *
+ * \ space % and control characters, "%" for the empty key, "%2E" for each dot of "."
+ * and ".."), followed by suffix: a malloc'd string, NULL when out of memory. */
+char *td_mm_encode_key(const char *key, int64_t len, const char *suffix);
+/* "torch.float32" for TD_FLOAT32; the dtype of such a name, or -1. */
+const char *td_mm_torch_dtype(int32_t dtype);
+int32_t td_mm_dtype_from_torch(const char *name);
+/* A file storage of nbytes mapped from an open file (shared mapping; writable or
+ * read-only, as the storage reports); nbytes 0 maps nothing. On failure returns NULL
+ * and writes a reason (strerror) into why. The caller closes fd. */
+td_storage *td_mm_map_fd(int fd, int64_t nbytes, int32_t writable, char *why, size_t why_len);
+
+/* A save: planned in memory by dict_memmap.c (folders, files, meta.json texts), then
+ * written by dict_memmap_disk.c. Folder 0 is the root (prefix itself). */
+typedef struct td_mm_dir {
+  int32_t parent; /* -1: the root (the temporary folder) */
+  char *name;     /* in the parent folder */
+  char *rel;      /* from the root ("." for the root itself) */
+  char *path;     /* the final path: messages and memmap prefixes */
+} td_mm_dir;
+
+typedef struct td_mm_job {
+  int32_t dir;
+  char *name;
+  char *path;           /* final path, for messages */
+  const td_tensor *leaf; /* NULL: a meta.json of text */
+  char *text;
+  size_t text_len;
+  int64_t nbytes;
+  td_storage *mapped;   /* a leaf's file, mapped read-write once written */
+  int32_t status;
+  char *msg;
+} td_mm_job;
+
+/* What the walk met, in walk order: for a tensor leaf its job (-1: no file, zero
+ * elements), for a nested container its folder. The result is built by walking again. */
+typedef struct td_mm_mark {
+  int32_t index;
+  td_tensor *t; /* a tensor leaf's new header over its mapping */
+} td_mm_mark;
+
+typedef struct td_mm_save {
+  const char *call;
+  int32_t flags;
+  bool like;
+  td_mm_dir *dirs;
+  int32_t ndirs, dcap;
+  td_mm_job *jobs;
+  int32_t njobs, jcap;
+  td_mm_mark *marks;
+  int32_t nmarks, mcap;
+  atomic_int failed;
+  int rootfd; /* the temporary folder, while it is written */
+} td_mm_save;
+/* Writes S's folders and files into a temporary sibling of prefix (a cleaned path),
+ * fsyncs them unless TD_MEMMAP_NO_FSYNC, and swaps the result in at prefix; each leaf
+ * job's file ends mapped read-write in its `mapped`. 0 or a negative code. */
+int32_t td_mm_write(td_mm_save *S, const char *prefix, int32_t num_threads);
+
 #endif

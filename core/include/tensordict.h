@@ -610,6 +610,39 @@ int32_t td_dict_equal(const td_dict *a, const td_dict *b, int32_t *out);
 int32_t td_dict_allclose(const td_dict *a, const td_dict *b, double rtol, double atol,
                          int32_t *out);
 
+/* ---- memmap: containers on disk in Python tensordict's layout (core/dict/dict_memmap.c) -- *
+ * A container is a folder with meta.json; each tensor leaf is <key>.memmap (raw C-order
+ * little-endian bytes, numel x itemsize; trailing bytes tolerated; no file for zero
+ * elements); each nested container and each non-tensor value is a sub-folder. Keys with
+ * / < > : " | ? * \ space % or control characters are %XX-encoded in file names (meta.json
+ * keeps the raw key). Saves are atomic: everything is written into a temporary sibling
+ * folder, fsynced (files and folders) unless TD_MEMMAP_NO_FSYNC, then renamed over the
+ * prefix; stale temporaries of that prefix are removed by the next save. */
+enum td_memmap_flags {
+  TD_MEMMAP_EXISTSOK = 1,  /* replace an existing folder at prefix (else an error) */
+  TD_MEMMAP_NO_FSYNC = 2   /* skip the fsyncs (faster, not crash-safe) */
+};
+/* Writes d under prefix; returns a new container of d's structure whose leaves map the
+ * written files read-write, locked, with its memmap prefix set. num_threads <= 0: the
+ * pool's thread count. */
+td_dict *td_dict_memmap(const td_dict *d, const char *prefix, int32_t flags,
+                        int32_t num_threads);
+/* Writes d under prefix and swaps d's leaves for the mapped ones (in place). */
+int32_t td_dict_memmap_(td_dict *d, const char *prefix, int32_t flags, int32_t num_threads);
+/* The structure, shapes and dtypes of d on disk, zero-filled, mapped read-write. */
+td_dict *td_dict_memmap_like(const td_dict *d, const char *prefix, int32_t flags,
+                             int32_t num_threads);
+/* Maps a folder (mode TD_MAP_READ or TD_MAP_READWRITE): cost independent of the data
+ * size. Every field and file is validated; errors name the file and the field. */
+td_dict *td_dict_load_memmap(const char *prefix, int32_t mode);
+/* msync every file-backed leaf (nested too). */
+int32_t td_dict_sync(td_dict *d);
+
+/* ---- one file for a whole container: tensordict's consolidated layout ---- */
+int32_t td_dict_consolidate(const td_dict *d, const char *filename, int32_t flags);
+/* Maps the file (mode TD_MAP_READ or TD_MAP_READWRITE); leaves view it. */
+td_dict *td_dict_from_consolidated(const char *filename, int32_t mode);
+
 #ifdef __cplusplus
 }
 #endif

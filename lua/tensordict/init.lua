@@ -20,6 +20,7 @@ require("tensordict.td_apply")
 require("tensordict.td_print")
 local td_math = require("tensordict.td_math")
 local td_join = require("tensordict.td_join")
+local td_memmap = require("tensordict.td_memmap")
 require("tensordict.reduce") -- methods only
 require("tensordict.gather") -- methods only
 
@@ -76,6 +77,16 @@ T.TensorDict = setmetatable({ methods = td_core.methods }, {
   __call = function(_, source, batch_size, opts) return td_core.construct(source, batch_size, opts) end,
 })
 T.TensorDict.fromkeys = td_struct.fromkeys
+-- On disk, in Python tensordict's formats (docs/lua-api.md, Memmap).
+T.load_memmap = td_memmap.load_memmap
+T.load = td_memmap.load_memmap
+function T.save(td, prefix, opts)
+  if not td_core.is_td(td) then
+    util.fail(("save: expected a TensorDict, got %s"):format(util.describe(td)))
+  end
+  return td:memmap(prefix, opts)
+end
+T.from_consolidated = td_memmap.from_consolidated
 T.is_tensordict = td_core.is_td
 
 T.dtypes = dtypes.list()

@@ -1,0 +1,1710 @@
+/*
+ * dict_consolidate.c: a whole container in one file, in Python tensordict's
+ * consolidated layout (td.consolidate(filename=...) and TensorDict.from_consolidated
+ * of tensordict 0.15: tensordict/_base/serialization.py and _reductions.py).
+ *
+ * The file:
+ *
+ *   [payload: P bytes][metadata: M bytes of JSON][M: int64, little-endian]
+ *
+ * The payload holds the bytes of every tensor leaf (C order, little-endian), depth
+ * first in key order (the leaves of a nested container come where the container is),
+ * each followed by zero bytes up to a multiple of 8, so every leaf starts 8-byte
+ * aligned. The metadata holds one JSON object per container:
+ *
+ *   {"cls": "TensorDict",
+ *    "non_tensors": {key: [data, batch_size, device], ...},
+ *    "leaves": {key: [dtype, shape, start, stop, pad], ...},
+ *    "cls_metadata": {"device": null | "cpu" | "cuda:N", "names": [name | null, ...],
+ *                     "batch_size": [...], "is_locked": false | true},
+ *    child_key: {... a nested container or a NonTensorStack ...}, ...}
+ *
+ * dtype is str(torch.dtype) ("torch.float32"); start and stop are byte offsets in the
+ * payload with stop = start + nbytes + pad and pad = (8 - nbytes % 8) % 8; data is the
+ * non-tensor value itself (any JSON), batch_size the container's, device its device. A
+ * stacked non-tensor value is a child {"cls": "NonTensorStack", "non_tensors": {"0":
+ * [data, sub_batch, device], ...}, "leaves": {}, "cls_metadata": {"stack_dim": 0,
+ * "stack_dim_name": name | null, "is_locked": bool}, "1": {nested NonTensorStack}, ...}:
+ * element i along the stack dim is uniform data (in non_tensors) or a stack itself.
+ *
+ * The metadata is written exactly as Python's json.dumps writes it (", " and ": "
+ * separators, non-ASCII escaped as \uXXXX), so a container holding what a Python one
+ * holds gives the same bytes. Number literals of non-tensor values are copied as they
+ * are. Loading puts non-tensor values first, then leaves, then children, as Python
+ * does; every field is validated before use (errors name the file and the field).
+ *
+ * The JSON is parsed here rather than with cJSON: Python writes NaN and Infinity, keys
+ * may hold NUL bytes (\u0000), integers must be read exactly (shapes, offsets, big
+ * non-tensor integers), and non-tensor values keep their number literals.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dict_internal.h"
+
+/* str(dtype) for each td_dtype: the names tensordict writes (its _DTYPE_TO_STR_DTYPE).
+ * A static copy: dtype.c's table holds the bare names. */
+static const char *const torch_dtype_names[TD_NUM_DTYPES] = {
+    "torch.bool",    "torch.uint8",   "torch.int8",     "torch.int16",   "torch.int32",
+    "torch.int64",   "torch.float16", "torch.bfloat16", "torch.float32", "torch.float64"};
+
+/* The keys of a container's metadata object that are not children. */
+static bool is_reserved_key(const char *key, size_t len) {
+  static const char *const reserved[] = {"cls", "non_tensors", "leaves", "cls_metadata",
+                                         "size"};
+  for (size_t i = 0; i < sizeof reserved / sizeof reserved[0]; i++)
+    if (strlen(reserved[i]) == len && memcmp(reserved[i], key, len) == 0) return true;
+  return false;
+}
+
+/* ------------------------------------------------------------------ growable text */
+
+typedef struct buf {
+  char *p;
+  size_t n, cap;
+  bool oom;
+} buf;
+
+static void buf_put(buf *b, const void *s, size_t n) {
+  if (b->oom) return;
+  if (b->n + n + 1 > b->cap) {
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < b->n + n + 1) cap *= 2;
+    char *p = realloc(b->p, cap);
+    if (!p) {
+      b->oom = true;
+      return;
+    }
+    b->p = p;
+    b->cap = cap;
+  }
+  if (n) memcpy(b->p + b->n, s, n);
+  b->n += n;
+  b->p[b->n] = '\0';
+}
+
+static void buf_str(buf *b, const char *s) { buf_put(b, s, strlen(s)); }
+static void buf_chr(buf *b, char c) { buf_put(b, &c, 1); }
+
+static void buf_i64(buf *b, int64_t v) {
+  char t[24];
+  int n = snprintf(t, sizeof t, "%lld", (long long)v);
+  buf_put(b, t, (size_t)n);
+}
+
+/* "[a, b, c]" as Python writes a list of ints. */
+static void buf_shape(buf *b, int32_t ndim, const int64_t *shape) {
+  buf_chr(b, '[');
+  for (int32_t i = 0; i < ndim; i++) {
+    if (i) buf_str(b, ", ");
+    buf_i64(b, shape[i]);
+  }
+  buf_chr(b, ']');
+}
+
+/* ------------------------------------------------------------------------- JSON */
+
+enum { J_NULL, J_FALSE, J_TRUE, J_NUM, J_STR, J_ARR, J_OBJ };
+enum { J_NOT_INT = 0, J_INT = 1, J_INT_OVERFLOW = 2 };
+enum { J_MAX_DEPTH = 1000 }; /* as the Lua codec and Python's json */
+
+typedef struct jv jv;
+struct jv {
+  int32_t type;
+  int32_t int_kind; /* J_NUM: J_INT when the literal is an integer that fits int64 */
+  int64_t i;        /* J_NUM with J_INT: the value */
+  const char *raw;  /* J_NUM: the literal, NaN, Infinity or -Infinity */
+  size_t rawlen;
+  char *s; /* J_STR: the decoded bytes (NUL-terminated, may hold NULs) */
+  size_t slen;
+  int32_t n, cap; /* J_ARR, J_OBJ: members */
+  jv *items;      /* values */
+  jv *keys;       /* J_OBJ: J_STR keys */
+};
+
+static void jv_free(jv *v) {
+  free(v->s);
+  for (int32_t k = 0; k < v->n; k++) {
+    jv_free(&v->items[k]);
+    if (v->keys) jv_free(&v->keys[k]);
+  }
+  free(v->items);
+  free(v->keys);
+  memset(v, 0, sizeof *v);
+}
+
+typedef struct jparser {
+  const char *p, *start, *end;
+  const char *err;
+  size_t err_at;
+  int depth;
+} jparser;
+
+static bool jfail(jparser *ps, const char *msg) {
+  if (!ps->err) {
+    ps->err = msg;
+    ps->err_at = (size_t)(ps->p - ps->start);
+  }
+  return false;
+}
+
+static void jskip(jparser *ps) {
+  while (ps->p < ps->end &&
+         (*ps->p == ' ' || *ps->p == '\t' || *ps->p == '\n' || *ps->p == '\r'))
+    ps->p++;
+}
+
+static bool jmatch(const jparser *ps, const char *lit) {
+  size_t n = strlen(lit);
+  return (size_t)(ps->end - ps->p) >= n && memcmp(ps->p, lit, n) == 0;
+}
+
+static bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+static bool jparse_number(jparser *ps, jv *v) {
+  const char *s = ps->p;
+  v->type = J_NUM;
+  v->int_kind = J_NOT_INT;
+  v->raw = s;
+  const char *specials[] = {"NaN", "Infinity", "-Infinity"};
+  for (int k = 0; k < 3; k++)
+    if (jmatch(ps, specials[k])) {
+      v->rawlen = strlen(specials[k]);
+      ps->p += v->rawlen;
+      return true;
+    }
+  const char *q = s;
+  bool neg = q < ps->end && *q == '-';
+  if (neg) q++;
+  if (q >= ps->end || !is_digit(*q)) {
+    ps->p = q;
+    return jfail(ps, "a number needs digits");
+  }
+  const char *digits = q;
+  if (*q == '0')
+    q++;
+  else
+    while (q < ps->end && is_digit(*q)) q++;
+  const char *digits_end = q;
+  bool integer = true;
+  if (q < ps->end && *q == '.') {
+    q++;
+    if (q >= ps->end || !is_digit(*q)) {
+      ps->p = q;
+      return jfail(ps, "a digit must follow the decimal point");
+    }
+    while (q < ps->end && is_digit(*q)) q++;
+    integer = false;
+  }
+  if (q < ps->end && (*q == 'e' || *q == 'E')) {
+    q++;
+    if (q < ps->end && (*q == '+' || *q == '-')) q++;
+    if (q >= ps->end || !is_digit(*q)) {
+      ps->p = q;
+      return jfail(ps, "a digit must follow the exponent");
+    }
+    while (q < ps->end && is_digit(*q)) q++;
+    integer = false;
+  }
+  v->rawlen = (size_t)(q - s);
+  ps->p = q;
+  if (integer) {
+    /* Accumulate as a negative number: its range holds INT64_MIN. */
+    int64_t acc = 0;
+    v->int_kind = J_INT;
+    for (const char *d = digits; d < digits_end; d++) {
+      int64_t digit = *d - '0';
+      if (acc < (INT64_MIN + digit) / 10) {
+        v->int_kind = J_INT_OVERFLOW;
+        break;
+      }
+      acc = acc * 10 - digit;
+    }
+    if (v->int_kind == J_INT) {
+      if (!neg && acc == INT64_MIN)
+        v->int_kind = J_INT_OVERFLOW;
+      else
+        v->i = neg ? acc : -acc;
+    }
+  }
+  return true;
+}
+
+static int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+static bool jparse_hex4(jparser *ps, uint32_t *out) {
+  if (ps->end - ps->p < 4) return jfail(ps, "\\u needs four hex digits");
+  uint32_t v = 0;
+  for (int k = 0; k < 4; k++) {
+    int h = hex_value(ps->p[k]);
+    if (h < 0) return jfail(ps, "\\u needs four hex digits");
+    v = v * 16 + (uint32_t)h;
+  }
+  ps->p += 4;
+  *out = v;
+  return true;
+}
+
+/* A code point as UTF-8 (lone surrogates as their 3-byte form, as WTF-8 does). */
+static void put_utf8(buf *b, uint32_t cp) {
+  char t[4];
+  size_t n;
+  if (cp < 0x80) {
+    t[0] = (char)cp;
+    n = 1;
+  } else if (cp < 0x800) {
+    t[0] = (char)(0xC0 | (cp >> 6));
+    t[1] = (char)(0x80 | (cp & 0x3F));
+    n = 2;
+  } else if (cp < 0x10000) {
+    t[0] = (char)(0xE0 | (cp >> 12));
+    t[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+    t[2] = (char)(0x80 | (cp & 0x3F));
+    n = 3;
+  } else {
+    t[0] = (char)(0xF0 | (cp >> 18));
+    t[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+    t[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+    t[3] = (char)(0x80 | (cp & 0x3F));
+    n = 4;
+  }
+  buf_put(b, t, n);
+}
+
+static bool jparse_string(jparser *ps, jv *v) {
+  buf b = {0};
+  ps->p++; /* the opening quote */
+  for (;;) {
+    if (ps->p >= ps->end) {
+      free(b.p);
+      return jfail(ps, "a string is not terminated");
+    }
+    unsigned char c = (unsigned char)*ps->p;
+    if (c == '"') {
+      ps->p++;
+      break;
+    }
+    if (c < 0x20) {
+      free(b.p);
+      return jfail(ps, "a control character in a string");
+    }
+    if (c != '\\') {
+      const char *r = ps->p;
+      while (r < ps->end && *r != '"' && *r != '\\' && (unsigned char)*r >= 0x20) r++;
+      buf_put(&b, ps->p, (size_t)(r - ps->p));
+      ps->p = r;
+      continue;
+    }
+    ps->p++;
+    if (ps->p >= ps->end) {
+      free(b.p);
+      return jfail(ps, "a string is not terminated");
+    }
+    char e = *ps->p++;
+    switch (e) {
+      case '"': buf_chr(&b, '"'); break;
+      case '\\': buf_chr(&b, '\\'); break;
+      case '/': buf_chr(&b, '/'); break;
+      case 'b': buf_chr(&b, '\b'); break;
+      case 'f': buf_chr(&b, '\f'); break;
+      case 'n': buf_chr(&b, '\n'); break;
+      case 'r': buf_chr(&b, '\r'); break;
+      case 't': buf_chr(&b, '\t'); break;
+      case 'u': {
+        uint32_t cp;
+        if (!jparse_hex4(ps, &cp)) {
+          free(b.p);
+          return false;
+        }
+        if (cp >= 0xD800 && cp < 0xDC00 && ps->end - ps->p >= 6 && ps->p[0] == '\\' &&
+            ps->p[1] == 'u') {
+          const char *save = ps->p;
+          uint32_t lo;
+          ps->p += 2;
+          if (jparse_hex4(ps, &lo) && lo >= 0xDC00 && lo < 0xE000)
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+          else
+            ps->p = save, ps->err = NULL; /* a lone high surrogate: keep it */
+        }
+        put_utf8(&b, cp);
+        break;
+      }
+      default:
+        ps->p--;
+        free(b.p);
+        return jfail(ps, "a bad escape in a string");
+    }
+  }
+  if (b.oom) {
+    free(b.p);
+    return jfail(ps, "out of memory");
+  }
+  v->type = J_STR;
+  v->s = b.p ? b.p : calloc(1, 1);
+  v->slen = b.n;
+  if (!v->s) return jfail(ps, "out of memory");
+  return true;
+}
+
+static bool jparse_value(jparser *ps, jv *v);
+
+/* Appends a member (and its key for objects) to v; returns it zeroed. */
+static jv *jgrow(jparser *ps, jv *v, bool object) {
+  if (v->n == v->cap) {
+    int32_t cap = v->cap ? 2 * v->cap : 4;
+    jv *items = realloc(v->items, sizeof *items * (size_t)cap);
+    if (items) v->items = items;
+    jv *keys = object ? realloc(v->keys, sizeof *keys * (size_t)cap) : NULL;
+    if (keys) v->keys = keys;
+    if (!items || (object && !keys)) {
+      jfail(ps, "out of memory");
+      return NULL;
+    }
+    v->cap = cap;
+  }
+  memset(&v->items[v->n], 0, sizeof v->items[v->n]);
+  if (object) memset(&v->keys[v->n], 0, sizeof v->keys[v->n]);
+  return &v->items[v->n];
+}
+
+static bool jparse_container(jparser *ps, jv *v, bool object) {
+  if (++ps->depth > J_MAX_DEPTH) return jfail(ps, "nested too deeply");
+  v->type = object ? J_OBJ : J_ARR;
+  char close = object ? '}' : ']';
+  ps->p++;
+  jskip(ps);
+  if (ps->p < ps->end && *ps->p == close) {
+    ps->p++;
+    ps->depth--;
+    return true;
+  }
+  for (;;) {
+    jv *item = jgrow(ps, v, object);
+    if (!item) return false;
+    if (object) {
+      jskip(ps);
+      if (ps->p >= ps->end || *ps->p != '"') return jfail(ps, "an object key must be a string");
+      if (!jparse_string(ps, &v->keys[v->n])) return false;
+      v->n++; /* owned from here on, whatever follows */
+      jskip(ps);
+      if (ps->p >= ps->end || *ps->p != ':') return jfail(ps, "':' must follow an object key");
+      ps->p++;
+    } else {
+      v->n++;
+    }
+    if (!jparse_value(ps, item)) return false;
+    jskip(ps);
+    if (ps->p < ps->end && *ps->p == ',') {
+      ps->p++;
+      continue;
+    }
+    if (ps->p < ps->end && *ps->p == close) {
+      ps->p++;
+      break;
+    }
+    return jfail(ps, object ? "',' or '}' expected" : "',' or ']' expected");
+  }
+  ps->depth--;
+  return true;
+}
+
+static bool jparse_value(jparser *ps, jv *v) {
+  jskip(ps);
+  if (ps->p >= ps->end) return jfail(ps, "a value is missing");
+  switch (*ps->p) {
+    case '{': return jparse_container(ps, v, true);
+    case '[': return jparse_container(ps, v, false);
+    case '"': return jparse_string(ps, v);
+    case 't':
+      if (!jmatch(ps, "true")) break;
+      v->type = J_TRUE, ps->p += 4;
+      return true;
+    case 'f':
+      if (!jmatch(ps, "false")) break;
+      v->type = J_FALSE, ps->p += 5;
+      return true;
+    case 'n':
+      if (!jmatch(ps, "null")) break;
+      v->type = J_NULL, ps->p += 4;
+      return true;
+    default:
+      if (*ps->p == '-' || is_digit(*ps->p) || *ps->p == 'N' || *ps->p == 'I')
+        return jparse_number(ps, v);
+      break;
+  }
+  return jfail(ps, "an unexpected character");
+}
+
+/* Parses text[0, len) into out (free it with jv_free even on failure). */
+static bool json_parse(const char *text, size_t len, jv *out, const char **err,
+                       size_t *err_at) {
+  jparser ps = {text, text, text + len, NULL, 0, 0};
+  memset(out, 0, sizeof *out);
+  bool ok = jparse_value(&ps, out);
+  if (ok) {
+    jskip(&ps);
+    if (ps.p != ps.end) ok = jfail(&ps, "characters after the value");
+  }
+  *err = ps.err;
+  *err_at = ps.err_at;
+  return ok;
+}
+
+static const jv *obj_get(const jv *o, const char *key) {
+  size_t n = strlen(key);
+  for (int32_t k = 0; k < o->n; k++)
+    if (o->keys[k].slen == n && memcmp(o->keys[k].s, key, n) == 0) return &o->items[k];
+  return NULL;
+}
+
+static const char *jtype_name(const jv *v) {
+  switch (v->type) {
+    case J_NULL: return "null";
+    case J_FALSE:
+    case J_TRUE: return "a boolean";
+    case J_NUM: return "a number";
+    case J_STR: return "a string";
+    case J_ARR: return "a list";
+    default: return "an object";
+  }
+}
+
+/* ---- writing JSON back: Python's style (the file) or compact (value texts) ---- */
+
+static const char hex_digits[] = "0123456789abcdef";
+
+static void put_u_escape(buf *b, uint32_t u) {
+  char t[6] = {'\\', 'u', hex_digits[(u >> 12) & 15], hex_digits[(u >> 8) & 15],
+               hex_digits[(u >> 4) & 15], hex_digits[u & 15]};
+  buf_put(b, t, 6);
+}
+
+/* Decodes one UTF-8 sequence at s[0, n) into *cp; its length, or 0 when invalid.
+ * Surrogates encoded in three bytes pass (they come from lone \uD800-style escapes). */
+static size_t utf8_decode(const unsigned char *s, size_t n, uint32_t *cp) {
+  unsigned char c = s[0];
+  if (c < 0x80) {
+    *cp = c;
+    return 1;
+  }
+  size_t len;
+  uint32_t v, min;
+  if (c >= 0xC2 && c <= 0xDF) len = 2, v = c & 0x1F, min = 0x80;
+  else if (c >= 0xE0 && c <= 0xEF) len = 3, v = c & 0x0F, min = 0x800;
+  else if (c >= 0xF0 && c <= 0xF4) len = 4, v = c & 0x07, min = 0x10000;
+  else return 0;
+  if (n < len) return 0;
+  for (size_t k = 1; k < len; k++) {
+    if ((s[k] & 0xC0) != 0x80) return 0;
+    v = (v << 6) | (s[k] & 0x3F);
+  }
+  if (v < min || v > 0x10FFFF) return 0;
+  *cp = v;
+  return len;
+}
+
+/* A string as Python's json.dumps writes it (ensure_ascii): false on invalid UTF-8. */
+static bool put_string_py(buf *b, const char *str, size_t n) {
+  const unsigned char *s = (const unsigned char *)str;
+  buf_chr(b, '"');
+  size_t k = 0;
+  while (k < n) {
+    size_t run = k;
+    while (run < n && s[run] >= 0x20 && s[run] < 0x7F && s[run] != '"' && s[run] != '\\') run++;
+    if (run > k) {
+      buf_put(b, s + k, run - k);
+      k = run;
+      continue;
+    }
+    uint32_t cp;
+    size_t len = utf8_decode(s + k, n - k, &cp);
+    if (!len) return false;
+    k += len;
+    switch (cp) {
+      case '"': buf_str(b, "\\\""); break;
+      case '\\': buf_str(b, "\\\\"); break;
+      case '\n': buf_str(b, "\\n"); break;
+      case '\r': buf_str(b, "\\r"); break;
+      case '\t': buf_str(b, "\\t"); break;
+      case '\b': buf_str(b, "\\b"); break;
+      case '\f': buf_str(b, "\\f"); break;
+      default:
+        if (cp >= 0x10000) {
+          put_u_escape(b, 0xD800 + ((cp - 0x10000) >> 10));
+          put_u_escape(b, 0xDC00 + ((cp - 0x10000) & 0x3FF));
+        } else {
+          put_u_escape(b, cp);
+        }
+    }
+  }
+  buf_chr(b, '"');
+  return true;
+}
+
+/* A string as the Lua codec writes it: UTF-8 through, '"', '\' and controls escaped. */
+static void put_string_compact(buf *b, const char *s, size_t n) {
+  buf_chr(b, '"');
+  size_t k = 0;
+  while (k < n) {
+    size_t run = k;
+    while (run < n && (unsigned char)s[run] >= 0x20 && s[run] != '"' && s[run] != '\\') run++;
+    buf_put(b, s + k, run - k);
+    if (run == n) break;
+    unsigned char c = (unsigned char)s[run];
+    switch (c) {
+      case '"': buf_str(b, "\\\""); break;
+      case '\\': buf_str(b, "\\\\"); break;
+      case '\n': buf_str(b, "\\n"); break;
+      case '\r': buf_str(b, "\\r"); break;
+      case '\t': buf_str(b, "\\t"); break;
+      case '\b': buf_str(b, "\\b"); break;
+      case '\f': buf_str(b, "\\f"); break;
+      default: put_u_escape(b, c);
+    }
+    k = run + 1;
+  }
+  buf_chr(b, '"');
+}
+
+/* v as JSON text: Python's json.dumps style when py, else compact. False on invalid
+ * UTF-8 (py only). */
+static bool put_json(buf *b, const jv *v, bool py) {
+  switch (v->type) {
+    case J_NULL: buf_str(b, "null"); return true;
+    case J_TRUE: buf_str(b, "true"); return true;
+    case J_FALSE: buf_str(b, "false"); return true;
+    case J_NUM: buf_put(b, v->raw, v->rawlen); return true;
+    case J_STR:
+      if (py) return put_string_py(b, v->s, v->slen);
+      put_string_compact(b, v->s, v->slen);
+      return true;
+    default: break;
+  }
+  bool object = v->type == J_OBJ;
+  buf_chr(b, object ? '{' : '[');
+  for (int32_t k = 0; k < v->n; k++) {
+    if (k) buf_str(b, py ? ", " : ",");
+    if (object) {
+      if (py) {
+        if (!put_string_py(b, v->keys[k].s, v->keys[k].slen)) return false;
+      } else {
+        put_string_compact(b, v->keys[k].s, v->keys[k].slen);
+      }
+      buf_str(b, py ? ": " : ":");
+    }
+    if (!put_json(b, &v->items[k], py)) return false;
+  }
+  buf_chr(b, object ? '}' : ']');
+  return true;
+}
+
+/* ====================================================================== writing */
+
+typedef struct wctx {
+  const char *file;
+  buf json;
+} wctx;
+
+static int32_t wfail_at(const wctx *w, int32_t status, const td_key_path *p, const char *fmt,
+                        ...) TD_PRINTF(4, 5);
+static int32_t wfail_at(const wctx *w, int32_t status, const td_key_path *p, const char *fmt,
+                        ...) {
+  char msg[768], path[TD_PATH_CHARS];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (p)
+    return td_fail(status, "consolidate: '%s': key '%s': %s", w->file,
+                   td_key_path_text(p, path), msg);
+  return td_fail(status, "consolidate: '%s': %s", w->file, msg);
+}
+
+static int64_t leaf_nbytes(const td_tensor *t) { return td_tensor_numel(t) * t->itemsize; }
+static int64_t pad_of(int64_t n) { return n % 8 ? 8 - n % 8 : 0; }
+
+/* Checks what Python's layout cannot hold and sums the payload (overflow checked).
+ * Later passes trust it. */
+static int32_t measure(const wctx *w, const td_dict *d, const td_key_path *parent,
+                       int64_t *total) {
+  for (int32_t i = 0; i < d->keys->n; i++) {
+    const td_entry *e = &d->entries[i];
+    td_key_path p = {parent, td_dict_key(d, i)};
+    const char *key = td_dict_key(d, i);
+    size_t klen = (size_t)d->keys->meta[i].len;
+    if (e->kind == TD_ENTRY_DICT || e->kind == TD_ENTRY_VALUES) {
+      /* both may be written as children, beside the level's own fields */
+      if (is_reserved_key(key, klen))
+        return wfail_at(w, TD_EINVAL, &p,
+                        "a %s cannot have this key: Python's layout uses it for the "
+                        "container's own metadata",
+                        e->kind == TD_ENTRY_DICT ? "nested TensorDict" : "stacked value");
+    }
+    if (e->kind == TD_ENTRY_TENSOR && klen >= 4 && memcmp(key, "<NJT", 4) == 0)
+      return wfail_at(w, TD_EINVAL, &p,
+                      "keys starting with '<NJT' mark nested tensors in Python's layout");
+    if (e->kind == TD_ENTRY_TENSOR || e->kind == TD_ENTRY_VALUES) {
+      if (e->t.storage->device_type != TD_DEVICE_CPU)
+        return wfail_at(w, TD_EINVAL, &p, "the %s is in device memory: copy it to the CPU first",
+                        e->kind == TD_ENTRY_TENSOR ? "leaf" : "stacked value's positions");
+    }
+    if (e->kind == TD_ENTRY_TENSOR) {
+      int64_t n = leaf_nbytes(&e->t);
+      if (__builtin_add_overflow(*total, n + pad_of(n), total))
+        return wfail_at(w, TD_EINVAL, &p, "the payload would pass 2^63 bytes");
+    } else if (e->kind == TD_ENTRY_DICT) {
+      int32_t st = measure(w, e->child, &p, total);
+      if (st) return st;
+    }
+  }
+  return 0;
+}
+
+/* Payload bytes of d's leaves and its children's (measure checked the sums). */
+static int64_t subtree_bytes(const td_dict *d) {
+  int64_t total = 0;
+  for (int32_t i = 0; i < d->keys->n; i++) {
+    const td_entry *e = &d->entries[i];
+    if (e->kind == TD_ENTRY_TENSOR) total += leaf_nbytes(&e->t) + pad_of(leaf_nbytes(&e->t));
+    else if (e->kind == TD_ENTRY_DICT) total += subtree_bytes(e->child);
+  }
+  return total;
+}
+
+static int32_t put_key(wctx *w, const td_dict *d, int32_t i, const td_key_path *p) {
+  if (!put_string_py(&w->json, td_dict_key(d, i), (size_t)d->keys->meta[i].len))
+    return wfail_at(w, TD_EINVAL, p, "the key is not valid UTF-8 (Python keys are text)");
+  return 0;
+}
+
+/* A value's JSON text in Python's style. */
+static int32_t put_value_text(wctx *w, const char *text, const td_key_path *p) {
+  jv v;
+  const char *err;
+  size_t at;
+  int32_t st = 0;
+  if (!json_parse(text, strlen(text), &v, &err, &at))
+    st = wfail_at(w, TD_EINVAL, p, "the value is not valid JSON: %s at byte %zu", err, at);
+  else if (!put_json(&w->json, &v, true))
+    st = wfail_at(w, TD_EINVAL, p, "the value is not valid UTF-8");
+  jv_free(&v);
+  return st;
+}
+
+static void put_device(buf *b, const td_dict *d) {
+  if (d->head.device_type == TD_DEVICE_CPU) {
+    buf_str(b, "\"cpu\"");
+  } else if (d->head.device_type == TD_DEVICE_CUDA) {
+    buf_str(b, "\"cuda:");
+    buf_i64(b, d->head.device_index);
+    buf_chr(b, '"');
+  } else {
+    buf_str(b, "null");
+  }
+}
+
+static int32_t put_name(wctx *w, const td_dict *d, int32_t dim, const td_key_path *p) {
+  const char *name = d->head.has_names && dim < d->head.ndim ? d->names[dim] : NULL;
+  if (!name) {
+    buf_str(&w->json, "null");
+    return 0;
+  }
+  if (!put_string_py(&w->json, name, strlen(name)))
+    return wfail_at(w, TD_EINVAL, p, "the name of dim %d is not valid UTF-8", (int)dim);
+  return 0;
+}
+
+/* A stacked value prepared for writing: contiguous positions, checked. */
+typedef struct stacked {
+  td_tensor *pos;
+  const int64_t *at;
+  int64_t numel;
+  int64_t uniform; /* the text index every position holds, -1 when they differ */
+} stacked;
+
+static int32_t stacked_prepare(const wctx *w, const td_entry *e, const td_key_path *p,
+                               stacked *s) {
+  memset(s, 0, sizeof *s);
+  s->pos = td_tensor_contiguous(&e->t);
+  if (!s->pos) return wfail_at(w, td_last_status(), p, "%s", td_last_error());
+  s->at = td_tensor_data_borrow(s->pos);
+  s->numel = td_tensor_numel(s->pos);
+  int64_t n = e->values->n;
+  for (int64_t k = 0; k < s->numel; k++)
+    if (s->at[k] < 0 || s->at[k] >= n) {
+      td_tensor_release(s->pos);
+      s->pos = NULL;
+      return wfail_at(w, TD_EINDEX, p, "stacked value position %lld is outside [0, %lld)",
+                      (long long)s->at[k], (long long)n);
+    }
+  s->uniform = s->numel ? s->at[0] : -1;
+  for (int64_t k = 1; k < s->numel && s->uniform >= 0; k++)
+    if (s->at[k] != s->uniform) s->uniform = -1;
+  if (s->numel == 0) s->uniform = -2; /* no element: any text stands for them all */
+  return 0;
+}
+
+/* The text index every element of a strided block of positions holds, or -1. */
+static int64_t block_uniform(const int64_t *at, int64_t off, int32_t nd, const int64_t *shape,
+                             const int64_t *strides) {
+  int64_t idx[TD_MAX_DIMS] = {0}, first = at[off];
+  for (int32_t k = 0; k < nd; k++)
+    if (shape[k] == 0) return -1;
+  for (;;) {
+    int64_t o = off;
+    for (int32_t k = 0; k < nd; k++) o += idx[k] * strides[k];
+    if (at[o] != first) return -1;
+    int32_t k = nd - 1;
+    while (k >= 0 && ++idx[k] == shape[k]) idx[k--] = 0;
+    if (k < 0) return first;
+  }
+}
+
+/* One element of non_tensors: [data, batch_size, device]. */
+static int32_t put_non_tensor(wctx *w, const td_dict *d, const char *text, int32_t nd,
+                              const int64_t *shape, const td_key_path *p) {
+  buf_chr(&w->json, '[');
+  int32_t st = put_value_text(w, text, p);
+  if (st) return st;
+  buf_str(&w->json, ", ");
+  buf_shape(&w->json, nd, shape);
+  buf_str(&w->json, ", ");
+  put_device(&w->json, d);
+  buf_chr(&w->json, ']');
+  return 0;
+}
+
+/* A NonTensorStack over a block of positions (nd >= 1), stacked along its first dim,
+ * which is dim `dim` of the container (its name is the stack_dim_name). Elements that
+ * are uniform are data; the others stacks, as torch.stack of NonTensorData builds. */
+static int32_t put_stack(wctx *w, const td_dict *d, const td_values *v, const int64_t *at,
+                         int64_t off, int32_t nd, const int64_t *shape, const int64_t *strides,
+                         int32_t dim, const td_key_path *p) {
+  buf *b = &w->json;
+  buf_str(b, "{\"cls\": \"NonTensorStack\", \"non_tensors\": {");
+  bool first = true;
+  for (int64_t k = 0; k < shape[0]; k++) {
+    int64_t u = block_uniform(at, off + k * strides[0], nd - 1, shape + 1, strides + 1);
+    if (u < 0) continue;
+    if (!first) buf_str(b, ", ");
+    first = false;
+    buf_chr(b, '"');
+    buf_i64(b, k);
+    buf_str(b, "\": ");
+    int32_t st = put_non_tensor(w, d, v->texts[u], nd - 1, shape + 1, p);
+    if (st) return st;
+  }
+  buf_str(b, "}, \"leaves\": {}, \"cls_metadata\": {\"stack_dim\": 0, \"stack_dim_name\": ");
+  int32_t st = put_name(w, d, dim, p);
+  if (st) return st;
+  buf_str(b, ", \"is_locked\": ");
+  buf_str(b, d->head.locked ? "true}" : "false}");
+  for (int64_t k = 0; k < shape[0]; k++) {
+    int64_t o = off + k * strides[0];
+    if (block_uniform(at, o, nd - 1, shape + 1, strides + 1) >= 0) continue;
+    buf_str(b, ", \"");
+    buf_i64(b, k);
+    buf_str(b, "\": ");
+    st = put_stack(w, d, v, at, o, nd - 1, shape + 1, strides + 1, dim + 1, p);
+    if (st) return st;
+  }
+  buf_chr(b, '}');
+  return 0;
+}
+
+/* The metadata object of d, whose leaves start at payload offset start. */
+static int32_t put_level(wctx *w, const td_dict *d, int64_t start, const td_key_path *parent) {
+  buf *b = &w->json;
+  int32_t st = 0;
+  buf_str(b, "{\"cls\": \"TensorDict\", \"non_tensors\": {");
+  bool first = true;
+  for (int32_t i = 0; i < d->keys->n && !st; i++) {
+    const td_entry *e = &d->entries[i];
+    td_key_path p = {parent, td_dict_key(d, i)};
+    const char *text;
+    if (e->kind == TD_ENTRY_VALUE) {
+      text = e->values->texts[0];
+    } else if (e->kind == TD_ENTRY_VALUES) {
+      stacked s;
+      if ((st = stacked_prepare(w, e, &p, &s))) break;
+      td_tensor_release(s.pos);
+      if (s.uniform == -1) continue; /* a NonTensorStack, written with the children */
+      text = s.uniform >= 0 ? e->values->texts[s.uniform]
+                            : e->values->n ? e->values->texts[0] : "null";
+    } else {
+      continue;
+    }
+    if (!first) buf_str(b, ", ");
+    first = false;
+    if ((st = put_key(w, d, i, &p))) break;
+    buf_str(b, ": ");
+    st = put_non_tensor(w, d, text, d->head.ndim, d->head.shape, &p);
+  }
+  if (st) return st;
+  buf_str(b, "}, \"leaves\": {");
+  first = true;
+  int64_t off = start;
+  for (int32_t i = 0; i < d->keys->n; i++) {
+    const td_entry *e = &d->entries[i];
+    if (e->kind == TD_ENTRY_DICT) off += subtree_bytes(e->child);
+    if (e->kind != TD_ENTRY_TENSOR) continue;
+    td_key_path p = {parent, td_dict_key(d, i)};
+    int64_t n = leaf_nbytes(&e->t), pad = pad_of(n);
+    if (!first) buf_str(b, ", ");
+    first = false;
+    if ((st = put_key(w, d, i, &p))) return st;
+    buf_str(b, ": [\"");
+    buf_str(b, torch_dtype_names[e->t.dtype]);
+    buf_str(b, "\", ");
+    buf_shape(b, e->t.ndim, e->t.shape);
+    buf_str(b, ", ");
+    buf_i64(b, off);
+    buf_str(b, ", ");
+    buf_i64(b, off + n + pad);
+    buf_str(b, ", ");
+    buf_i64(b, pad);
+    buf_chr(b, ']');
+    off += n + pad;
+  }
+  buf_str(b, "}, \"cls_metadata\": {\"device\": ");
+  put_device(b, d);
+  buf_str(b, ", \"names\": [");
+  for (int32_t k = 0; k < d->head.ndim; k++) {
+    if (k) buf_str(b, ", ");
+    if ((st = put_name(w, d, k, parent))) return st;
+  }
+  buf_str(b, "], \"batch_size\": ");
+  buf_shape(b, d->head.ndim, d->head.shape);
+  buf_str(b, ", \"is_locked\": ");
+  buf_str(b, d->head.locked ? "true}" : "false}");
+  off = start;
+  for (int32_t i = 0; i < d->keys->n; i++) {
+    const td_entry *e = &d->entries[i];
+    td_key_path p = {parent, td_dict_key(d, i)};
+    if (e->kind == TD_ENTRY_TENSOR) {
+      off += leaf_nbytes(&e->t) + pad_of(leaf_nbytes(&e->t));
+    } else if (e->kind == TD_ENTRY_DICT) {
+      buf_str(b, ", ");
+      if ((st = put_key(w, d, i, &p))) return st;
+      buf_str(b, ": ");
+      if ((st = put_level(w, e->child, off, &p))) return st;
+      off += subtree_bytes(e->child);
+    } else if (e->kind == TD_ENTRY_VALUES) {
+      stacked s;
+      if ((st = stacked_prepare(w, e, &p, &s))) return st;
+      if (s.uniform == -1) {
+        buf_str(b, ", ");
+        st = put_key(w, d, i, &p);
+        buf_str(b, ": ");
+        int64_t strides[TD_MAX_DIMS];
+        int64_t acc = 1;
+        for (int32_t k = s.pos->ndim - 1; k >= 0; k--) {
+          strides[k] = acc;
+          acc *= s.pos->shape[k];
+        }
+        if (!st)
+          st = put_stack(w, d, e->values, s.at, 0, s.pos->ndim, s.pos->shape, strides, 0, &p);
+      }
+      td_tensor_release(s.pos);
+      if (st) return st;
+    }
+  }
+  buf_chr(b, '}');
+  return 0;
+}
+
+/* ---- the file ---- */
+
+typedef struct wfile {
+  int fd;
+  const char *tmp;
+  char *buf;
+  size_t n, cap;
+} wfile;
+
+static int32_t wfile_raw(wfile *f, const wctx *w, const char *p, size_t n) {
+  while (n > 0) {
+    ssize_t k = write(f->fd, p, n > ((size_t)1 << 30) ? ((size_t)1 << 30) : n);
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0)
+      return td_fail(TD_EIO, "consolidate: '%s': cannot write '%s': %s", w->file, f->tmp,
+                     strerror(errno));
+    p += k;
+    n -= (size_t)k;
+  }
+  return 0;
+}
+
+static int32_t wfile_flush(wfile *f, const wctx *w) {
+  int32_t st = wfile_raw(f, w, f->buf, f->n);
+  f->n = 0;
+  return st;
+}
+
+/* Buffered: many small leaves make few system calls; large ones go straight out. */
+static int32_t wfile_write(wfile *f, const wctx *w, const void *p, size_t n) {
+  if (f->n + n <= f->cap) {
+    memcpy(f->buf + f->n, p, n);
+    f->n += n;
+    return 0;
+  }
+  int32_t st = wfile_flush(f, w);
+  if (st) return st;
+  if (n >= f->cap) return wfile_raw(f, w, p, n);
+  memcpy(f->buf, p, n);
+  f->n = n;
+  return 0;
+}
+
+static int32_t write_payload(wfile *f, const wctx *w, const td_dict *d,
+                             const td_key_path *parent) {
+  static const char zeros[8];
+  for (int32_t i = 0; i < d->keys->n; i++) {
+    const td_entry *e = &d->entries[i];
+    td_key_path p = {parent, td_dict_key(d, i)};
+    int32_t st = 0;
+    if (e->kind == TD_ENTRY_DICT) {
+      st = write_payload(f, w, e->child, &p);
+    } else if (e->kind == TD_ENTRY_TENSOR) {
+      int64_t n = leaf_nbytes(&e->t);
+      if (n > 0) {
+        if (td_tensor_is_contiguous(&e->t)) {
+          st = wfile_write(f, w, td_tensor_data_borrow(&e->t), (size_t)n);
+        } else {
+          td_tensor *c = td_tensor_contiguous(&e->t);
+          if (!c) return wfail_at(w, td_last_status(), &p, "%s", td_last_error());
+          st = wfile_write(f, w, td_tensor_data_borrow(c), (size_t)n);
+          td_tensor_release(c);
+        }
+      }
+      if (!st && pad_of(n)) st = wfile_write(f, w, zeros, (size_t)pad_of(n));
+    }
+    if (st) return st;
+  }
+  return 0;
+}
+
+/* The folder of path ("." when it names none). */
+static char *dir_of(const char *path) {
+  const char *slash = strrchr(path, '/');
+  if (!slash) return strdup(".");
+  if (slash == path) return strdup("/");
+  return strndup(path, (size_t)(slash - path));
+}
+
+static void fsync_dir(const char *dir) {
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  fsync(fd); /* best effort: some file systems refuse it on folders */
+  close(fd);
+}
+
+/* Creates a new temporary sibling of path (".<name>.tmp-<pid>-<n>"), mode 0666 less
+ * the umask, as a plain new file would get. */
+static int open_temp(const char *path, char **tmp_out) {
+  static atomic_uint counter;
+  const char *slash = strrchr(path, '/');
+  const char *base = slash ? slash + 1 : path;
+  size_t dlen = (size_t)(base - path);
+  size_t cap = strlen(path) + 64;
+  char *tmp = malloc(cap);
+  if (!tmp) {
+    errno = ENOMEM;
+    return -1;
+  }
+  for (int attempt = 0; attempt < 100; attempt++) {
+    unsigned n = atomic_fetch_add(&counter, 1u);
+    snprintf(tmp, cap, "%.*s.%s.tmp-%ld-%u-%lx", (int)dlen, path, base, (long)getpid(), n,
+             (unsigned long)time(NULL) & 0xFFFFFul);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd >= 0) {
+      *tmp_out = tmp;
+      return fd;
+    }
+    if (errno != EEXIST) break;
+  }
+  int saved = errno;
+  free(tmp);
+  errno = saved;
+  return -1;
+}
+
+TD_EXPORT int32_t td_dict_consolidate(const td_dict *d, const char *filename, int32_t flags) {
+  if (!d) return td_fail(TD_EINVAL, "consolidate: the TensorDict is NULL");
+  if (!filename || !*filename) return td_fail(TD_EINVAL, "consolidate: the filename is empty");
+  if (flags & ~(TD_MEMMAP_EXISTSOK | TD_MEMMAP_NO_FSYNC))
+    return td_fail(TD_EINVAL, "consolidate: unknown flags %d", (int)flags);
+  struct stat st_old;
+  bool exists = lstat(filename, &st_old) == 0;
+  if (exists && !(flags & TD_MEMMAP_EXISTSOK))
+    return td_fail(TD_EIO, "consolidate: '%s' exists (pass existsok)", filename);
+  if (exists && S_ISDIR(st_old.st_mode))
+    return td_fail(TD_EIO, "consolidate: '%s' is a folder, not a file", filename);
+
+  wctx w = {filename, {0}};
+  int64_t payload = 0;
+  int32_t st = measure(&w, d, NULL, &payload);
+  if (!st) st = put_level(&w, d, 0, NULL);
+  if (!st && w.json.oom) st = td_fail(TD_ENOMEM, "consolidate: out of memory");
+  if (st) {
+    free(w.json.p);
+    return st;
+  }
+
+  char *tmp = NULL;
+  wfile f = {.fd = open_temp(filename, &tmp), .cap = (size_t)1 << 20};
+  if (f.fd < 0) {
+    st = td_fail(TD_EIO, "consolidate: cannot create a temporary file beside '%s': %s",
+                 filename, strerror(errno));
+    free(w.json.p);
+    return st;
+  }
+  f.tmp = tmp;
+  f.buf = malloc(f.cap);
+  if (!f.buf) st = td_fail(TD_ENOMEM, "consolidate: out of memory");
+  if (!st) st = write_payload(&f, &w, d, NULL);
+  if (!st) st = wfile_write(&f, &w, w.json.p, w.json.n);
+  if (!st) {
+    unsigned char len[8];
+    uint64_t m = (uint64_t)w.json.n;
+    for (int k = 0; k < 8; k++) len[k] = (unsigned char)(m >> (8 * k));
+    st = wfile_write(&f, &w, len, 8);
+  }
+  if (!st) st = wfile_flush(&f, &w);
+  if (!st && !(flags & TD_MEMMAP_NO_FSYNC) && fsync(f.fd) != 0)
+    st = td_fail(TD_EIO, "consolidate: '%s': cannot fsync '%s': %s", filename, tmp,
+                 strerror(errno));
+  if (close(f.fd) != 0 && !st)
+    st = td_fail(TD_EIO, "consolidate: '%s': cannot close '%s': %s", filename, tmp,
+                 strerror(errno));
+  free(f.buf);
+  free(w.json.p);
+  if (!st) {
+    if (flags & TD_MEMMAP_EXISTSOK) {
+      if (rename(tmp, filename) != 0)
+        st = td_fail(TD_EIO, "consolidate: cannot rename '%s' to '%s': %s", tmp, filename,
+                     strerror(errno));
+    } else if (link(tmp, filename) != 0) {
+      /* link() refuses an existing target atomically; rename() is the fallback where the
+       * file system has no hard links. */
+      int err = errno;
+      bool no_links = err == EPERM || err == ENOTSUP || err == ENOSYS;
+      if (err == EEXIST || (no_links && access(filename, F_OK) == 0))
+        st = td_fail(TD_EIO, "consolidate: '%s' exists (pass existsok)", filename);
+      else if (!no_links)
+        st = td_fail(TD_EIO, "consolidate: cannot create '%s': %s", filename, strerror(err));
+      else if (rename(tmp, filename) != 0)
+        st = td_fail(TD_EIO, "consolidate: cannot rename '%s' to '%s': %s", tmp, filename,
+                     strerror(errno));
+    }
+  }
+  if (st || !(flags & TD_MEMMAP_EXISTSOK)) unlink(tmp); /* gone already after a rename */
+  if (!st && !(flags & TD_MEMMAP_NO_FSYNC)) {
+    char *dir = dir_of(filename);
+    if (dir) fsync_dir(dir);
+    free(dir);
+  }
+  free(tmp);
+  return st;
+}
+
+/* ====================================================================== loading */
+
+typedef struct rctx {
+  const char *file;
+  td_storage *s;
+  int64_t payload; /* bytes before the metadata */
+} rctx;
+
+enum { WHERE_CHARS = TD_PATH_CHARS + 64 };
+
+static int32_t rfail(const rctx *r, int32_t status, const char *where, const char *fmt, ...)
+    TD_PRINTF(4, 5);
+static int32_t rfail(const rctx *r, int32_t status, const char *where, const char *fmt, ...) {
+  char msg[768];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  return td_fail(status, "from_consolidated: '%s': %s%s%s", r->file, where, *where ? ": " : "",
+                 msg);
+}
+
+/* where = prefix + field (+ key): "b.leaves.c". */
+static const char *where_of(char *out, const char *prefix, const char *field, const char *key) {
+  snprintf(out, WHERE_CHARS, "%s%s%s%s", prefix, field, key ? "." : "", key ? key : "");
+  return out;
+}
+
+static int32_t get_int(const rctx *r, const char *where, const char *what, const jv *v,
+                       int64_t *out) {
+  if (!v) return rfail(r, TD_EINVAL, where, "%s is missing", what);
+  if (v->type == J_NUM && v->int_kind == J_INT) {
+    *out = v->i;
+    return 0;
+  }
+  if (v->type == J_NUM && v->int_kind == J_INT_OVERFLOW)
+    return rfail(r, TD_EINVAL, where, "%s %.*s does not fit in 64 bits", what, (int)v->rawlen,
+                 v->raw);
+  if (v->type == J_NUM)
+    return rfail(r, TD_EINVAL, where, "%s must be an integer, got %.*s", what, (int)v->rawlen,
+                 v->raw);
+  return rfail(r, TD_EINVAL, where, "%s must be an integer, got %s", what, jtype_name(v));
+}
+
+/* A list of sizes: at most TD_MAX_DIMS, none negative, the element count within
+ * int64 as bytes of the widest dtype. */
+static int32_t get_shape(const rctx *r, const char *where, const char *what, const jv *v,
+                         int32_t *ndim, int64_t *shape) {
+  if (!v) return rfail(r, TD_EINVAL, where, "%s is missing", what);
+  if (v->type != J_ARR)
+    return rfail(r, TD_ESHAPE, where, "%s must be a list of sizes, got %s", what, jtype_name(v));
+  if (v->n > TD_MAX_DIMS)
+    return rfail(r, TD_ESHAPE, where, "%s has %d dims, at most %d are supported", what,
+                 (int)v->n, TD_MAX_DIMS);
+  int64_t numel = 1;
+  for (int32_t k = 0; k < v->n; k++) {
+    int32_t st = get_int(r, where, what, &v->items[k], &shape[k]);
+    if (st) return st;
+    if (shape[k] < 0)
+      return rfail(r, TD_ESHAPE, where, "%s has a negative size %lld", what,
+                   (long long)shape[k]);
+  }
+  for (int32_t k = 0; k < v->n; k++)
+    if (__builtin_mul_overflow(numel, shape[k], &numel) || numel > INT64_MAX / 8) {
+      char s[TD_SHAPE_STR];
+      return rfail(r, TD_ESHAPE, where, "%s %s has too many elements", what,
+                   td_format_shape(s, sizeof s, v->n, shape));
+    }
+  *ndim = v->n;
+  return 0;
+}
+
+static bool starts_with(int32_t ndim, const int64_t *shape, int32_t bndim,
+                        const int64_t *batch) {
+  if (ndim < bndim) return false;
+  for (int32_t k = 0; k < bndim; k++)
+    if (shape[k] != batch[k]) return false;
+  return true;
+}
+
+static int32_t check_leading(const rctx *r, const char *where, const char *what, int32_t ndim,
+                             const int64_t *shape, const td_dict *d) {
+  if (starts_with(ndim, shape, d->head.ndim, d->head.shape)) return 0;
+  char a[TD_SHAPE_STR], b[TD_SHAPE_STR];
+  return rfail(r, TD_ESHAPE, where, "%s %s does not start with the batch size %s", what,
+               td_format_shape(a, sizeof a, ndim, shape),
+               td_format_shape(b, sizeof b, d->head.ndim, d->head.shape));
+}
+
+static int32_t check_new_key(const rctx *r, const char *where, const td_dict *d,
+                             const jv *key) {
+  if (td_dict_find(d, key->s, (int64_t)key->slen) >= 0)
+    return rfail(r, TD_EINVAL, where, "the key appears twice in the container");
+  return 0;
+}
+
+/* "cpu", "cuda", "cuda:N" or null. */
+static int32_t get_device(const rctx *r, const char *where, const jv *v, int32_t *type,
+                          int32_t *index) {
+  *type = TD_DEVICE_NONE;
+  *index = 0;
+  if (!v || v->type == J_NULL) return 0;
+  if (v->type != J_STR)
+    return rfail(r, TD_EINVAL, where, "device must be a string or null, got %s", jtype_name(v));
+  if (strcmp(v->s, "cpu") == 0 && v->slen == 3) {
+    *type = TD_DEVICE_CPU;
+    return 0;
+  }
+  if (strncmp(v->s, "cuda", 4) == 0 && strlen(v->s) == v->slen) {
+    const char *q = v->s + 4;
+    long idx = 0;
+    if (*q == ':') {
+      q++;
+      if (!is_digit(*q) || strlen(q) > 6) q = "x";
+      for (; is_digit(*q); q++) idx = idx * 10 + (*q - '0');
+    }
+    if (*q == '\0') {
+      *type = TD_DEVICE_CUDA;
+      *index = (int32_t)idx;
+      return 0;
+    }
+  }
+  return rfail(r, TD_EINVAL, where, "unknown device '%s'", v->s);
+}
+
+/* A non-tensor value's JSON text, compact (free it). */
+static char *compact_text(const jv *v) {
+  buf b = {0};
+  put_json(&b, v, false);
+  if (b.oom) {
+    free(b.p);
+    return NULL;
+  }
+  return b.p;
+}
+
+/* [data, batch_size, device] (Python also reads [data, batch_size]): the data's text
+ * and its batch size. */
+static int32_t get_non_tensor(const rctx *r, const char *where, const jv *v, char **text,
+                              int32_t *ndim, int64_t *shape) {
+  if (v->type != J_ARR || v->n < 2 || v->n > 3)
+    return rfail(r, TD_EINVAL, where, "a non-tensor entry must be [data, batch_size, device]");
+  int32_t st = get_shape(r, where, "batch_size", &v->items[1], ndim, shape);
+  int32_t type, index;
+  if (!st && v->n == 3) st = get_device(r, where, &v->items[2], &type, &index);
+  if (st) return st;
+  if (!(*text = compact_text(&v->items[0])))
+    return rfail(r, TD_ENOMEM, where, "out of memory");
+  return 0;
+}
+
+/* ---- a NonTensorStack into texts and positions ---- */
+
+typedef struct stack_load {
+  char **texts;
+  int64_t n, cap;
+  int64_t *table; /* open addressing: text index + 1, 0 empty */
+  int64_t table_cap;
+  int64_t *pos; /* contiguous over the container's batch */
+} stack_load;
+
+static uint64_t hash_text(const char *s) {
+  uint64_t h = 1469598103934665603ULL;
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+  return h;
+}
+
+/* The index of text among the stack's texts (taking it, or freeing a duplicate). */
+static int64_t intern_text(stack_load *k, char *text) {
+  if (2 * (k->n + 1) > k->table_cap) {
+    int64_t cap = k->table_cap ? 2 * k->table_cap : 16;
+    int64_t *table = calloc((size_t)cap, sizeof *table);
+    if (!table) return free(text), -1;
+    for (int64_t j = 0; j < k->n; j++) {
+      int64_t s = (int64_t)(hash_text(k->texts[j]) & (uint64_t)(cap - 1));
+      while (table[s]) s = (s + 1) & (cap - 1);
+      table[s] = j + 1;
+    }
+    free(k->table);
+    k->table = table;
+    k->table_cap = cap;
+  }
+  int64_t s = (int64_t)(hash_text(text) & (uint64_t)(k->table_cap - 1));
+  for (; k->table[s]; s = (s + 1) & (k->table_cap - 1))
+    if (strcmp(k->texts[k->table[s] - 1], text) == 0) {
+      free(text);
+      return k->table[s] - 1;
+    }
+  if (k->n == k->cap) {
+    int64_t cap = k->cap ? 2 * k->cap : 8;
+    char **texts = realloc(k->texts, sizeof *texts * (size_t)cap);
+    if (!texts) return free(text), -1;
+    k->texts = texts;
+    k->cap = cap;
+  }
+  k->texts[k->n] = text;
+  k->table[s] = k->n + 1;
+  return k->n++;
+}
+
+static void fill_block(int64_t *pos, int64_t off, int32_t nd, const int64_t *shape,
+                       const int64_t *strides, int64_t value) {
+  int64_t idx[TD_MAX_DIMS] = {0};
+  for (int32_t k = 0; k < nd; k++)
+    if (shape[k] == 0) return;
+  for (;;) {
+    int64_t o = off;
+    for (int32_t k = 0; k < nd; k++) o += idx[k] * strides[k];
+    pos[o] = value;
+    int32_t k = nd - 1;
+    while (k >= 0 && ++idx[k] == shape[k]) idx[k--] = 0;
+    if (k < 0) return;
+  }
+}
+
+/* "0", "1", ... as an element index below n, or -1. */
+static int64_t element_index(const jv *key, int64_t n) {
+  if (key->slen == 0 || key->slen > 18 || (key->slen > 1 && key->s[0] == '0')) return -1;
+  int64_t v = 0;
+  for (size_t k = 0; k < key->slen; k++) {
+    if (!is_digit(key->s[k])) return -1;
+    v = v * 10 + (key->s[k] - '0');
+  }
+  return v < n ? v : -1;
+}
+
+/* Fills the block (off, nd, shape, strides) of the positions from a NonTensorStack. */
+static int32_t load_stack(const rctx *r, stack_load *k, const jv *m, const char *where,
+                          int64_t off, int32_t nd, const int64_t *shape,
+                          const int64_t *strides) {
+  char w2[WHERE_CHARS];
+  if (m->type != J_OBJ)
+    return rfail(r, TD_EINVAL, where, "a NonTensorStack must be an object, got %s",
+                 jtype_name(m));
+  const jv *cls = obj_get(m, "cls"), *nt = obj_get(m, "non_tensors"),
+           *leaves = obj_get(m, "leaves"), *cm = obj_get(m, "cls_metadata");
+  if (!cls || cls->type != J_STR || strcmp(cls->s, "NonTensorStack") != 0)
+    return rfail(r, TD_EINVAL, where_of(w2, where, ".cls", NULL),
+                 "an element of a NonTensorStack must be a NonTensorStack or non-tensor data");
+  if (!nt || nt->type != J_OBJ)
+    return rfail(r, TD_EINVAL, where_of(w2, where, ".non_tensors", NULL), "must be an object");
+  if (!leaves || leaves->type != J_OBJ || leaves->n)
+    return rfail(r, TD_EINVAL, where_of(w2, where, ".leaves", NULL),
+                 "a NonTensorStack holds no tensors: must be {}");
+  if (!cm || cm->type != J_OBJ)
+    return rfail(r, TD_EINVAL, where_of(w2, where, ".cls_metadata", NULL), "must be an object");
+  where_of(w2, where, ".cls_metadata.stack_dim", NULL);
+  int64_t sd;
+  int32_t st = get_int(r, w2, "stack_dim", obj_get(cm, "stack_dim"), &sd);
+  if (st) return st;
+  if (nd == 0)
+    return rfail(r, TD_ESHAPE, where, "a NonTensorStack needs a batch dim to stack along");
+  if (sd < 0) sd += nd;
+  if (sd < 0 || sd >= nd)
+    return rfail(r, TD_EINDEX, w2, "stack_dim is outside the %d batch dims", (int)nd);
+  int64_t n = shape[sd];
+  const jv **data = calloc((size_t)(n ? n : 1), sizeof *data);
+  const jv **kids = calloc((size_t)(n ? n : 1), sizeof *kids);
+  if (!data || !kids) {
+    free(data), free(kids);
+    return rfail(r, TD_ENOMEM, where, "out of memory");
+  }
+  for (int32_t j = 0; j < nt->n && !st; j++) {
+    int64_t e = element_index(&nt->keys[j], n);
+    if (e < 0 || data[e])
+      st = rfail(r, TD_EINDEX, where_of(w2, where, ".non_tensors", nt->keys[j].s),
+                 "not an element of a stack of %lld (or given twice)", (long long)n);
+    else
+      data[e] = &nt->items[j];
+  }
+  for (int32_t j = 0; j < m->n && !st; j++) {
+    if (is_reserved_key(m->keys[j].s, m->keys[j].slen)) continue;
+    int64_t e = element_index(&m->keys[j], n);
+    if (e < 0 || data[e] || kids[e]) {
+      snprintf(w2, sizeof w2, "%s.%s", where, m->keys[j].s);
+      st = rfail(r, TD_EINDEX, w2, "not an element of a stack of %lld (or given twice)",
+                 (long long)n);
+    } else {
+      kids[e] = &m->items[j];
+    }
+  }
+  int32_t snd = nd - 1;
+  int64_t sshape[TD_MAX_DIMS], sstrides[TD_MAX_DIMS];
+  for (int32_t j = 0, o = 0; j < nd; j++)
+    if (j != sd) sshape[o] = shape[j], sstrides[o++] = strides[j];
+  for (int64_t e = 0; e < n && !st; e++) {
+    char key[24];
+    snprintf(key, sizeof key, "%lld", (long long)e);
+    int64_t eoff = off + e * strides[sd];
+    if (kids[e]) {
+      snprintf(w2, sizeof w2, "%s.%s", where, key);
+      st = load_stack(r, k, kids[e], w2, eoff, snd, sshape, sstrides);
+      continue;
+    }
+    if (!data[e]) {
+      st = rfail(r, TD_EINVAL, where, "element %lld of the stack is missing", (long long)e);
+      break;
+    }
+    where_of(w2, where, ".non_tensors", key);
+    char *text;
+    int32_t bnd;
+    int64_t bshape[TD_MAX_DIMS];
+    if ((st = get_non_tensor(r, w2, data[e], &text, &bnd, bshape))) break;
+    bool same = bnd == snd;
+    for (int32_t j = 0; same && j < snd; j++) same = bshape[j] == sshape[j];
+    if (!same) {
+      free(text);
+      char a[TD_SHAPE_STR], b[TD_SHAPE_STR];
+      st = rfail(r, TD_ESHAPE, w2, "batch_size %s is not the element's %s",
+                 td_format_shape(a, sizeof a, bnd, bshape),
+                 td_format_shape(b, sizeof b, snd, sshape));
+      break;
+    }
+    int64_t idx = intern_text(k, text);
+    if (idx < 0) {
+      st = rfail(r, TD_ENOMEM, w2, "out of memory");
+      break;
+    }
+    fill_block(k->pos, eoff, snd, sshape, sstrides, idx);
+  }
+  free(data);
+  free(kids);
+  return st;
+}
+
+static int32_t load_stacked_entry(const rctx *r, td_dict *d, const jv *key, const jv *m,
+                                  const char *where) {
+  stack_load k = {0};
+  td_tensor *pos = td_tensor_empty(d->head.ndim, d->head.shape, TD_INT64);
+  if (!pos) return rfail(r, td_last_status(), where, "%s", td_last_error());
+  k.pos = td_tensor_data_borrow(pos);
+  int64_t strides[TD_MAX_DIMS];
+  for (int32_t j = 0; j < pos->ndim; j++) strides[j] = pos->strides[j];
+  int32_t st = load_stack(r, &k, m, where, 0, d->head.ndim, d->head.shape, strides);
+  if (!st && td_dict_set_values(d, key->s, (int64_t)key->slen, k.n,
+                                (const char *const *)k.texts, pos) < 0)
+    st = rfail(r, td_last_status(), where, "%s", td_last_error());
+  for (int64_t j = 0; j < k.n; j++) free(k.texts[j]);
+  free(k.texts);
+  free(k.table);
+  td_tensor_release(pos);
+  return st;
+}
+
+/* ---- containers ---- */
+
+static int32_t load_leaf(const rctx *r, td_dict *d, const jv *key, const jv *v,
+                         const char *where) {
+  if ((key->slen >= 4 && memcmp(key->s, "<NJT", 4) == 0) || (v->type == J_ARR && v->n == 6))
+    return rfail(r, TD_EINVAL, where, "nested (jagged) tensors are not supported");
+  if (v->type != J_ARR || v->n != 5)
+    return rfail(r, TD_EINVAL, where, "a leaf must be [dtype, shape, start, stop, pad]");
+  const jv *dt = &v->items[0];
+  if (dt->type != J_STR) return rfail(r, TD_EDTYPE, where, "dtype must be a string");
+  int32_t dtype = -1;
+  for (int32_t k = 0; k < TD_NUM_DTYPES; k++)
+    if (strcmp(dt->s, torch_dtype_names[k]) == 0 && strlen(dt->s) == dt->slen) dtype = k;
+  if (dtype < 0) return rfail(r, TD_EDTYPE, where, "unknown dtype '%s'", dt->s);
+  int32_t ndim;
+  int64_t shape[TD_MAX_DIMS], start, stop, pad;
+  int32_t st = get_shape(r, where, "shape", &v->items[1], &ndim, shape);
+  if (!st) st = check_leading(r, where, "shape", ndim, shape, d);
+  if (!st) st = get_int(r, where, "start", &v->items[2], &start);
+  if (!st) st = get_int(r, where, "stop", &v->items[3], &stop);
+  if (!st) st = get_int(r, where, "pad", &v->items[4], &pad);
+  if (st) return st;
+  int64_t itemsize = td_itemsizes[dtype], numel = 1;
+  for (int32_t k = 0; k < ndim; k++) numel *= shape[k];
+  int64_t nbytes = numel * itemsize;
+  if (start < 0 || stop < start || stop > r->payload)
+    return rfail(r, TD_EINDEX, where, "bytes [%lld, %lld) are not inside the payload of %lld bytes",
+                 (long long)start, (long long)stop, (long long)r->payload);
+  if (pad < 0) return rfail(r, TD_EINVAL, where, "pad %lld is negative", (long long)pad);
+  if (stop - start < nbytes || (pad == 0 && stop - start != nbytes)) {
+    char s[TD_SHAPE_STR];
+    return rfail(r, TD_ESHAPE, where,
+                 "bytes [%lld, %lld) (pad %lld) do not hold a %s %s leaf of %lld bytes",
+                 (long long)start, (long long)stop, (long long)pad, dt->s,
+                 td_format_shape(s, sizeof s, ndim, shape), (long long)nbytes);
+  }
+  if (start % itemsize)
+    return rfail(r, TD_EINVAL, where, "start %lld is not a multiple of the %s item size %lld",
+                 (long long)start, dt->s, (long long)itemsize);
+  if ((st = check_new_key(r, where, d, key))) return st;
+  td_tensor *t = td_tensor_from_storage(r->s, start / itemsize, ndim, shape, NULL, dtype);
+  if (!t) return rfail(r, td_last_status(), where, "%s", td_last_error());
+  if (td_dict_set_tensor(d, key->s, (int64_t)key->slen, t) < 0)
+    st = rfail(r, td_last_status(), where, "%s", td_last_error());
+  td_tensor_release(t);
+  return st;
+}
+
+static td_dict *load_level(const rctx *r, const jv *m, const char *prefix,
+                           const td_dict *parent);
+
+/* The metadata object m (a TensorDict) into a container. prefix names it in messages
+ * ("" at the top, "b." for the child b). */
+static td_dict *load_level(const rctx *r, const jv *m, const char *prefix,
+                           const td_dict *parent) {
+  char where[WHERE_CHARS];
+  snprintf(where, sizeof where, "%.*s", prefix[0] ? (int)strlen(prefix) - 1 : 0, prefix);
+  if (m->type != J_OBJ) {
+    rfail(r, TD_EINVAL, where[0] ? where : "metadata",
+          "a TensorDict's metadata must be an object, got %s", jtype_name(m));
+    return NULL;
+  }
+  const jv *cls = obj_get(m, "cls");
+  if (!cls || cls->type != J_STR) {
+    rfail(r, TD_EINVAL, where_of(where, prefix, "cls", NULL), "must be a class name");
+    return NULL;
+  }
+  if (strcmp(cls->s, "TensorDict") != 0 || cls->slen != strlen("TensorDict")) {
+    rfail(r, TD_EINVAL, where_of(where, prefix, "cls", NULL),
+          "class '%s' is not supported (TensorDict, or NonTensorStack for a non-tensor entry)",
+          cls->s);
+    return NULL;
+  }
+  const jv *cm = obj_get(m, "cls_metadata"), *nt = obj_get(m, "non_tensors"),
+           *leaves = obj_get(m, "leaves");
+  if (!cm || cm->type != J_OBJ) {
+    rfail(r, TD_EINVAL, where_of(where, prefix, "cls_metadata", NULL), "must be an object");
+    return NULL;
+  }
+  if (!nt || nt->type != J_OBJ) {
+    rfail(r, TD_EINVAL, where_of(where, prefix, "non_tensors", NULL), "must be an object");
+    return NULL;
+  }
+  if (!leaves || leaves->type != J_OBJ) {
+    rfail(r, TD_EINVAL, where_of(where, prefix, "leaves", NULL), "must be an object");
+    return NULL;
+  }
+  int32_t ndim;
+  int64_t batch[TD_MAX_DIMS];
+  where_of(where, prefix, "cls_metadata.batch_size", NULL);
+  if (get_shape(r, where, "batch_size", obj_get(cm, "batch_size"), &ndim, batch)) return NULL;
+  if (parent && !starts_with(ndim, batch, parent->head.ndim, parent->head.shape)) {
+    char a[TD_SHAPE_STR], b[TD_SHAPE_STR];
+    rfail(r, TD_ESHAPE, where, "%s does not start with the parent's batch size %s",
+          td_format_shape(a, sizeof a, ndim, batch),
+          td_format_shape(b, sizeof b, parent->head.ndim, parent->head.shape));
+    return NULL;
+  }
+  /* names, device and lock are read now (errors before any work), applied last */
+  const jv *names = obj_get(cm, "names"), *locked = obj_get(cm, "is_locked");
+  where_of(where, prefix, "cls_metadata.names", NULL);
+  if (names && names->type != J_NULL) {
+    if (names->type != J_ARR || names->n != ndim) {
+      rfail(r, TD_EINVAL, where, "must be a list of %d names or nulls", (int)ndim);
+      return NULL;
+    }
+    for (int32_t k = 0; k < ndim; k++)
+      if (names->items[k].type != J_NULL &&
+          (names->items[k].type != J_STR || strlen(names->items[k].s) != names->items[k].slen)) {
+        rfail(r, TD_EINVAL, where, "name %d must be a string or null", (int)k);
+        return NULL;
+      }
+  }
+  where_of(where, prefix, "cls_metadata.is_locked", NULL);
+  if (locked && locked->type != J_TRUE && locked->type != J_FALSE) {
+    rfail(r, TD_EINVAL, where, "must be true or false, got %s", jtype_name(locked));
+    return NULL;
+  }
+  int32_t dev_type, dev_index;
+  where_of(where, prefix, "cls_metadata.device", NULL);
+  if (get_device(r, where, obj_get(cm, "device"), &dev_type, &dev_index)) return NULL;
+
+  td_dict *d = td_dict_new(ndim, batch);
+  if (!d) {
+    rfail(r, td_last_status(), where_of(where, prefix, "cls_metadata.batch_size", NULL), "%s",
+          td_last_error());
+    return NULL;
+  }
+  int32_t st = 0;
+  /* Python's order: non-tensor values, leaves, then nested containers */
+  for (int32_t k = 0; k < nt->n && !st; k++) {
+    const jv *key = &nt->keys[k];
+    where_of(where, prefix, "non_tensors", key->s);
+    char *text = NULL;
+    int32_t bnd;
+    int64_t bshape[TD_MAX_DIMS];
+    st = check_new_key(r, where, d, key);
+    if (!st) st = get_non_tensor(r, where, &nt->items[k], &text, &bnd, bshape);
+    if (!st) st = check_leading(r, where, "batch_size", bnd, bshape, d);
+    if (!st && td_dict_set_value(d, key->s, (int64_t)key->slen, text) < 0)
+      st = rfail(r, td_last_status(), where, "%s", td_last_error());
+    free(text);
+  }
+  for (int32_t k = 0; k < leaves->n && !st; k++)
+    st = load_leaf(r, d, &leaves->keys[k], &leaves->items[k],
+                   where_of(where, prefix, "leaves", leaves->keys[k].s));
+  for (int32_t k = 0; k < m->n && !st; k++) {
+    const jv *key = &m->keys[k], *child = &m->items[k];
+    if (is_reserved_key(key->s, key->slen)) continue;
+    where_of(where, prefix, key->s, NULL);
+    if ((st = check_new_key(r, where, d, key))) break;
+    const jv *ccls = child->type == J_OBJ ? obj_get(child, "cls") : NULL;
+    if (ccls && ccls->type == J_STR && strcmp(ccls->s, "NonTensorStack") == 0) {
+      st = load_stacked_entry(r, d, key, child, where);
+      continue;
+    }
+    char child_prefix[WHERE_CHARS + 2];
+    snprintf(child_prefix, sizeof child_prefix, "%s.", where);
+    td_dict *c = load_level(r, child, child_prefix, d);
+    if (!c) {
+      st = td_last_status();
+      break;
+    }
+    if (td_dict_set_dict(d, key->s, (int64_t)key->slen, c) < 0)
+      st = rfail(r, td_last_status(), where, "%s", td_last_error());
+    td_dict_release(c);
+  }
+  if (!st && names && names->type == J_ARR) {
+    const char *list[TD_MAX_DIMS] = {0};
+    bool any = false;
+    for (int32_t k = 0; k < ndim; k++)
+      if (names->items[k].type == J_STR) list[k] = names->items[k].s, any = true;
+    if (any && td_dict_set_names(d, list) != 0)
+      st = rfail(r, td_last_status(), where_of(where, prefix, "cls_metadata.names", NULL), "%s",
+                 td_last_error());
+  }
+  if (!st && dev_type != TD_DEVICE_NONE && td_dict_set_device(d, dev_type, dev_index) != 0)
+    st = rfail(r, td_last_status(), where_of(where, prefix, "cls_metadata.device", NULL), "%s",
+               td_last_error());
+  if (!st && locked && locked->type == J_TRUE) td_dict_set_locked(d, 1);
+  if (st) {
+    td_dict_release(d);
+    return NULL;
+  }
+  return d;
+}
+
+TD_EXPORT td_dict *td_dict_from_consolidated(const char *filename, int32_t mode) {
+  if (!filename || !*filename) {
+    td_fail(TD_EINVAL, "from_consolidated: the filename is empty");
+    return NULL;
+  }
+  if (mode != TD_MAP_READ && mode != TD_MAP_READWRITE) {
+    td_fail(TD_EINVAL, "from_consolidated: mode must be TD_MAP_READ or TD_MAP_READWRITE, got %d",
+            (int)mode);
+    return NULL;
+  }
+  rctx r = {filename, NULL, 0};
+  struct stat st;
+  if (stat(filename, &st) != 0) {
+    td_fail(TD_EIO, "from_consolidated: cannot open '%s': %s", filename, strerror(errno));
+    return NULL;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    td_fail(TD_EIO, "from_consolidated: '%s' is not a regular file", filename);
+    return NULL;
+  }
+  int64_t size = (int64_t)st.st_size;
+  if (size < 8) {
+    rfail(&r, TD_EIO, "",
+          "the file holds %lld bytes, too few for the 8-byte metadata length at its end",
+          (long long)size);
+    return NULL;
+  }
+  r.s = td_storage_map_file(filename, size, mode);
+  if (!r.s) {
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", td_last_error());
+    td_fail(td_last_status(), "from_consolidated: %s", msg);
+    return NULL;
+  }
+  const unsigned char *data = td_storage_data_borrow(r.s);
+  uint64_t mlen = 0;
+  for (int k = 7; k >= 0; k--) mlen = (mlen << 8) | data[size - 8 + k];
+  td_dict *d = NULL;
+  if (mlen == 0 || mlen > (uint64_t)(size - 8)) {
+    rfail(&r, TD_EIO, "metadata length",
+          "%lld is out of range: the file holds %lld bytes, so it must lie in [1, %lld]",
+          (long long)mlen, (long long)size, (long long)(size - 8));
+  } else {
+    r.payload = size - 8 - (int64_t)mlen;
+    jv m;
+    const char *err;
+    size_t at;
+    if (!json_parse((const char *)data + r.payload, (size_t)mlen, &m, &err, &at))
+      rfail(&r, strcmp(err, "out of memory") == 0 ? TD_ENOMEM : TD_EIO, "metadata",
+            "not valid JSON: %s at byte %zu of %llu", err, at, (unsigned long long)mlen);
+    else
+      d = load_level(&r, &m, "", NULL);
+    jv_free(&m);
+  }
+  td_storage_release(r.s); /* the leaves hold their own references */
+  return d;
+}

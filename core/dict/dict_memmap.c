@@ -1,0 +1,798 @@
+/*
+ * dict_memmap.c: containers on disk in Python tensordict's memmap layout: what a save
+ * writes, and the calls that save (td_dict_memmap, td_dict_memmap_, td_dict_memmap_like)
+ * and sync (td_dict_sync). Also what the loader (dict_memmap_load.c) shares: file names
+ * of keys, torch dtype names, mappings of open files.
+ *
+ * A save is planned in memory first: every check (keys, devices, values) and the text
+ * of every meta.json, so that a refused container touches no file. dict_memmap_disk.c
+ * then writes the plan into a temporary sibling folder and swaps it in at prefix; the
+ * result is built from the mapped files by walking the container again in plan order.
+ *
+ * meta.json is built with cJSON, then re-spaced the way Python's json.dumps writes it
+ * (", " and ": "; "," and ":" for NonTensorStack folders; non-ASCII as \uXXXX), with
+ * the fields in Python's order, so a folder written here is byte for byte the folder
+ * Python tensordict 0.15 writes for the same container.
+ */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "dict_internal.h"
+
+/* ------------------------------------------------------ shared with the loader */
+
+static const char *const torch_dtypes[TD_NUM_DTYPES] = {
+    "torch.bool",    "torch.uint8",   "torch.int8",     "torch.int16",   "torch.int32",
+    "torch.int64",   "torch.float16", "torch.bfloat16", "torch.float32", "torch.float64"};
+
+const char *td_mm_torch_dtype(int32_t dtype) {
+  return dtype >= 0 && dtype < TD_NUM_DTYPES ? torch_dtypes[dtype] : NULL;
+}
+
+int32_t td_mm_dtype_from_torch(const char *name) {
+  for (int32_t i = 0; i < TD_NUM_DTYPES; i++)
+    if (strcmp(name, torch_dtypes[i]) == 0) return i;
+  return -1;
+}
+
+/* Python's _FS_UNSAFE_CHARS: / < > : " | ? * \ space % NUL, control characters, DEL. */
+static bool fs_unsafe(unsigned char c) {
+  return c < 32 || c == 127 || (c != 0 && strchr("/<>:\"|?*\\ %", c) != NULL);
+}
+
+char *td_mm_encode_key(const char *key, int64_t len, const char *suffix) {
+  size_t sl = strlen(suffix);
+  char *out = malloc((size_t)len * 3 + sl + 8);
+  if (!out) return NULL;
+  size_t o = 0;
+  if (len == 0) {
+    out[o++] = '%';
+  } else if ((len == 1 && key[0] == '.') || (len == 2 && key[0] == '.' && key[1] == '.')) {
+    for (int64_t i = 0; i < len; i++, o += 3) memcpy(out + o, "%2E", 3);
+  } else {
+    static const char hex[] = "0123456789ABCDEF";
+    for (int64_t i = 0; i < len; i++) {
+      unsigned char c = (unsigned char)key[i];
+      if (fs_unsafe(c)) {
+        out[o++] = '%';
+        out[o++] = hex[c >> 4];
+        out[o++] = hex[c & 15];
+      } else {
+        out[o++] = (char)c;
+      }
+    }
+  }
+  memcpy(out + o, suffix, sl + 1);
+  return out;
+}
+
+td_storage *td_mm_map_fd(int fd, int64_t nbytes, int32_t writable, char *why, size_t why_len) {
+  static char no_bytes[1]; /* an empty leaf needs no memory, only a non-NULL pointer */
+  td_storage *s = calloc(1, sizeof *s);
+  if (!s) {
+    snprintf(why, why_len, "out of memory");
+    return NULL;
+  }
+  atomic_init(&s->refcount, 1);
+  s->kind = TD_STORAGE_FILE;
+  s->nbytes = nbytes;
+  s->writable = writable ? 1 : 0;
+  s->device_type = TD_DEVICE_CPU;
+  if (nbytes == 0) {
+    s->data = no_bytes;
+    return s;
+  }
+  void *p = (uint64_t)nbytes > SIZE_MAX ? MAP_FAILED
+                                        : mmap(NULL, (size_t)nbytes,
+                                               PROT_READ | (writable ? PROT_WRITE : 0),
+                                               MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    snprintf(why, why_len, "cannot map %lld bytes: %s", (long long)nbytes, strerror(errno));
+    free(s);
+    return NULL;
+  }
+  s->data = p;
+  s->mapped_bytes = nbytes;
+  return s;
+}
+
+/* ----------------------------------------------------------- JSON text, Python's way */
+
+typedef struct sbuf {
+  char *p;
+  size_t n, cap;
+  bool oom;
+} sbuf;
+
+static void sb_put(sbuf *b, const char *s, size_t n) {
+  if (b->oom) return;
+  if (b->n + n + 1 > b->cap) {
+    size_t cap = b->cap ? b->cap * 2 : 256;
+    while (cap < b->n + n + 1) cap *= 2;
+    char *p = realloc(b->p, cap);
+    if (!p) {
+      b->oom = true;
+      return;
+    }
+    b->p = p;
+    b->cap = cap;
+  }
+  memcpy(b->p + b->n, s, n);
+  b->n += n;
+  b->p[b->n] = '\0';
+}
+
+static void sb_puts(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
+static void sb_putc(sbuf *b, char c) { sb_put(b, &c, 1); }
+
+/* The code point of the UTF-8 sequence at s (n > 0 bytes left) and its length; 0 for
+ * an invalid sequence (overlong forms, surrogates and values past U+10FFFF included). */
+static int utf8_next(const unsigned char *s, size_t n, uint32_t *cp) {
+  unsigned char c = s[0];
+  if (c < 0x80) {
+    *cp = c;
+    return 1;
+  }
+  int len = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+  if (!len || (size_t)len > n) return 0;
+  uint32_t v = c & (len == 2 ? 0x1F : len == 3 ? 0x0F : 0x07);
+  for (int i = 1; i < len; i++) {
+    if ((s[i] & 0xC0) != 0x80) return 0;
+    v = (v << 6) | (s[i] & 0x3F);
+  }
+  if ((len == 3 && (v < 0x800 || (v >= 0xD800 && v <= 0xDFFF))) ||
+      (len == 4 && (v < 0x10000 || v > 0x10FFFF)))
+    return 0;
+  *cp = v;
+  return len;
+}
+
+static bool utf8_valid(const char *s, int64_t n) {
+  uint32_t cp;
+  for (int64_t i = 0; i < n;) {
+    int k = utf8_next((const unsigned char *)s + i, (size_t)(n - i), &cp);
+    if (!k) return false;
+    i += k;
+  }
+  return true;
+}
+
+/* One UTF-16 code unit or ASCII character as json.dumps(ensure_ascii=True) writes it. */
+static void put_unit(sbuf *b, uint32_t u) {
+  char tmp[8];
+  switch (u) {
+    case '"': sb_puts(b, "\\\""); return;
+    case '\\': sb_puts(b, "\\\\"); return;
+    case '\b': sb_puts(b, "\\b"); return;
+    case '\f': sb_puts(b, "\\f"); return;
+    case '\n': sb_puts(b, "\\n"); return;
+    case '\r': sb_puts(b, "\\r"); return;
+    case '\t': sb_puts(b, "\\t"); return;
+    default: break;
+  }
+  if (u >= 0x20 && u < 0x7F) {
+    sb_putc(b, (char)u);
+  } else {
+    snprintf(tmp, sizeof tmp, "\\u%04x", (unsigned)u);
+    sb_puts(b, tmp);
+  }
+}
+
+static void put_code_point(sbuf *b, uint32_t cp) {
+  if (cp < 0x10000) {
+    put_unit(b, cp);
+  } else {
+    cp -= 0x10000;
+    put_unit(b, 0xD800 + (cp >> 10));
+    put_unit(b, 0xDC00 + (cp & 0x3FF));
+  }
+}
+
+static int hex_value(char c) {
+  return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                                      : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* Re-emits a valid JSON text as Python's json.dumps writes it: separators ", " and ": "
+ * (compact: "," and ":"), no other whitespace, numbers and literals as they are, and
+ * strings with every character outside printable ASCII escaped. False on invalid
+ * UTF-8 (Python could not read the file). */
+static bool pythonize(const char *s, size_t n, bool compact, sbuf *b) {
+  for (size_t i = 0; i < n; i++) {
+    char c = s[i];
+    if (c == ' ' || c == '\t' || c == '\n' || c == '\r') continue;
+    if (c == ',' || c == ':') {
+      sb_putc(b, c);
+      if (!compact) sb_putc(b, ' ');
+      continue;
+    }
+    if (c != '"') {
+      sb_putc(b, c);
+      continue;
+    }
+    sb_putc(b, '"');
+    for (i++; i < n && s[i] != '"';) {
+      if (s[i] == '\\' && i + 1 < n) {
+        char e = s[i + 1];
+        i += 2;
+        switch (e) {
+          case 'b': put_unit(b, '\b'); break;
+          case 'f': put_unit(b, '\f'); break;
+          case 'n': put_unit(b, '\n'); break;
+          case 'r': put_unit(b, '\r'); break;
+          case 't': put_unit(b, '\t'); break;
+          case 'u': {
+            uint32_t u = 0;
+            for (int k = 0; k < 4; k++) {
+              int h = i < n ? hex_value(s[i]) : -1;
+              if (h < 0) return false;
+              u = u * 16 + (uint32_t)h;
+              i++;
+            }
+            put_unit(b, u); /* surrogates stay the escaped units they were */
+            break;
+          }
+          default: put_unit(b, (unsigned char)e); break; /* \" \\ \/ */
+        }
+        continue;
+      }
+      uint32_t cp;
+      int k = utf8_next((const unsigned char *)s + i, n - i, &cp);
+      if (!k) return false;
+      put_code_point(b, cp);
+      i += (size_t)k;
+    }
+    sb_putc(b, '"');
+  }
+  return true;
+}
+
+/* The meta.json text of a cJSON tree, as Python writes it; NULL on invalid UTF-8 (with
+ * *bad_utf8 set) or when out of memory. The caller frees it. */
+static char *meta_text(cJSON *root, bool compact, size_t *len, bool *bad_utf8) {
+  *bad_utf8 = false;
+  char *raw = root ? cJSON_PrintUnformatted(root) : NULL;
+  if (!raw) return NULL;
+  sbuf b = {0};
+  if (!pythonize(raw, strlen(raw), compact, &b)) *bad_utf8 = true;
+  cJSON_free(raw);
+  if (*bad_utf8 || b.oom) {
+    free(b.p);
+    return NULL;
+  }
+  *len = b.n;
+  return b.p;
+}
+
+/* A JSON list of integers, written from the int64 values (no trip through doubles). */
+static cJSON *int_list(int32_t n, const int64_t *v) {
+  cJSON *a = cJSON_CreateArray();
+  for (int32_t i = 0; a && i < n; i++) {
+    char num[24];
+    snprintf(num, sizeof num, "%lld", (long long)v[i]);
+    if (!cJSON_AddItemToArray(a, cJSON_CreateRaw(num))) {
+      cJSON_Delete(a);
+      return NULL;
+    }
+  }
+  return a;
+}
+
+/* Adds item under key; on failure deletes item and clears *ok. */
+static void add(cJSON *obj, const char *key, cJSON *item, bool *ok) {
+  if (!obj || !item || !cJSON_AddItemToObject(obj, key, item)) {
+    cJSON_Delete(item);
+    *ok = false;
+  }
+}
+
+/* ------------------------------------------------------------------------ the plan */
+
+/* Room for one more element in arr (n used of cap); ok becomes false when out of memory. */
+#define GROW(arr, n, cap, ok)                                                    \
+  do {                                                                           \
+    if ((n) >= (cap)) {                                                          \
+      int32_t grow_cap_ = (cap) ? 2 * (cap) : 16;                                \
+      void *grow_p_ = realloc((arr), sizeof *(arr) * (size_t)grow_cap_);         \
+      if (grow_p_) {                                                             \
+        (arr) = grow_p_;                                                         \
+        (cap) = grow_cap_;                                                       \
+      } else {                                                                   \
+        (ok) = false;                                                            \
+      }                                                                          \
+    }                                                                            \
+  } while (0)
+
+static char *join_path(const char *dir, const char *name) {
+  size_t a = strlen(dir), b = strlen(name);
+  char *p = malloc(a + b + 2);
+  if (!p) return NULL;
+  memcpy(p, dir, a);
+  p[a] = '/';
+  memcpy(p + a + 1, name, b + 1);
+  return p;
+}
+
+static int32_t oom(const td_mm_save *S) { return td_fail(TD_ENOMEM, "%s: out of memory", S->call); }
+
+/* A new folder (name is taken over); its index or a negative code. */
+static int32_t add_dir(td_mm_save *S, int32_t parent, char *name) {
+  bool ok = true;
+  char *path = name ? join_path(S->dirs[parent].path, name) : NULL;
+  char *rel = !name ? NULL : parent == 0 ? strdup(name) : join_path(S->dirs[parent].rel, name);
+  if (path && rel) GROW(S->dirs, S->ndirs, S->dcap, ok);
+  if (!path || !rel || !ok) {
+    free(name), free(path), free(rel);
+    return oom(S);
+  }
+  S->dirs[S->ndirs] = (td_mm_dir){parent, name, rel, path};
+  return S->ndirs++;
+}
+
+/* A new file job (name and text are taken over). */
+static int32_t add_job(td_mm_save *S, int32_t dir, char *name, const td_tensor *leaf, char *text,
+                       size_t text_len, int64_t nbytes) {
+  bool ok = true;
+  char *path = name ? join_path(S->dirs[dir].path, name) : NULL;
+  if (path) GROW(S->jobs, S->njobs, S->jcap, ok);
+  if (!path || !ok) {
+    free(name), free(path), free(text);
+    return oom(S);
+  }
+  S->jobs[S->njobs] = (td_mm_job){.dir = dir, .name = name, .path = path, .leaf = leaf,
+                               .text = text, .text_len = text_len, .nbytes = nbytes};
+  return S->njobs++;
+}
+
+static int32_t add_mark(td_mm_save *S, int32_t index) {
+  bool ok = true;
+  GROW(S->marks, S->nmarks, S->mcap, ok);
+  if (!ok) return oom(S);
+  S->marks[S->nmarks++] = (td_mm_mark){index, NULL};
+  return 0;
+}
+
+/* A meta.json job for folder dir from a cJSON tree (deleted here). */
+static int32_t add_meta(td_mm_save *S, int32_t dir, cJSON *root, bool compact, const char *what) {
+  size_t len = 0;
+  bool bad_utf8;
+  char *text = meta_text(root, compact, &len, &bad_utf8);
+  cJSON_Delete(root);
+  if (!text && bad_utf8)
+    return td_fail(TD_EINVAL, "%s: %s is not valid UTF-8 (meta.json is UTF-8)", S->call, what);
+  if (!text) return oom(S);
+  char *name = strdup("meta.json");
+  if (!name) {
+    free(text);
+    return oom(S);
+  }
+  return add_job(S, dir, name, NULL, text, len, 0) < 0 ? td_last_status() : 0;
+}
+
+static bool valid_json(const char *text) {
+  cJSON *v = cJSON_ParseWithOpts(text, NULL, 1);
+  cJSON_Delete(v);
+  return v != NULL;
+}
+
+/* The nested list of a stacked value's texts, shaped like the batch (positions p). */
+static bool stack_list(sbuf *b, const td_tensor *p, const td_values *v, int32_t dim,
+                       int64_t off) {
+  if (dim == p->ndim) {
+    int64_t k = ((const int64_t *)(const void *)p->storage->data)[off];
+    if (k < 0 || k >= v->n) return false;
+    sb_puts(b, v->texts[k]);
+    return true;
+  }
+  sb_putc(b, '[');
+  for (int64_t i = 0; i < p->shape[dim]; i++) {
+    if (i) sb_putc(b, ',');
+    if (!stack_list(b, p, v, dim + 1, off + i * p->strides[dim])) return false;
+  }
+  sb_putc(b, ']');
+  return true;
+}
+
+/* The sub-folder of a non-tensor value: NonTensorData (uniform) or NonTensorStack. */
+static int32_t plan_value(td_mm_save *S, const td_entry *e, int32_t dir, const char *key,
+                          bool *stacked) {
+  const td_values *v = e->values;
+  char what[TD_PATH_CHARS + 32];
+  snprintf(what, sizeof what, "the value of key '%s'", key);
+  for (int64_t k = 0; k < v->n; k++)
+    if (!valid_json(v->texts[k]))
+      return td_fail(TD_EINVAL, "%s: key '%s': the value is not valid JSON: %.60s", S->call,
+                     key, v->texts[k]);
+  bool ok = true;
+  cJSON *root = cJSON_CreateObject();
+  *stacked = e->kind == TD_ENTRY_VALUES && e->t.ndim > 0;
+  if (!*stacked) {
+    /* A uniform value; a stacked one over a 0-dim batch holds one element. */
+    const char *text = v->texts[0];
+    if (e->kind == TD_ENTRY_VALUES) {
+      int64_t k = ((const int64_t *)(const void *)e->t.storage->data)[e->t.offset];
+      if (k < 0 || k >= v->n)
+        return cJSON_Delete(root),
+               td_fail(TD_EINVAL, "%s: key '%s': position %lld out of range", S->call, key,
+                       (long long)k);
+      text = v->texts[k];
+    }
+    add(root, "_type", cJSON_CreateString(TD_MM_TYPE_NTD), &ok);
+    add(root, "data", cJSON_CreateRaw(text), &ok);
+    add(root, "_metadata", cJSON_CreateNull(), &ok);
+    add(root, "_is_non_tensor", cJSON_CreateTrue(), &ok);
+    if (!ok) return cJSON_Delete(root), oom(S);
+    return add_meta(S, dir, root, false, what);
+  }
+  sbuf list = {0};
+  if (!stack_list(&list, &e->t, v, 0, e->t.offset)) {
+    free(list.p);
+    cJSON_Delete(root);
+    return td_fail(TD_EINVAL, "%s: key '%s': a position is out of range", S->call, key);
+  }
+  add(root, "_type", cJSON_CreateString(TD_MM_TYPE_NTS), &ok);
+  add(root, "_format_version", cJSON_CreateRaw("1"), &ok);
+  add(root, "_class", cJSON_CreateString(TD_MM_CLASS_NTS), &ok);
+  add(root, "stack_dim", cJSON_CreateRaw("0"), &ok);
+  add(root, "device", cJSON_CreateNull(), &ok); /* the stack's own: none, as Python's */
+  add(root, "data", list.oom ? NULL : cJSON_CreateRaw(list.p), &ok);
+  free(list.p);
+  if (!ok) return cJSON_Delete(root), oom(S);
+  return add_meta(S, dir, root, true, what); /* Python writes stacks compact */
+}
+
+typedef struct name_key {
+  const char *name, *key;
+} name_key;
+
+static int cmp_name(const void *a, const void *b) {
+  return strcmp(((const name_key *)a)->name, ((const name_key *)b)->name);
+}
+
+/* Two keys of one folder must not map to one file name ("a" and "a.memmap" as a
+ * nested container, or a nested container named "meta.json"). */
+static int32_t check_names(const td_mm_save *S, name_key *names, int32_t n, const char *path) {
+  qsort(names, (size_t)n, sizeof *names, cmp_name);
+  for (int32_t i = 1; i < n; i++) {
+    const name_key *a = &names[i - 1], *b = &names[i];
+    if (strcmp(a->name, b->name) != 0) continue;
+    if (!a->key || !b->key)
+      return td_fail(TD_EINVAL, "%s: %s: key '%s' would be stored as 'meta.json', the file of "
+                     "the folder's own metadata", S->call, path, a->key ? a->key : b->key);
+    return td_fail(TD_EINVAL, "%s: %s: keys '%s' and '%s' would both be stored as '%s'",
+                   S->call, path, a->key, b->key, b->name);
+  }
+  return 0;
+}
+
+static int32_t plan_dict(td_mm_save *S, const td_dict *d, int32_t dir, const td_key_path *at,
+                         int32_t depth);
+
+/* One entry of d: its meta.json entry into meta, its file or folder into the plan. */
+static int32_t plan_entry(td_mm_save *S, const td_dict *d, int32_t i, int32_t dir,
+                          const td_key_path *at, int32_t depth, cJSON *meta, name_key *nk) {
+  char pbuf[TD_PATH_CHARS];
+  td_key_path here = {at, td_dict_key(d, i)};
+  const char *key = td_dict_key(d, i), *kp = td_key_path_text(&here, pbuf);
+  int64_t len = d->keys->meta[i].len;
+  const td_entry *e = &d->entries[i];
+  if (memchr(key, 0, (size_t)len))
+    return td_fail(TD_EINVAL, "%s: key '%s' holds a NUL byte, which meta.json cannot hold",
+                   S->call, kp);
+  if (!utf8_valid(key, len))
+    return td_fail(TD_EINVAL, "%s: key '%s' is not valid UTF-8 (meta.json is UTF-8)", S->call,
+                   kp);
+  if (!strcmp(key, "shape") || !strcmp(key, "device") || !strcmp(key, "_type"))
+    return td_fail(TD_EINVAL,
+                   "%s: key '%s' cannot be saved: meta.json uses \"%s\" for the container "
+                   "itself (Python tensordict would lose the entry); rename it",
+                   S->call, kp, key);
+  bool ok = true, tensor = e->kind == TD_ENTRY_TENSOR;
+  char *name = td_mm_encode_key(key, len, tensor ? ".memmap" : "");
+  if (!name) return oom(S);
+  if (strlen(name) > TD_MM_NAME_MAX) {
+    size_t n = strlen(name);
+    free(name);
+    return td_fail(TD_EINVAL, "%s: key '%s' is too long for a file name (%zu bytes, at most %d)",
+                   S->call, kp, n, TD_MM_NAME_MAX);
+  }
+  cJSON *entry = cJSON_CreateObject();
+  int32_t st = 0;
+  if (tensor) {
+    const td_tensor *t = &e->t;
+    if (!S->like && t->storage->device_type != TD_DEVICE_CPU) {
+      free(name), cJSON_Delete(entry);
+      return td_fail(TD_EINVAL, "%s: key '%s' is on cuda:%d: copy it to the CPU first", S->call,
+                     kp, (int)t->storage->device_index);
+    }
+    int64_t numel = td_tensor_numel(t), nbytes;
+    if (__builtin_mul_overflow(numel, t->itemsize, &nbytes)) {
+      free(name), cJSON_Delete(entry);
+      return td_fail(TD_ESHAPE, "%s: key '%s' is too large to save", S->call, kp);
+    }
+    add(entry, "device", cJSON_CreateString("cpu"), &ok);
+    add(entry, "shape", int_list(t->ndim, t->shape), &ok);
+    add(entry, "dtype", cJSON_CreateString(td_mm_torch_dtype(t->dtype)), &ok);
+    add(entry, "is_nested", cJSON_CreateFalse(), &ok);
+    *nk = (name_key){name, key};
+    /* Python writes no file for a leaf without elements; the name stays reserved. */
+    int32_t job = -1;
+    if (nbytes > 0 && (job = add_job(S, dir, strdup(name), t, NULL, 0, nbytes)) < 0) st = job;
+    if (!st) st = add_mark(S, job);
+  } else {
+    int32_t sub = add_dir(S, dir, strdup(name));
+    *nk = (name_key){name, key};
+    if (sub < 0) {
+      st = sub;
+    } else if (e->kind == TD_ENTRY_DICT) {
+      add(entry, "type", cJSON_CreateString("TensorDict"), &ok);
+      st = add_mark(S, sub);
+      if (!st) st = plan_dict(S, e->child, sub, &here, depth + 1);
+    } else {
+      bool stacked = false;
+      st = plan_value(S, e, sub, kp, &stacked);
+      add(entry, "type", cJSON_CreateString(stacked ? "NonTensorStack" : "NonTensorData"), &ok);
+    }
+  }
+  add(meta, key, entry, &ok);
+  if (!st && !ok) st = oom(S);
+  return st;
+}
+
+static int32_t plan_dict(td_mm_save *S, const td_dict *d, int32_t dir, const td_key_path *at,
+                         int32_t depth) {
+  if (depth > TD_MM_MAX_DEPTH)
+    return td_fail(TD_EINVAL, "%s: %s: nested more than %d levels deep", S->call,
+                   S->dirs[dir].path, TD_MM_MAX_DEPTH);
+  int32_t n = d->keys->n, st = 0;
+  name_key *nk = calloc((size_t)n + 1, sizeof *nk);
+  cJSON *meta = cJSON_CreateObject();
+  if (!nk || !meta) {
+    free(nk), cJSON_Delete(meta);
+    return oom(S);
+  }
+  int32_t named = 0;
+  for (int32_t i = 0; i < n && !st; i++) {
+    st = plan_entry(S, d, i, dir, at, depth, meta, &nk[named]);
+    if (nk[named].name) named++;
+  }
+  nk[named++] = (name_key){"meta.json", NULL}; /* the folder's own file */
+  if (!st) st = check_names(S, nk, named, S->dirs[dir].path);
+  for (int32_t i = 0; i < named; i++)
+    if (nk[i].key) free((char *)nk[i].name);
+  free(nk);
+  if (st) {
+    cJSON_Delete(meta);
+    return st;
+  }
+  /* Python: metadata.update(shape, device, _type), then setdefault of the format
+   * entries (a key of that name keeps its entry), then the dim names if any. */
+  bool ok = true;
+  add(meta, "shape", int_list(d->head.ndim, d->head.shape), &ok);
+  add(meta, "device", cJSON_CreateString("cpu"), &ok);
+  add(meta, "_type", cJSON_CreateString(TD_MM_TYPE_TD), &ok);
+  if (td_dict_find(d, "_format_version", 15) < 0)
+    add(meta, "_format_version", cJSON_CreateRaw("1"), &ok);
+  if (td_dict_find(d, "_class", 6) < 0) add(meta, "_class", cJSON_CreateString(TD_MM_CLASS_TD), &ok);
+  if (d->head.has_names && td_dict_find(d, "_names", 6) < 0) {
+    cJSON *names = cJSON_CreateArray();
+    for (int32_t i = 0; names && i < d->head.ndim; i++)
+      if (!cJSON_AddItemToArray(names, d->names[i] ? cJSON_CreateString(d->names[i])
+                                                   : cJSON_CreateNull()))
+        ok = false;
+    add(meta, "_names", names, &ok);
+  }
+  if (!ok) {
+    cJSON_Delete(meta);
+    return oom(S);
+  }
+  return add_meta(S, dir, meta, false, "a dim name");
+}
+
+/* ------------------------------------------------------------------------- results */
+
+static void save_free(td_mm_save *S) {
+  for (int32_t k = 0; k < S->ndirs; k++)
+    free(S->dirs[k].name), free(S->dirs[k].rel), free(S->dirs[k].path);
+  for (int32_t k = 0; k < S->njobs; k++) {
+    td_mm_job *j = &S->jobs[k];
+    free(j->name), free(j->path), free(j->text), free(j->msg);
+    td_storage_release(j->mapped);
+  }
+  for (int32_t k = 0; k < S->nmarks; k++) td_tensor_release(S->marks[k].t);
+  free(S->dirs), free(S->jobs), free(S->marks);
+}
+
+/* The new headers of the tensor leaves (walk order), made before anything changes. */
+static int32_t make_leaves(td_mm_save *S, const td_dict *d, int32_t *k) {
+  for (int32_t i = 0; i < d->keys->n; i++) {
+    const td_entry *e = &d->entries[i];
+    if (e->kind == TD_ENTRY_DICT) {
+      (*k)++;
+      int32_t st = make_leaves(S, e->child, k);
+      if (st) return st;
+    } else if (e->kind == TD_ENTRY_TENSOR) {
+      td_mm_mark *m = &S->marks[(*k)++];
+      char why[256];
+      td_storage *s = m->index >= 0 ? S->jobs[m->index].mapped : td_mm_map_fd(-1, 0, 1, why, sizeof why);
+      if (!s) return oom(S);
+      m->t = td_tensor_from_storage(s, 0, e->t.ndim, e->t.shape, NULL, e->t.dtype);
+      if (m->index < 0) td_storage_release(s);
+      if (!m->t) return td_last_status();
+    }
+  }
+  return 0;
+}
+
+static int32_t set_names_of(td_dict *r, const td_dict *d) {
+  if (!d->head.has_names) return 0;
+  const char *names[TD_MAX_DIMS] = {0};
+  for (int32_t i = 0; i < d->head.ndim; i++) names[i] = d->names[i];
+  return td_dict_set_names(r, names);
+}
+
+/* A new container of d's structure over the written files. */
+static td_dict *build(td_mm_save *S, const td_dict *d, int32_t dir, int32_t *k) {
+  td_dict *r = td_dict_new(d->head.ndim, d->head.shape);
+  int32_t st = r ? 0 : td_last_status();
+  if (!st) st = td_dict_set_device(r, TD_DEVICE_CPU, 0);
+  if (!st) st = set_names_of(r, d);
+  for (int32_t i = 0; i < d->keys->n && !st; i++) {
+    const td_entry *e = &d->entries[i];
+    const char *key = td_dict_key(d, i);
+    int64_t len = d->keys->meta[i].len;
+    if (e->kind == TD_ENTRY_TENSOR) {
+      st = td_dict_set_tensor(r, key, len, S->marks[(*k)++].t);
+    } else if (e->kind == TD_ENTRY_DICT) {
+      int32_t sub = S->marks[(*k)++].index;
+      td_dict *c = build(S, e->child, sub, k);
+      st = c ? td_dict_set_dict(r, key, len, c) : td_last_status();
+      td_dict_release(c);
+    } else {
+      st = td_dict_set_entry(r, key, len, (td_dict *)d, i);
+    }
+    if (st > 0) st = 0;
+  }
+  if (!st) st = td_dict_set_prefix(r, S->dirs[dir].path);
+  if (st < 0) {
+    td_dict_release(r);
+    return NULL;
+  }
+  return r;
+}
+
+/* d's tensor leaves swapped for the written ones, in place. A pinned leaf's old storage
+ * is retired (views of it stay valid) and the entry stays pinned. */
+static void swap_leaves(td_mm_save *S, td_dict *d, int32_t dir, int32_t *k) {
+  for (int32_t i = 0; i < d->keys->n; i++) {
+    td_entry *e = &d->entries[i];
+    if (e->kind == TD_ENTRY_DICT) {
+      int32_t sub = S->marks[(*k)++].index;
+      swap_leaves(S, e->child, sub, k);
+    } else if (e->kind == TD_ENTRY_TENSOR) {
+      td_mm_mark *m = &S->marks[(*k)++];
+      int32_t pinned = e->pinned;
+      td_entry_clear(d, e);
+      e->kind = TD_ENTRY_TENSOR;
+      td_take_owned(&e->t, m->t);
+      m->t = NULL;
+      e->pinned = pinned;
+    }
+  }
+  td_dict_set_prefix(d, S->dirs[dir].path); /* a failed strdup keeps the old prefix */
+  td_dict_touch(d);
+}
+
+/* The prefix without trailing slashes, checked; NULL on error. */
+static char *clean_prefix(const char *call, const char *prefix) {
+  if (!prefix || !*prefix) {
+    td_fail(TD_EINVAL, "%s: the prefix is empty", call);
+    return NULL;
+  }
+  char *p = strdup(prefix);
+  if (!p) {
+    td_fail(TD_ENOMEM, "%s: out of memory", call);
+    return NULL;
+  }
+  size_t n = strlen(p);
+  while (n > 1 && p[n - 1] == '/') p[--n] = '\0';
+  const char *slash = strrchr(p, '/'), *name = slash ? slash + 1 : p;
+  if (!*name || !strcmp(name, ".") || !strcmp(name, "..")) {
+    td_fail(TD_EINVAL, "%s: '%s' does not name a folder", call, prefix);
+    free(p);
+    return NULL;
+  }
+  return p;
+}
+
+/* Plans and writes d under prefix; S holds the mapped files afterwards. */
+static int32_t save(td_mm_save *S, const td_dict *d, const char *prefix, int32_t num_threads) {
+  if (!d) return td_fail(TD_EINVAL, "%s: the TensorDict is NULL", S->call);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+  return td_fail(TD_EINVAL, "%s: the memmap layout is little-endian; this host is not", S->call);
+#endif
+  if (S->flags & ~(TD_MEMMAP_EXISTSOK | TD_MEMMAP_NO_FSYNC))
+    return td_fail(TD_EINVAL, "%s: unknown flags %d", S->call, (int)S->flags);
+  char *p = clean_prefix(S->call, prefix);
+  if (!p) return td_last_status();
+  char *root_path = strdup(p), *root_rel = strdup(".");
+  int32_t st = root_path && root_rel ? 0 : oom(S);
+  bool ok = true;
+  if (!st) GROW(S->dirs, S->ndirs, S->dcap, ok);
+  if (!st && !ok) st = oom(S);
+  if (!st) {
+    S->dirs[S->ndirs++] = (td_mm_dir){-1, NULL, root_rel, root_path};
+    root_path = root_rel = NULL;
+    st = plan_dict(S, d, 0, NULL, 0);
+  }
+  free(root_path), free(root_rel);
+  if (!st) st = td_mm_write(S, p, num_threads);
+  int32_t k = 0;
+  if (!st) st = make_leaves(S, d, &k);
+  free(p);
+  return st;
+}
+
+static td_dict *save_new(const char *call, const td_dict *d, const char *prefix, int32_t flags,
+                         int32_t num_threads, bool like) {
+  td_mm_save S = {.call = call, .flags = flags, .like = like, .rootfd = -1};
+  td_dict *r = NULL;
+  if (save(&S, d, prefix, num_threads) == 0) {
+    int32_t k = 0;
+    if ((r = build(&S, d, 0, &k))) td_dict_set_locked(r, 1);
+  }
+  save_free(&S);
+  return r;
+}
+
+TD_EXPORT td_dict *td_dict_memmap(const td_dict *d, const char *prefix, int32_t flags,
+                                  int32_t num_threads) {
+  return save_new("memmap", d, prefix, flags, num_threads, false);
+}
+
+TD_EXPORT td_dict *td_dict_memmap_like(const td_dict *d, const char *prefix, int32_t flags,
+                                       int32_t num_threads) {
+  return save_new("memmap_like", d, prefix, flags, num_threads, true);
+}
+
+TD_EXPORT int32_t td_dict_memmap_(td_dict *d, const char *prefix, int32_t flags,
+                                  int32_t num_threads) {
+  td_mm_save S = {.call = "memmap_", .flags = flags, .rootfd = -1};
+  int32_t st = save(&S, d, prefix, num_threads);
+  if (!st) {
+    int32_t k = 0;
+    swap_leaves(&S, d, 0, &k);
+    td_dict_set_device(d, TD_DEVICE_CPU, 0); /* every leaf is a CPU mapping now */
+    td_dict_set_locked(d, 1);                /* as Python's memmap_ locks */
+  }
+  save_free(&S);
+  return st;
+}
+
+/* ------------------------------------------------------------------------------ sync */
+
+static int32_t sync_dict(td_dict *d, const td_key_path *at) {
+  for (int32_t i = 0; i < d->keys->n; i++) {
+    td_entry *e = &d->entries[i];
+    td_key_path here = {at, td_dict_key(d, i)};
+    if (e->kind == TD_ENTRY_DICT) {
+      int32_t st = sync_dict(e->child, &here);
+      if (st) return st;
+    } else if (e->kind == TD_ENTRY_TENSOR && e->t.storage &&
+               e->t.storage->kind == TD_STORAGE_FILE) {
+      int32_t st = td_storage_sync(e->t.storage);
+      if (st) return td_dict_fail_at(st, "sync", &here);
+    }
+  }
+  return 0;
+}
+
+TD_EXPORT int32_t td_dict_sync(td_dict *d) {
+  if (!d) return td_fail(TD_EINVAL, "sync: the TensorDict is NULL");
+  return sync_dict(d, NULL);
+}

@@ -1,0 +1,445 @@
+/*
+ * dict_memmap_disk.c: how a planned save (dict_memmap.c) reaches the disk atomically.
+ *
+ *  - the folder is written as a temporary sibling `.<name>.tmp-<pid>-<n>` of prefix
+ *    (missing parents are made, as Python's os.makedirs does); temporaries of that name
+ *    left by processes that are gone are removed first;
+ *  - the files (leaves and meta.json) are written in parallel over files, each in large
+ *    write() calls (a strided leaf is gathered by the copy kernel, a block of rows at a
+ *    time), fsynced, and a leaf's file is mapped read-write from its descriptor;
+ *  - the folders are fsynced children first, then renameat2(RENAME_EXCHANGE) swaps the
+ *    new folder in at prefix (RENAME_NOREPLACE when nothing is there), the parent is
+ *    fsynced and the old folder, now at the temporary name, is removed.
+ * A crash at any moment leaves the old folder or the new one at prefix, never a
+ * temporary. Only where the file system lacks RENAME_EXCHANGE is the old folder moved
+ * away before the new one moves in, and a crash between the two leaves it beside.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../src/parallel.h"
+#include "dict_internal.h"
+
+static int32_t oom(const td_mm_save *S) { return td_fail(TD_ENOMEM, "%s: out of memory", S->call); }
+
+/* ------------------------------------------------------------------- the folders */
+
+static int sync_fd(const td_mm_save *S, int fd) {
+  return (S->flags & TD_MEMMAP_NO_FSYNC) ? 0 : fsync(fd);
+}
+
+/* Removes name (a file, a link, or a folder and everything in it) under dirfd without
+ * following links. 0 or -1 (errno set). */
+static int rm_tree(int dirfd, const char *name, int depth) {
+  struct stat st;
+  if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) return errno == ENOENT ? 0 : -1;
+  if (!S_ISDIR(st.st_mode)) return unlinkat(dirfd, name, 0);
+  if (depth > 4 * TD_MM_MAX_DEPTH) {
+    errno = ELOOP;
+    return -1;
+  }
+  int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  DIR *dp = fd < 0 ? NULL : fdopendir(fd);
+  if (!dp) {
+    if (fd >= 0) close(fd);
+    return -1;
+  }
+  /* The names first: removing entries while reading a folder may skip some. */
+  char **names = NULL;
+  size_t n = 0, cap = 0;
+  int rc = 0;
+  for (struct dirent *de; (de = readdir(dp));) {
+    if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
+    if (n == cap) {
+      cap = cap ? 2 * cap : 32;
+      char **nn = realloc(names, sizeof *nn * cap);
+      if (!nn) {
+        rc = -1;
+        break;
+      }
+      names = nn;
+    }
+    if (!(names[n] = strdup(de->d_name))) {
+      rc = -1;
+      break;
+    }
+    n++;
+  }
+  for (size_t i = 0; i < n; i++) {
+    if (rm_tree(fd, names[i], depth + 1) != 0) rc = -1;
+    free(names[i]);
+  }
+  free(names);
+  closedir(dp);
+  if (unlinkat(dirfd, name, AT_REMOVEDIR) != 0) rc = -1;
+  return rc;
+}
+
+static atomic_int tmp_counter;
+
+/* Removes the temporaries `.<name>.tmp-<pid>-<n>` next to name whose process is gone
+ * (a save of this process, or of a live one, may still be writing its own). */
+static void remove_stale(int parentfd, const char *name) {
+  size_t plen = strlen(name) + 6;
+  char *pre = malloc(plen + 1);
+  int fd = dup(parentfd);
+  DIR *dp = fd < 0 ? NULL : fdopendir(fd);
+  if (!pre || !dp) {
+    free(pre);
+    if (dp) closedir(dp);
+    else if (fd >= 0) close(fd);
+    return;
+  }
+  snprintf(pre, plen + 1, ".%s.tmp-", name);
+  char **stale = NULL;
+  size_t n = 0, cap = 0;
+  for (struct dirent *de; (de = readdir(dp));) {
+    if (strncmp(de->d_name, pre, plen) != 0) continue;
+    char *end;
+    errno = 0;
+    long long pid = strtoll(de->d_name + plen, &end, 10);
+    if (errno || end == de->d_name + plen || *end != '-' || pid <= 0 || pid > INT_MAX) continue;
+    const char *c = end + 1;
+    if (!*c) continue;
+    while (*c >= '0' && *c <= '9') c++;
+    if (*c) continue;
+    if ((pid_t)pid == getpid() || kill((pid_t)pid, 0) == 0 || errno == EPERM) continue;
+    if (n == cap) {
+      cap = cap ? 2 * cap : 8;
+      char **s = realloc(stale, sizeof *s * cap);
+      if (!s) break;
+      stale = s;
+    }
+    if ((stale[n] = strdup(de->d_name))) n++;
+  }
+  closedir(dp);
+  for (size_t i = 0; i < n; i++) {
+    rm_tree(parentfd, stale[i], 0);
+    free(stale[i]);
+  }
+  free(stale);
+  free(pre);
+}
+
+/* mkdir -p of the folder that will hold prefix (Python's os.makedirs does the same). */
+static int32_t make_parents(const td_mm_save *S, const char *parent) {
+  char *p = strdup(parent);
+  if (!p) return oom(S);
+  size_t n = strlen(p);
+  for (size_t i = 1; i <= n; i++) {
+    if (p[i] != '/' && p[i] != '\0') continue;
+    char keep = p[i];
+    p[i] = '\0';
+    if (mkdir(p, 0777) == 0) {
+      /* Make the new folder's name durable in its own parent. */
+      char *slash = strrchr(p, '/');
+      const char *up = slash == p ? "/" : slash ? p : ".";
+      if (slash && slash != p) *slash = '\0';
+      int fd = open(up, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      if (fd >= 0) sync_fd(S, fd), close(fd);
+      if (slash && slash != p) *slash = '/';
+    } else if (errno != EEXIST) {
+      int32_t st = td_fail(TD_EIO, "%s: cannot create the folder '%s': %s", S->call, p,
+                           strerror(errno));
+      free(p);
+      return st;
+    }
+    p[i] = keep;
+  }
+  free(p);
+  return 0;
+}
+
+/* -------------------------------------------------------------------- the writes */
+
+enum { MM_CHUNK = 8 << 20 }; /* bytes gathered per write from a strided leaf */
+
+static bool write_all(int fd, const char *p, int64_t n) {
+  while (n > 0) {
+    size_t k = n > (1 << 30) ? (size_t)1 << 30 : (size_t)n;
+    ssize_t w = write(fd, p, k);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      if (w == 0) errno = ENOSPC;
+      return false;
+    }
+    p += w;
+    n -= w;
+  }
+  return true;
+}
+
+static void job_fail(td_mm_save *S, td_mm_job *j, int32_t status, const char *what) {
+  char msg[1024];
+  snprintf(msg, sizeof msg, "%s: %s: %s", S->call, j->path, what);
+  j->status = status;
+  j->msg = strdup(msg);
+  atomic_store(&S->failed, 1);
+}
+
+/* Writes a strided view in C order: contiguous runs as they are, the rest gathered into
+ * buf by the copy kernel, a block of whole rows (or one row, recursively) at a time. */
+static bool write_strided(int fd, const td_tensor *t, td_storage **buf, int32_t *status) {
+  int64_t bytes = td_tensor_numel(t) * t->itemsize;
+  if (bytes == 0) return true;
+  if (td_tensor_is_contiguous(t)) return write_all(fd, td_tensor_ptr(t), bytes);
+  if (bytes <= MM_CHUNK) {
+    if (!*buf && !(*buf = td_storage_new_heap(MM_CHUNK))) {
+      *status = td_last_status();
+      return false;
+    }
+    td_tensor dst = {.storage = *buf, .itemsize = t->itemsize, .ndim = t->ndim,
+                     .dtype = t->dtype};
+    int64_t stride = 1;
+    for (int32_t i = t->ndim - 1; i >= 0; i--) {
+      dst.shape[i] = t->shape[i];
+      dst.strides[i] = stride;
+      stride *= t->shape[i];
+    }
+    int32_t st = td_tensor_copy_(&dst, t);
+    if (st) {
+      *status = st;
+      return false;
+    }
+    return write_all(fd, (*buf)->data, bytes);
+  }
+  int64_t rows = t->shape[0], row_bytes = bytes / rows;
+  td_tensor v;
+  if (row_bytes <= MM_CHUNK) {
+    int64_t k = MM_CHUNK / row_bytes;
+    for (int64_t r = 0; r < rows; r += k) {
+      int32_t st = td_tensor_slice(t, 0, r, r + k, 1, &v);
+      if (st) return *status = st, false;
+      if (!write_strided(fd, &v, buf, status)) return false;
+    }
+    return true;
+  }
+  for (int64_t r = 0; r < rows; r++) {
+    int32_t st = td_tensor_select(t, 0, r, &v);
+    if (st) return *status = st, false;
+    if (!write_strided(fd, &v, buf, status)) return false;
+  }
+  return true;
+}
+
+/* Folder k of the temporary tree, opened for *at() calls; close it with close_dir. Only
+ * the root stays open through a save: a container of thousands of nested containers
+ * or values must not hold thousands of descriptors. */
+static int open_dir(const td_mm_save *S, int32_t k) {
+  return k == 0 ? S->rootfd
+                : openat(S->rootfd, S->dirs[k].rel, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+}
+
+static void close_dir(const td_mm_save *S, int fd) {
+  if (fd >= 0 && fd != S->rootfd) close(fd);
+}
+
+static void run_job(td_mm_save *S, td_mm_job *j) {
+  if (atomic_load(&S->failed)) return;
+  char why[512];
+  int dfd = open_dir(S, j->dir);
+  int fd = dfd < 0 ? -1 : openat(dfd, j->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0666);
+  close_dir(S, dfd);
+  if (fd < 0) {
+    snprintf(why, sizeof why, "cannot create the file: %s", strerror(errno));
+    return job_fail(S, j, TD_EIO, why);
+  }
+  bool ok;
+  int32_t status = TD_EIO;
+  if (!j->leaf) {
+    ok = write_all(fd, j->text, (int64_t)j->text_len);
+  } else if (S->like) {
+    ok = ftruncate(fd, j->nbytes) == 0; /* zeros, without writing them */
+  } else {
+    td_storage *buf = NULL;
+    td_clear_error();
+    ok = write_strided(fd, j->leaf, &buf, &status);
+    td_storage_release(buf);
+    if (!ok && status != TD_EIO) {
+      close(fd);
+      return job_fail(S, j, status, td_last_error());
+    }
+  }
+  if (!ok) snprintf(why, sizeof why, "cannot write %lld bytes: %s",
+                    (long long)(j->leaf ? j->nbytes : (int64_t)j->text_len), strerror(errno));
+  if (ok && sync_fd(S, fd) != 0) {
+    ok = false;
+    snprintf(why, sizeof why, "cannot sync the file: %s", strerror(errno));
+  }
+  if (ok && j->leaf && !(j->mapped = td_mm_map_fd(fd, j->nbytes, 1, why, sizeof why)))
+    ok = false;
+  close(fd);
+  if (!ok) job_fail(S, j, status, why);
+}
+
+static void run_jobs(int64_t begin, int64_t end, void *ctx) {
+  td_mm_save *S = ctx;
+  for (int64_t i = begin; i < end; i++) run_job(S, &S->jobs[i]);
+}
+
+/* Puts the folder tmp (in parentfd) at name; exists: name held a folder to replace,
+ * which ends at old (the temporary name, or another one without RENAME_EXCHANGE). */
+static int32_t swap_in(td_mm_save *S, int parentfd, const char *tmp, const char *name,
+                       const char *old, const char *prefix, bool *replaced) {
+  *replaced = false;
+  for (int tries = 0; tries < 4; tries++) {
+    struct stat st;
+    bool exists = fstatat(parentfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+    if (exists && !(S->flags & TD_MEMMAP_EXISTSOK))
+      return td_fail(TD_EIO, "%s: '%s' exists (pass existsok)", S->call, prefix);
+    if (!exists) {
+      if (renameat2(parentfd, tmp, parentfd, name, RENAME_NOREPLACE) == 0) return 0;
+      if (errno == EEXIST) continue;
+      if (errno != EINVAL && errno != ENOSYS) break;
+      /* No RENAME_NOREPLACE here: a plain rename (it fails over a non-empty folder). */
+      if (renameat(parentfd, tmp, parentfd, name) == 0) return 0;
+      break;
+    }
+    if (renameat2(parentfd, tmp, parentfd, name, RENAME_EXCHANGE) == 0) {
+      *replaced = true; /* the old folder is at tmp now */
+      return 0;
+    }
+    if (errno == ENOENT) continue;
+    if (errno != EINVAL && errno != ENOSYS) break;
+    /* No RENAME_EXCHANGE on this file system: move the old one away, then the new one
+     * in (a crash between the two leaves the old folder at old, not at prefix). */
+    if (renameat(parentfd, name, parentfd, old) != 0) break;
+    if (renameat(parentfd, tmp, parentfd, name) != 0) {
+      int e = errno;
+      renameat(parentfd, old, parentfd, name);
+      errno = e;
+      break;
+    }
+    *replaced = true;
+    return 0;
+  }
+  return td_fail(TD_EIO, "%s: cannot rename the new folder to '%s': %s", S->call, prefix,
+                 strerror(errno));
+}
+
+/* Empty, or a memmap folder: what existsok may replace. */
+static bool replaceable(const char *path) {
+  int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return false;
+  struct stat st;
+  if (fstatat(fd, "meta.json", &st, AT_SYMLINK_NOFOLLOW) == 0) {
+    close(fd);
+    return true;
+  }
+  DIR *dp = fdopendir(fd);
+  if (!dp) {
+    close(fd);
+    return false;
+  }
+  bool empty = true;
+  for (struct dirent *de; empty && (de = readdir(dp));)
+    if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0) empty = false;
+  closedir(dp);
+  return empty;
+}
+
+int32_t td_mm_write(td_mm_save *S, const char *prefix, int32_t num_threads) {
+  /* Where: a link at prefix is followed (the folder it names is replaced). */
+  char *target = NULL;
+  struct stat st;
+  bool exists = lstat(prefix, &st) == 0;
+  if (exists && S_ISLNK(st.st_mode)) {
+    if (!(target = realpath(prefix, NULL)))
+      return td_fail(TD_EIO, "%s: '%s' is a link to nothing: %s", S->call, prefix,
+                     strerror(errno));
+    exists = stat(target, &st) == 0;
+  } else if (!(target = strdup(prefix))) {
+    return oom(S);
+  }
+  if (exists && !(S->flags & TD_MEMMAP_EXISTSOK)) {
+    free(target);
+    return td_fail(TD_EIO, "%s: '%s' exists (pass existsok)", S->call, prefix);
+  }
+  if (exists && (!S_ISDIR(st.st_mode) || !replaceable(target))) {
+    free(target);
+    return td_fail(TD_EIO,
+                   S_ISDIR(st.st_mode)
+                       ? "%s: '%s' exists and is not a memmap folder (no meta.json); refusing "
+                         "to replace it"
+                       : "%s: '%s' exists and is not a folder",
+                   S->call, prefix);
+  }
+  char *slash = strrchr(target, '/');
+  const char *name = slash ? slash + 1 : target;
+  const char *parent = !slash ? "." : slash == target ? "/" : target;
+  if (slash && slash != target) *slash = '\0';
+  int32_t rc = slash && slash != target ? make_parents(S, parent) : 0;
+  int parentfd = rc ? -1 : open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (!rc && parentfd < 0)
+    rc = td_fail(TD_EIO, "%s: cannot open the folder '%s': %s", S->call, parent, strerror(errno));
+  char tmp[TD_MM_NAME_MAX + 64], old[TD_MM_NAME_MAX + 64];
+  if (!rc) {
+    remove_stale(parentfd, name);
+    int pid = (int)getpid();
+    snprintf(tmp, sizeof tmp, ".%s.tmp-%d-%d", name, pid, atomic_fetch_add(&tmp_counter, 1));
+    snprintf(old, sizeof old, ".%s.tmp-%d-%d", name, pid, atomic_fetch_add(&tmp_counter, 1));
+    if (strlen(tmp) > TD_MM_NAME_MAX)
+      rc = td_fail(TD_EINVAL, "%s: the name '%s' is too long for a temporary beside it",
+                   S->call, name);
+  }
+  bool made = false;
+  if (!rc) {
+    if (mkdirat(parentfd, tmp, 0777) != 0)
+      rc = td_fail(TD_EIO, "%s: cannot create a folder beside '%s': %s", S->call, prefix,
+                   strerror(errno));
+    else
+      made = true;
+  }
+  /* The folders (parents come first in the plan); files are created relative to them. */
+  if (!rc && (S->rootfd = openat(parentfd, tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+    rc = td_fail(TD_EIO, "%s: cannot open the folder beside '%s': %s", S->call, prefix,
+                 strerror(errno));
+  for (int32_t k = 1; !rc && k < S->ndirs; k++)
+    if (mkdirat(S->rootfd, S->dirs[k].rel, 0777) != 0)
+      rc = td_fail(TD_EIO, "%s: cannot create the folder '%s': %s", S->call, S->dirs[k].path,
+                   strerror(errno));
+  if (!rc) {
+    atomic_store(&S->failed, 0);
+    if (num_threads == 1 || S->njobs < 2)
+      run_jobs(0, S->njobs, S);
+    else
+      td_parallel_for(S->njobs, 1, run_jobs, S);
+    for (int32_t k = 0; k < S->njobs && !rc; k++)
+      if (S->jobs[k].status) rc = td_fail(S->jobs[k].status, "%s", S->jobs[k].msg);
+  }
+  /* Every folder's entries durable, children before their parents. */
+  for (int32_t k = S->ndirs - 1; !rc && !(S->flags & TD_MEMMAP_NO_FSYNC) && k >= 0; k--) {
+    int dfd = open_dir(S, k);
+    if (dfd < 0 || fsync(dfd) != 0)
+      rc = td_fail(TD_EIO, "%s: cannot sync the folder '%s': %s", S->call, S->dirs[k].path,
+                   strerror(errno));
+    close_dir(S, dfd);
+  }
+  if (S->rootfd >= 0) close(S->rootfd);
+  S->rootfd = -1;
+  bool replaced = false;
+  if (!rc) rc = swap_in(S, parentfd, tmp, name, old, prefix, &replaced);
+  if (!rc) {
+    made = replaced; /* what is left at a temporary name is the old folder */
+    if (sync_fd(S, parentfd) != 0)
+      rc = td_fail(TD_EIO, "%s: cannot sync the folder '%s': %s", S->call, parent,
+                   strerror(errno));
+    if (replaced) { /* the old folder: at tmp (exchanged) or at old (moved away) */
+      rm_tree(parentfd, tmp, 0);
+      rm_tree(parentfd, old, 0);
+      made = false;
+    }
+  }
+  if (made) rm_tree(parentfd, tmp, 0);
+  if (parentfd >= 0) close(parentfd);
+  free(target);
+  return rc;
+}

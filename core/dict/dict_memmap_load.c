@@ -1,0 +1,597 @@
+/*
+ * dict_memmap_load.c: td_dict_load_memmap: a folder in Python tensordict's memmap
+ * layout mapped back into a container, whoever wrote it (this library or Python).
+ *
+ * Nothing in a folder is trusted: meta.json is read with a size cap and parsed by
+ * cJSON, every field is checked for its type and range before use, files and
+ * sub-folders are opened relative to their folder with O_NOFOLLOW (a link is refused,
+ * so no key can reach outside the folder), and a leaf file must hold numel x itemsize
+ * bytes. Each error names the file and the field. The cost does not depend on the
+ * size of the data: leaves are mappings, nothing is read.
+ */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "dict_internal.h"
+
+enum { MM_META_MAX = 64 << 20 }; /* bytes a meta.json may hold */
+
+/* "load_memmap: <file>: <what>" */
+static int32_t lfail(int32_t status, const char *file, const char *fmt, ...) TD_PRINTF(3, 4);
+static int32_t lfail(int32_t status, const char *file, const char *fmt, ...) {
+  char what[768];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(what, sizeof what, fmt, ap);
+  va_end(ap);
+  return td_fail(status, "load_memmap: %s: %s", file, what);
+}
+
+static char *path_join(const char *dir, const char *name) {
+  size_t a = strlen(dir), b = strlen(name);
+  char *p = malloc(a + b + 2);
+  if (!p) return NULL;
+  memcpy(p, dir, a);
+  p[a] = '/';
+  memcpy(p + a + 1, name, b + 1);
+  return p;
+}
+
+/* A "\u0000" escape (preceded by an even number of backslashes): cJSON would cut the
+ * string there, so two different keys could read as one. */
+static bool has_nul_escape(const char *s, size_t n) {
+  for (size_t i = 0; i + 6 <= n; i++) {
+    if (s[i] != '\\') continue;
+    size_t j = i;
+    while (j < n && s[j] == '\\') j++;
+    if ((j - i) % 2 == 1 && j + 5 <= n && s[j] == 'u' && s[j + 1] == '0' && s[j + 2] == '0' &&
+        s[j + 3] == '0' && s[j + 4] == '0')
+      return true;
+    i = j - 1;
+  }
+  return false;
+}
+
+/* The parsed meta.json of the folder dirfd (its path is file, for messages). */
+static cJSON *read_meta(int dirfd, const char *file) {
+  int fd = openat(dirfd, "meta.json", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ELOOP) lfail(TD_EIO, file, "is a symlink; refusing to follow it");
+    else lfail(TD_EIO, file, "cannot open: %s", strerror(errno));
+    return NULL;
+  }
+  struct stat st;
+  char *buf = NULL;
+  cJSON *root = NULL;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    lfail(TD_EIO, file, "not a regular file");
+    goto done;
+  }
+  if (st.st_size > MM_META_MAX) {
+    lfail(TD_EINVAL, file, "holds %lld bytes, more than the %d MiB a meta.json may hold",
+          (long long)st.st_size, MM_META_MAX >> 20);
+    goto done;
+  }
+  size_t cap = (size_t)st.st_size + 1, n = 0;
+  if (!(buf = malloc(cap + 1))) {
+    td_fail(TD_ENOMEM, "load_memmap: out of memory");
+    goto done;
+  }
+  for (;;) { /* up to one byte more than fstat said: a file that grew is refused */
+    ssize_t r = read(fd, buf + n, cap - n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) {
+      lfail(TD_EIO, file, "cannot read: %s", strerror(errno));
+      goto done;
+    }
+    if (r == 0) break;
+    n += (size_t)r;
+    if (n == cap) {
+      lfail(TD_EIO, file, "changed while it was read");
+      goto done;
+    }
+  }
+  buf[n] = '\0';
+  if (memchr(buf, 0, n)) {
+    lfail(TD_EINVAL, file, "holds a NUL byte: not JSON text");
+    goto done;
+  }
+  if (has_nul_escape(buf, n)) {
+    lfail(TD_EINVAL, file, "a string holds \\u0000, which this reader does not support");
+    goto done;
+  }
+  const char *end = NULL;
+  root = cJSON_ParseWithOpts(buf, &end, 1);
+  if (!root) {
+    size_t at = end && end >= buf && end <= buf + n ? (size_t)(end - buf) : 0;
+    const char *p = buf + at;
+    while (p > buf && (p[-1] == 'N' || p[-1] == 'I' || p[-1] == '-')) p--;
+    bool nan = !strncmp(p, "NaN", 3) || !strncmp(p, "Infinity", 8) || !strncmp(p, "-Infinity", 9);
+    lfail(TD_EINVAL, file, "not valid JSON (at byte %zu)%s", at,
+          nan ? ": NaN and Infinity are not JSON numbers" : "");
+  } else if (!cJSON_IsObject(root)) {
+    lfail(TD_EINVAL, file, "must hold a JSON object");
+    cJSON_Delete(root);
+    root = NULL;
+  }
+done:
+  free(buf);
+  close(fd);
+  return root;
+}
+
+static const cJSON *field(const cJSON *obj, const char *name) {
+  return cJSON_GetObjectItemCaseSensitive(obj, name);
+}
+
+/* A list of non-negative integers into out: 0, 1 (not such a list), 2 (too many). */
+static int parse_shape(const cJSON *a, int32_t *ndim, int64_t *out) {
+  if (!cJSON_IsArray(a)) return 1;
+  int32_t n = 0;
+  for (const cJSON *x = a->child; x; x = x->next) {
+    if (!cJSON_IsNumber(x)) return 1;
+    double v = x->valuedouble;
+    if (!(v >= 0) || v != floor(v) || v > 9007199254740992.0) return 1;
+    if (n == TD_MAX_DIMS) return 2;
+    out[n++] = (int64_t)v;
+  }
+  *ndim = n;
+  return 0;
+}
+
+/* The shape of field name (key NULL: the container's own), with its element count.
+ * Errors name the file, the key and the field. */
+static int32_t get_shape(const char *file, const char *key, const cJSON *obj, int32_t *ndim,
+                         int64_t *shape, int64_t *numel) {
+  char who[TD_PATH_CHARS + 16] = "";
+  if (key) snprintf(who, sizeof who, "key '%s': ", key);
+  const cJSON *s = field(obj, "shape");
+  if (!s) return lfail(TD_EINVAL, file, "%s\"shape\" is missing", who);
+  int r = parse_shape(s, ndim, shape);
+  if (r == 1)
+    return lfail(TD_EINVAL, file, "%s\"shape\" must be a list of non-negative integers", who);
+  if (r == 2)
+    return lfail(TD_EINVAL, file, "%s\"shape\" has more than %d dims", who, TD_MAX_DIMS);
+  int64_t n = 1;
+  for (int32_t i = 0; i < *ndim; i++) {
+    if (__builtin_mul_overflow(n, shape[i], &n) || n > INT64_MAX / 8) {
+      char buf[TD_SHAPE_STR];
+      return lfail(TD_EINVAL, file, "%s\"shape\" %s has too many elements", who,
+                   td_format_shape(buf, sizeof buf, *ndim, shape));
+    }
+  }
+  *numel = n;
+  return 0;
+}
+
+enum mm_kind { MM_TD, MM_NTD, MM_NTS, MM_OTHER };
+
+/* What a folder holds, from its "_type" (and "_class", written since format 1). */
+static int32_t classify(const char *file, const cJSON *meta, int *kind) {
+  const cJSON *t = field(meta, "_type"), *c = field(meta, "_class");
+  if (!cJSON_IsString(t)) return lfail(TD_EINVAL, file, "\"_type\" must be a string");
+  const char *cls = cJSON_IsString(c) ? c->valuestring : "";
+  if (strstr(t->valuestring, "NonTensorStack") || !strcmp(cls, TD_MM_CLASS_NTS))
+    *kind = MM_NTS;
+  else if (strstr(t->valuestring, "NonTensorData") || !strcmp(cls, "tensordict:NonTensorData"))
+    *kind = MM_NTD;
+  else if (!strcmp(t->valuestring, TD_MM_TYPE_TD) || !strcmp(cls, TD_MM_CLASS_TD))
+    *kind = MM_TD;
+  else
+    return lfail(TD_EINVAL, file,
+                 "\"_type\" %s is not supported (TensorDict, NonTensorData and NonTensorStack "
+                 "folders are)",
+                 t->valuestring);
+  const cJSON *v = field(meta, "_format_version");
+  if (cJSON_IsNumber(v) && v->valuedouble > TD_MM_FORMAT_VERSION)
+    return lfail(TD_EINVAL, file,
+                 "\"_format_version\" is %g; this reader reads the versions up to %d",
+                 v->valuedouble, TD_MM_FORMAT_VERSION);
+  return 0;
+}
+
+/* The file name of key in its folder; errors name the file. */
+static char *file_name(const char *file, const char *key, const char *suffix) {
+  char *name = td_mm_encode_key(key, (int64_t)strlen(key), suffix);
+  if (!name) {
+    td_fail(TD_ENOMEM, "load_memmap: out of memory");
+    return NULL;
+  }
+  /* The encoding leaves no '/' and no "." or ".." (checked anyway: never outside). */
+  if (!*name || strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, "..")) {
+    lfail(TD_EINVAL, file, "key '%s' does not name a file inside the folder", key);
+  } else if (strlen(name) > TD_MM_NAME_MAX) {
+    lfail(TD_EINVAL, file, "key '%s' is too long for a file name", key);
+  } else {
+    return name;
+  }
+  free(name);
+  return NULL;
+}
+
+typedef struct mm_load {
+  int32_t mode;
+} mm_load;
+
+/* A tensor leaf: the meta.json entry item of key, its file in dirfd. */
+static int32_t load_leaf(const mm_load *L, td_dict *d, int dirfd, const char *dir,
+                         const char *file, const char *key, const cJSON *item) {
+  const cJSON *dt = field(item, "dtype"), *dev = field(item, "device"),
+              *nested = field(item, "is_nested");
+  if (!dt) return lfail(TD_EINVAL, file, "key '%s': \"dtype\" is missing", key);
+  if (!cJSON_IsString(dt)) return lfail(TD_EINVAL, file, "key '%s': \"dtype\" must be a string", key);
+  int32_t dtype = td_mm_dtype_from_torch(dt->valuestring);
+  if (dtype < 0)
+    return lfail(TD_EDTYPE, file,
+                 "key '%s': unknown \"dtype\" '%s' (torch.bool, torch.uint8, torch.int8, "
+                 "torch.int16, torch.int32, torch.int64, torch.float16, torch.bfloat16, "
+                 "torch.float32 or torch.float64)",
+                 key, dt->valuestring);
+  int32_t ndim;
+  int64_t shape[TD_MAX_DIMS], numel;
+  int32_t st = get_shape(file, key, item, &ndim, shape, &numel);
+  if (st) return st;
+  if (dev && !(cJSON_IsString(dev) && !strcmp(dev->valuestring, "cpu")))
+    return lfail(TD_EINVAL, file, "key '%s': \"device\" must be \"cpu\" (a file maps to CPU memory)",
+                 key);
+  if (nested && !cJSON_IsBool(nested))
+    return lfail(TD_EINVAL, file, "key '%s': \"is_nested\" must be true or false", key);
+  if (cJSON_IsTrue(nested))
+    return lfail(TD_EINVAL, file, "key '%s': nested (jagged) tensors are not supported", key);
+  const td_dict_head *h = &d->head;
+  bool leads = ndim >= h->ndim;
+  for (int32_t i = 0; leads && i < h->ndim; i++) leads = shape[i] == h->shape[i];
+  if (!leads) {
+    char a[TD_SHAPE_STR], b[TD_SHAPE_STR];
+    return lfail(TD_ESHAPE, file, "key '%s': \"shape\" %s does not start with the batch size %s",
+                 key, td_format_shape(a, sizeof a, ndim, shape),
+                 td_format_shape(b, sizeof b, h->ndim, h->shape));
+  }
+  int64_t nbytes = numel * td_dtype_itemsize(dtype);
+  char *name = file_name(file, key, ".memmap");
+  if (!name) return td_last_status();
+  char *path = path_join(dir, name);
+  if (!path) {
+    free(name);
+    return td_fail(TD_ENOMEM, "load_memmap: out of memory");
+  }
+  int32_t writable = L->mode == TD_MAP_READWRITE;
+  td_storage *s = NULL;
+  char why[512];
+  if (nbytes == 0) { /* Python writes no file for a leaf without elements */
+    if (!(s = td_mm_map_fd(-1, 0, writable, why, sizeof why))) st = lfail(TD_ENOMEM, path, "%s", why);
+  } else {
+    int fd = openat(dirfd, name, (writable ? O_RDWR : O_RDONLY) | O_NOFOLLOW | O_CLOEXEC);
+    struct stat sb;
+    if (fd < 0 && errno == ELOOP)
+      st = lfail(TD_EIO, path, "is a symlink (key '%s'); refusing to follow it", key);
+    else if (fd < 0)
+      st = lfail(TD_EIO, path, "cannot open (key '%s'): %s", key, strerror(errno));
+    else if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode))
+      st = lfail(TD_EIO, path, "not a regular file (key '%s')", key);
+    else if (sb.st_size < nbytes) {
+      char a[TD_SHAPE_STR];
+      st = lfail(TD_EIO, path, "holds %lld bytes, %lld needed (key '%s': %s %s)",
+                 (long long)sb.st_size, (long long)nbytes, key, dt->valuestring,
+                 td_format_shape(a, sizeof a, ndim, shape));
+    } else if (!(s = td_mm_map_fd(fd, nbytes, writable, why, sizeof why)))
+      st = lfail(TD_EIO, path, "%s", why);
+    if (fd >= 0) close(fd);
+  }
+  free(name);
+  free(path);
+  if (st) return st;
+  td_tensor *t = td_tensor_from_storage(s, 0, ndim, shape, NULL, dtype);
+  td_storage_release(s);
+  st = t ? td_dict_set_tensor(d, key, (int64_t)strlen(key), t) : td_last_status();
+  td_tensor_release(t);
+  return st < 0 ? st : 0;
+}
+
+/* ---- non-tensor values -------------------------------------------------------------- */
+
+/* The distinct JSON texts of a stack's elements, and each element's position. */
+typedef struct text_set {
+  char **texts;
+  int64_t n;
+  int64_t *table; /* text index + 1; 0 empty */
+  int64_t mask;
+  int64_t *pos;
+  int64_t npos;
+} text_set;
+
+static uint64_t text_hash(const char *s) {
+  uint64_t h = 1469598103934665603ULL;
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+  return h;
+}
+
+static bool text_add(text_set *ts, const cJSON *elem) {
+  char *t = cJSON_PrintUnformatted(elem);
+  if (!t) return false;
+  int64_t slot = (int64_t)(text_hash(t) & (uint64_t)ts->mask);
+  for (;; slot = (slot + 1) & ts->mask) {
+    int64_t k = ts->table[slot];
+    if (k == 0) {
+      ts->texts[ts->n] = t;
+      ts->table[slot] = ++ts->n;
+      ts->pos[ts->npos++] = ts->n - 1;
+      return true;
+    }
+    if (!strcmp(ts->texts[k - 1], t)) {
+      cJSON_free(t);
+      ts->pos[ts->npos++] = k - 1;
+      return true;
+    }
+  }
+}
+
+/* Nested lists shaped like batch[dim..]: true when they are. */
+static bool stack_fits(const cJSON *a, int32_t dim, int32_t ndim, const int64_t *batch) {
+  if (dim == ndim) return true;
+  if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != batch[dim]) return false;
+  for (const cJSON *x = a->child; x; x = x->next)
+    if (!stack_fits(x, dim + 1, ndim, batch)) return false;
+  return true;
+}
+
+static bool stack_collect(text_set *ts, const cJSON *a, int32_t dim, int32_t ndim) {
+  if (dim == ndim) return text_add(ts, a);
+  for (const cJSON *x = a->child; x; x = x->next)
+    if (!stack_collect(ts, x, dim + 1, ndim)) return false;
+  return true;
+}
+
+/* A NonTensorStack's "data": one JSON value per batch element, as nested lists. */
+static int32_t load_stack(td_dict *d, const char *key, int subfd, const char *file,
+                          const cJSON *data) {
+  if (!data || cJSON_IsNull(data))
+    return lfail(TD_EINVAL, file, "\"data\" is missing (a stack saved as sub-folders is not "
+                 "supported)");
+  if (cJSON_IsString(data)) {
+    struct stat sb;
+    if (fstatat(subfd, "pickle.pkl", &sb, AT_SYMLINK_NOFOLLOW) == 0)
+      return lfail(TD_EINVAL, file, "the values are pickled (pickle.pkl), which this reader "
+                   "cannot load");
+  }
+  int32_t ndim = d->head.ndim;
+  const int64_t *batch = d->head.shape;
+  if (ndim == 0) { /* no batch dims to stack along: the whole list is the value */
+    char *t = cJSON_PrintUnformatted(data);
+    int32_t st = t ? td_dict_set_value(d, key, (int64_t)strlen(key), t)
+                   : td_fail(TD_ENOMEM, "load_memmap: out of memory");
+    cJSON_free(t);
+    return st < 0 ? st : 0;
+  }
+  if (!stack_fits(data, 0, ndim, batch)) {
+    char b[TD_SHAPE_STR];
+    return lfail(TD_EINVAL, file, "\"data\" must be nested lists shaped like the batch size %s",
+                 td_format_shape(b, sizeof b, ndim, batch));
+  }
+  int64_t numel = 1, tcap = 16;
+  for (int32_t i = 0; i < ndim; i++) numel *= batch[i]; /* <= the items in the file */
+  while (tcap < 2 * numel) tcap *= 2;
+  text_set ts = {.texts = malloc(sizeof(char *) * (size_t)(numel + 1)),
+                 .table = calloc((size_t)tcap, sizeof(int64_t)),
+                 .mask = tcap - 1};
+  td_tensor *pos = td_tensor_empty(ndim, batch, TD_INT64);
+  int32_t st = 0;
+  if (!ts.texts || !ts.table || !pos) {
+    st = td_fail(TD_ENOMEM, "load_memmap: out of memory");
+  } else {
+    ts.pos = td_tensor_data_borrow(pos);
+    if (!stack_collect(&ts, data, 0, ndim)) st = td_fail(TD_ENOMEM, "load_memmap: out of memory");
+  }
+  if (!st) {
+    st = td_dict_set_values(d, key, (int64_t)strlen(key), ts.n, (const char *const *)ts.texts,
+                            pos);
+    if (st > 0) st = 0;
+  }
+  for (int64_t i = 0; i < ts.n; i++) cJSON_free(ts.texts[i]);
+  free(ts.texts);
+  free(ts.table);
+  td_tensor_release(pos);
+  return st;
+}
+
+static td_dict *load_dict(const mm_load *L, int dirfd, const char *dir, const cJSON *meta,
+                          int32_t depth);
+
+/* An entry with a sub-folder: a nested container, a NonTensorData or a NonTensorStack. */
+static int32_t load_sub(const mm_load *L, td_dict *d, int dirfd, const char *dir,
+                        const char *file, const char *key, const cJSON *item, int32_t depth) {
+  const cJSON *type = field(item, "type");
+  if (!cJSON_IsString(type)) return lfail(TD_EINVAL, file, "key '%s': \"type\" must be a string", key);
+  char *name = file_name(file, key, "");
+  if (!name) return td_last_status();
+  char *sub = path_join(dir, name), *sub_file = sub ? path_join(sub, "meta.json") : NULL;
+  int32_t st = 0;
+  int fd = -1;
+  cJSON *meta = NULL;
+  if (!sub_file) {
+    st = td_fail(TD_ENOMEM, "load_memmap: out of memory");
+    goto done;
+  }
+  fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    struct stat sb;
+    bool link = fstatat(dirfd, name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(sb.st_mode);
+    st = link ? lfail(TD_EIO, sub, "is a symlink (key '%s'); refusing to follow it", key)
+              : lfail(TD_EIO, sub, "cannot open the folder of key '%s': %s", key, strerror(errno));
+    goto done;
+  }
+  if (!(meta = read_meta(fd, sub_file))) {
+    st = td_last_status();
+    goto done;
+  }
+  int kind;
+  if ((st = classify(sub_file, meta, &kind))) goto done;
+  int64_t len = (int64_t)strlen(key);
+  if (kind == MM_TD) {
+    td_dict *c = load_dict(L, fd, sub, meta, depth + 1);
+    if (!c) {
+      st = td_last_status();
+      goto done;
+    }
+    bool leads = c->head.ndim >= d->head.ndim;
+    for (int32_t i = 0; leads && i < d->head.ndim; i++) leads = c->head.shape[i] == d->head.shape[i];
+    if (!leads) {
+      char a[TD_SHAPE_STR], b[TD_SHAPE_STR];
+      st = lfail(TD_ESHAPE, sub_file, "\"shape\" %s does not start with the batch size %s of "
+                 "its parent",
+                 td_format_shape(a, sizeof a, c->head.ndim, c->head.shape),
+                 td_format_shape(b, sizeof b, d->head.ndim, d->head.shape));
+    } else {
+      st = td_dict_set_dict(d, key, len, c);
+    }
+    td_dict_release(c);
+  } else if (kind == MM_NTD) {
+    const cJSON *data = field(meta, "data");
+    struct stat sb;
+    if (!data && fstatat(fd, "other.pickle", &sb, AT_SYMLINK_NOFOLLOW) == 0) {
+      st = lfail(TD_EINVAL, sub_file, "the value is pickled (other.pickle), which this reader "
+                 "cannot load");
+    } else if (!data) {
+      st = lfail(TD_EINVAL, sub_file, "\"data\" is missing");
+    } else {
+      char *t = cJSON_PrintUnformatted(data);
+      st = t ? td_dict_set_value(d, key, len, t) : td_fail(TD_ENOMEM, "load_memmap: out of memory");
+      cJSON_free(t);
+    }
+  } else {
+    st = load_stack(d, key, fd, sub_file, field(meta, "data"));
+  }
+  if (st > 0) st = 0;
+done:
+  cJSON_Delete(meta);
+  if (fd >= 0) close(fd);
+  free(name), free(sub), free(sub_file);
+  return st;
+}
+
+/* The container of folder dirfd (path dir) from its parsed meta.json. */
+static td_dict *load_dict(const mm_load *L, int dirfd, const char *dir, const cJSON *meta,
+                          int32_t depth) {
+  char *file = path_join(dir, "meta.json");
+  if (!file) {
+    td_fail(TD_ENOMEM, "load_memmap: out of memory");
+    return NULL;
+  }
+  td_dict *d = NULL;
+  int32_t st = 0, ndim = 0;
+  int64_t batch[TD_MAX_DIMS], numel;
+  if (depth > TD_MM_MAX_DEPTH) {
+    st = lfail(TD_EINVAL, file, "nested more than %d levels deep", TD_MM_MAX_DEPTH);
+    goto done;
+  }
+  if ((st = get_shape(file, NULL, meta, &ndim, batch, &numel))) goto done;
+  /* "device": "cpu", or "None" / null / absent for a container without one. */
+  const cJSON *dev = field(meta, "device");
+  bool cpu = cJSON_IsString(dev) && !strcmp(dev->valuestring, "cpu");
+  if (dev && !cpu && !cJSON_IsNull(dev) &&
+      !(cJSON_IsString(dev) && !strcmp(dev->valuestring, "None"))) {
+    st = !cJSON_IsString(dev) ? lfail(TD_EINVAL, file, "\"device\" must be a string")
+         : !strncmp(dev->valuestring, "cuda", 4)
+             ? lfail(TD_EINVAL, file, "\"device\" is '%s': a CUDA TensorDict cannot be mapped "
+                     "from files (files map to CPU memory)", dev->valuestring)
+             : lfail(TD_EINVAL, file, "\"device\" '%s' is unknown (\"cpu\" or \"None\")",
+                     dev->valuestring);
+    goto done;
+  }
+  /* "_names": a list of ndim strings or nulls (a key of that name is an object). */
+  const cJSON *nm = field(meta, "_names");
+  const char *names[TD_MAX_DIMS] = {0};
+  if (cJSON_IsArray(nm)) {
+    int32_t k = 0;
+    bool ok = cJSON_GetArraySize(nm) == ndim;
+    for (const cJSON *x = nm->child; ok && x; x = x->next, k++) {
+      if (cJSON_IsString(x)) names[k] = x->valuestring;
+      else ok = cJSON_IsNull(x);
+    }
+    if (!ok) {
+      st = lfail(TD_EINVAL, file, "\"_names\" must list %d names (strings or null)", (int)ndim);
+      goto done;
+    }
+  }
+  if (!(d = td_dict_new(ndim, batch))) {
+    st = td_last_status();
+    goto done;
+  }
+  if (cpu && (st = td_dict_set_device(d, TD_DEVICE_CPU, 0))) goto done;
+  for (const cJSON *item = meta->child; item && !st; item = item->next) {
+    if (!cJSON_IsObject(item)) continue; /* the container's own fields */
+    const char *key = item->string;
+    if (td_dict_find(d, key, (int64_t)strlen(key)) >= 0) {
+      st = lfail(TD_EINVAL, file, "key '%s' appears twice", key);
+    } else if (field(item, "type")) {
+      st = load_sub(L, d, dirfd, dir, file, key, item, depth);
+    } else {
+      st = load_leaf(L, d, dirfd, dir, file, key, item);
+    }
+  }
+  if (!st && cJSON_IsArray(nm)) {
+    bool any = false;
+    for (int32_t i = 0; i < ndim; i++) any |= names[i] != NULL;
+    if (any && (st = td_dict_set_names(d, names)))
+      st = lfail(st, file, "\"_names\": %s", td_last_error());
+  }
+  if (!st) st = td_dict_set_prefix(d, dir);
+done:
+  free(file);
+  if (st) {
+    td_dict_release(d);
+    return NULL;
+  }
+  return d;
+}
+
+TD_EXPORT td_dict *td_dict_load_memmap(const char *prefix, int32_t mode) {
+  if (!prefix || !*prefix) {
+    td_fail(TD_EINVAL, "load_memmap: the prefix is empty");
+    return NULL;
+  }
+  if (mode != TD_MAP_READ && mode != TD_MAP_READWRITE) {
+    td_fail(TD_EINVAL, "load_memmap: mode %d: TD_MAP_READ or TD_MAP_READWRITE", (int)mode);
+    return NULL;
+  }
+  char *dir = strdup(prefix);
+  if (!dir) {
+    td_fail(TD_ENOMEM, "load_memmap: out of memory");
+    return NULL;
+  }
+  size_t n = strlen(dir);
+  while (n > 1 && dir[n - 1] == '/') dir[--n] = '\0';
+  td_dict *d = NULL;
+  cJSON *meta = NULL;
+  char *file = path_join(dir, "meta.json");
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC); /* a link here is the caller's */
+  if (!file) {
+    td_fail(TD_ENOMEM, "load_memmap: out of memory");
+  } else if (fd < 0) {
+    td_fail(TD_EIO, "load_memmap: cannot open the folder '%s': %s", dir, strerror(errno));
+  } else if ((meta = read_meta(fd, file))) {
+    int kind;
+    if (classify(file, meta, &kind) == 0) {
+      if (kind != MM_TD)
+        lfail(TD_EINVAL, file, "holds a non-tensor value (%s), not a TensorDict; load the "
+              "folder that holds it",
+              kind == MM_NTD ? "NonTensorData" : "NonTensorStack");
+      else if ((d = load_dict(&(mm_load){mode}, fd, dir, meta, 0)))
+        td_dict_set_locked(d, 1); /* like memmap()'s result (Python 0.15's load leaves it
+                                   * unlocked): keys added now would not be on disk */
+    }
+  }
+  cJSON_Delete(meta);
+  if (fd >= 0) close(fd);
+  free(file);
+  free(dir);
+  return d;
+}
