@@ -128,3 +128,22 @@ for s = 1, 3 do
     row.petal[1], row.petal[2]))
 end
 if #out ~= long:size(1) then os.exit(1) end
+
+-- A memmap sink: the shuffled batch saved in Python tensordict's folder layout (atomic:
+-- a temporary sibling, fsync, rename), mapped back lazily, and the summaries collected
+-- into a preallocated buffer on disk.
+local store = folder .. "/iris-tensordict"
+shuffled:memmap(store)
+local mapped_td = T.load_memmap(store)
+local intact = mapped_td:equal(shuffled)
+print(("memmap folder %s: %d flowers, %d fields, read back %s"):format(store, #mapped_td,
+  #mapped_td:keys({ include_nested = true, leaves_only = true }), intact and "identical" or "DIFFERENT"))
+local buffer = summary:memmap_like(folder .. "/iris-summary")
+for s = 1, 3 do buffer[s] = summary[s] end
+buffer:sync()
+summary:consolidate(folder .. "/iris-summary.td") -- tensordict's single-file layout
+print(("summary buffer on disk equals the one in memory: %s; as one consolidated file: %s"):format(
+  tostring(T.load_memmap(folder .. "/iris-summary"):equal(summary)),
+  tostring(T.from_consolidated(folder .. "/iris-summary.td"):equal(summary))))
+os.execute(("rm -rf '%s' '%s' '%s'"):format(store, folder .. "/iris-summary", folder .. "/iris-summary.td"))
+if not intact then os.exit(1) end
