@@ -114,6 +114,21 @@ describe("memmap", function()
     assert.are.same({ { 9, 9, 9 }, { 3, 3, 3 } }, again.float32:totable())
   end)
 
+  it("another process's writes through r+ are seen by this one's mapping after its sync", function()
+    T.TensorDict({ a = T.zeros(4) }, { 4 }):memmap(dir .. "/shared")
+    local mine = T.load_memmap(dir .. "/shared") -- read-only here, shared mapping
+    local script = ([[package.path = "lua/?.lua;lua/?/init.lua;" .. package.path
+      local T = require("tensordict")
+      local td = T.load_memmap("%s", { mode = "r+" })
+      td.a[{ { 2, 3 } }] = 5
+      td:sync()]]):format(dir .. "/shared")
+    local f = io.open(dir .. "/writer.lua", "w")
+    f:write(script)
+    f:close()
+    assert.is_true(sh("luajit '" .. dir .. "/writer.lua'"))
+    assert.are.same({ 0, 5, 5, 0 }, mine.a:totable())
+  end)
+
   it("memmap_like preallocates zeros that batches fill by index assignment", function()
     local proto = T.TensorDict({ obs = T.ones(4, 3), act = T.ones(4, "int64") }, { 4 })
     local buf = proto:memmap_like(dir .. "/buf")
