@@ -3,6 +3,7 @@
  * finding, deleting and renaming entries, lock, names, device and batch size.
  * Batch operations over the leaves are in dict_map.c and the files beside it.
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -351,6 +352,16 @@ const char *td_key_path_text(const td_key_path *p, char *buf) {
 int32_t td_dict_fail_at(int32_t status, const char *call, const td_key_path *p) {
   char buf[TD_PATH_CHARS];
   return td_dict_fail_key(status, call, td_key_path_text(p, buf));
+}
+
+void *td_fail_null(int32_t status, const char *fmt, ...) {
+  char msg[4096]; /* more than td_fail keeps, so its own cap cuts long messages as before */
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  td_fail(status, "%s", msg);
+  return NULL;
 }
 
 TD_EXPORT int32_t td_dict_find(const td_dict *d, const char *key, int64_t len) {

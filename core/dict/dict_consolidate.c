@@ -49,12 +49,6 @@
 
 #include "dict_internal.h"
 
-/* str(dtype) for each td_dtype: the names tensordict writes (its _DTYPE_TO_STR_DTYPE).
- * A static copy: dtype.c's table holds the bare names. */
-static const char *const torch_dtype_names[TD_NUM_DTYPES] = {
-    "torch.bool",    "torch.uint8",   "torch.int8",     "torch.int16",   "torch.int32",
-    "torch.int64",   "torch.float16", "torch.bfloat16", "torch.float32", "torch.float64"};
-
 /* The keys of a container's metadata object that are not children. */
 static bool is_reserved_key(const char *key, size_t len) {
   static const char *const reserved[] = {"cls", "non_tensors", "leaves", "cls_metadata",
@@ -66,47 +60,20 @@ static bool is_reserved_key(const char *key, size_t len) {
 
 /* ------------------------------------------------------------------ growable text */
 
-typedef struct buf {
-  char *p;
-  size_t n, cap;
-  bool oom;
-} buf;
-
-static void buf_put(buf *b, const void *s, size_t n) {
-  if (b->oom) return;
-  if (b->n + n + 1 > b->cap) {
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap < b->n + n + 1) cap *= 2;
-    char *p = realloc(b->p, cap);
-    if (!p) {
-      b->oom = true;
-      return;
-    }
-    b->p = p;
-    b->cap = cap;
-  }
-  if (n) memcpy(b->p + b->n, s, n);
-  b->n += n;
-  b->p[b->n] = '\0';
-}
-
-static void buf_str(buf *b, const char *s) { buf_put(b, s, strlen(s)); }
-static void buf_chr(buf *b, char c) { buf_put(b, &c, 1); }
-
-static void buf_i64(buf *b, int64_t v) {
+static void buf_i64(td_sbuf *b, int64_t v) {
   char t[24];
   int n = snprintf(t, sizeof t, "%lld", (long long)v);
-  buf_put(b, t, (size_t)n);
+  td_sb_put(b, t, (size_t)n);
 }
 
 /* "[a, b, c]" as Python writes a list of ints. */
-static void buf_shape(buf *b, int32_t ndim, const int64_t *shape) {
-  buf_chr(b, '[');
+static void buf_shape(td_sbuf *b, int32_t ndim, const int64_t *shape) {
+  td_sb_putc(b, '[');
   for (int32_t i = 0; i < ndim; i++) {
-    if (i) buf_str(b, ", ");
+    if (i) td_sb_puts(b, ", ");
     buf_i64(b, shape[i]);
   }
-  buf_chr(b, ']');
+  td_sb_putc(b, ']');
 }
 
 /* ------------------------------------------------------------------------- JSON */
@@ -237,18 +204,11 @@ static bool jparse_number(jparser *ps, jv *v) {
   return true;
 }
 
-static int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
 static bool jparse_hex4(jparser *ps, uint32_t *out) {
   if (ps->end - ps->p < 4) return jfail(ps, "\\u needs four hex digits");
   uint32_t v = 0;
   for (int k = 0; k < 4; k++) {
-    int h = hex_value(ps->p[k]);
+    int h = td_hex_value(ps->p[k]);
     if (h < 0) return jfail(ps, "\\u needs four hex digits");
     v = v * 16 + (uint32_t)h;
   }
@@ -258,7 +218,7 @@ static bool jparse_hex4(jparser *ps, uint32_t *out) {
 }
 
 /* A code point as UTF-8 (lone surrogates as their 3-byte form, as WTF-8 does). */
-static void put_utf8(buf *b, uint32_t cp) {
+static void put_utf8(td_sbuf *b, uint32_t cp) {
   char t[4];
   size_t n;
   if (cp < 0x80) {
@@ -280,11 +240,11 @@ static void put_utf8(buf *b, uint32_t cp) {
     t[3] = (char)(0x80 | (cp & 0x3F));
     n = 4;
   }
-  buf_put(b, t, n);
+  td_sb_put(b, t, n);
 }
 
 static bool jparse_string(jparser *ps, jv *v) {
-  buf b = {0};
+  td_sbuf b = {0};
   ps->p++; /* the opening quote */
   for (;;) {
     if (ps->p >= ps->end) {
@@ -303,7 +263,7 @@ static bool jparse_string(jparser *ps, jv *v) {
     if (c != '\\') {
       const char *r = ps->p;
       while (r < ps->end && *r != '"' && *r != '\\' && (unsigned char)*r >= 0x20) r++;
-      buf_put(&b, ps->p, (size_t)(r - ps->p));
+      td_sb_put(&b, ps->p, (size_t)(r - ps->p));
       ps->p = r;
       continue;
     }
@@ -313,39 +273,32 @@ static bool jparse_string(jparser *ps, jv *v) {
       return jfail(ps, "a string is not terminated");
     }
     char e = *ps->p++;
-    switch (e) {
-      case '"': buf_chr(&b, '"'); break;
-      case '\\': buf_chr(&b, '\\'); break;
-      case '/': buf_chr(&b, '/'); break;
-      case 'b': buf_chr(&b, '\b'); break;
-      case 'f': buf_chr(&b, '\f'); break;
-      case 'n': buf_chr(&b, '\n'); break;
-      case 'r': buf_chr(&b, '\r'); break;
-      case 't': buf_chr(&b, '\t'); break;
-      case 'u': {
-        uint32_t cp;
-        if (!jparse_hex4(ps, &cp)) {
-          free(b.p);
-          return false;
-        }
-        if (cp >= 0xD800 && cp < 0xDC00 && ps->end - ps->p >= 6 && ps->p[0] == '\\' &&
-            ps->p[1] == 'u') {
-          const char *save = ps->p;
-          uint32_t lo;
-          ps->p += 2;
-          if (jparse_hex4(ps, &lo) && lo >= 0xDC00 && lo < 0xE000)
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-          else
-            ps->p = save, ps->err = NULL; /* a lone high surrogate: keep it */
-        }
-        put_utf8(&b, cp);
-        break;
-      }
-      default:
+    if (e != 'u') {
+      int c = td_json_unescape(e);
+      if (c < 0) {
         ps->p--;
         free(b.p);
         return jfail(ps, "a bad escape in a string");
+      }
+      td_sb_putc(&b, (char)c);
+      continue;
     }
+    uint32_t cp;
+    if (!jparse_hex4(ps, &cp)) {
+      free(b.p);
+      return false;
+    }
+    if (cp >= 0xD800 && cp < 0xDC00 && ps->end - ps->p >= 6 && ps->p[0] == '\\' &&
+        ps->p[1] == 'u') {
+      const char *save = ps->p;
+      uint32_t lo;
+      ps->p += 2;
+      if (jparse_hex4(ps, &lo) && lo >= 0xDC00 && lo < 0xE000)
+        cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+      else
+        ps->p = save, ps->err = NULL; /* a lone high surrogate: keep it */
+    }
+    put_utf8(&b, cp);
   }
   if (b.oom) {
     free(b.p);
@@ -483,109 +436,53 @@ static const char *jtype_name(const jv *v) {
 
 /* ---- writing JSON back: Python's style (the file) or compact (value texts) ---- */
 
-static const char hex_digits[] = "0123456789abcdef";
-
-static void put_u_escape(buf *b, uint32_t u) {
-  char t[6] = {'\\', 'u', hex_digits[(u >> 12) & 15], hex_digits[(u >> 8) & 15],
-               hex_digits[(u >> 4) & 15], hex_digits[u & 15]};
-  buf_put(b, t, 6);
-}
-
-/* Decodes one UTF-8 sequence at s[0, n) into *cp; its length, or 0 when invalid.
- * Surrogates encoded in three bytes pass (they come from lone \uD800-style escapes). */
-static size_t utf8_decode(const unsigned char *s, size_t n, uint32_t *cp) {
-  unsigned char c = s[0];
-  if (c < 0x80) {
-    *cp = c;
-    return 1;
-  }
-  size_t len;
-  uint32_t v, min;
-  if (c >= 0xC2 && c <= 0xDF) len = 2, v = c & 0x1F, min = 0x80;
-  else if (c >= 0xE0 && c <= 0xEF) len = 3, v = c & 0x0F, min = 0x800;
-  else if (c >= 0xF0 && c <= 0xF4) len = 4, v = c & 0x07, min = 0x10000;
-  else return 0;
-  if (n < len) return 0;
-  for (size_t k = 1; k < len; k++) {
-    if ((s[k] & 0xC0) != 0x80) return 0;
-    v = (v << 6) | (s[k] & 0x3F);
-  }
-  if (v < min || v > 0x10FFFF) return 0;
-  *cp = v;
-  return len;
-}
-
 /* A string as Python's json.dumps writes it (ensure_ascii): false on invalid UTF-8. */
-static bool put_string_py(buf *b, const char *str, size_t n) {
+static bool put_string_py(td_sbuf *b, const char *str, size_t n) {
   const unsigned char *s = (const unsigned char *)str;
-  buf_chr(b, '"');
+  td_sb_putc(b, '"');
   size_t k = 0;
   while (k < n) {
     size_t run = k;
     while (run < n && s[run] >= 0x20 && s[run] < 0x7F && s[run] != '"' && s[run] != '\\') run++;
     if (run > k) {
-      buf_put(b, s + k, run - k);
+      td_sb_put(b, s + k, run - k);
       k = run;
       continue;
     }
     uint32_t cp;
-    size_t len = utf8_decode(s + k, n - k, &cp);
+    size_t len = td_utf8_decode(s + k, n - k, &cp, true);
     if (!len) return false;
     k += len;
-    switch (cp) {
-      case '"': buf_str(b, "\\\""); break;
-      case '\\': buf_str(b, "\\\\"); break;
-      case '\n': buf_str(b, "\\n"); break;
-      case '\r': buf_str(b, "\\r"); break;
-      case '\t': buf_str(b, "\\t"); break;
-      case '\b': buf_str(b, "\\b"); break;
-      case '\f': buf_str(b, "\\f"); break;
-      default:
-        if (cp >= 0x10000) {
-          put_u_escape(b, 0xD800 + ((cp - 0x10000) >> 10));
-          put_u_escape(b, 0xDC00 + ((cp - 0x10000) & 0x3FF));
-        } else {
-          put_u_escape(b, cp);
-        }
-    }
+    td_py_put_code_point(b, cp);
   }
-  buf_chr(b, '"');
+  td_sb_putc(b, '"');
   return true;
 }
 
 /* A string as the Lua codec writes it: UTF-8 through, '"', '\' and controls escaped. */
-static void put_string_compact(buf *b, const char *s, size_t n) {
-  buf_chr(b, '"');
+static void put_string_compact(td_sbuf *b, const char *s, size_t n) {
+  td_sb_putc(b, '"');
   size_t k = 0;
   while (k < n) {
     size_t run = k;
     while (run < n && (unsigned char)s[run] >= 0x20 && s[run] != '"' && s[run] != '\\') run++;
-    buf_put(b, s + k, run - k);
+    td_sb_put(b, s + k, run - k);
     if (run == n) break;
-    unsigned char c = (unsigned char)s[run];
-    switch (c) {
-      case '"': buf_str(b, "\\\""); break;
-      case '\\': buf_str(b, "\\\\"); break;
-      case '\n': buf_str(b, "\\n"); break;
-      case '\r': buf_str(b, "\\r"); break;
-      case '\t': buf_str(b, "\\t"); break;
-      case '\b': buf_str(b, "\\b"); break;
-      case '\f': buf_str(b, "\\f"); break;
-      default: put_u_escape(b, c);
-    }
+    /* '"', '\\' or a control character: escaped as Python escapes it */
+    td_py_put_unit(b, (unsigned char)s[run]);
     k = run + 1;
   }
-  buf_chr(b, '"');
+  td_sb_putc(b, '"');
 }
 
 /* v as JSON text: Python's json.dumps style when py, else compact. False on invalid
  * UTF-8 (py only). */
-static bool put_json(buf *b, const jv *v, bool py) {
+static bool put_json(td_sbuf *b, const jv *v, bool py) {
   switch (v->type) {
-    case J_NULL: buf_str(b, "null"); return true;
-    case J_TRUE: buf_str(b, "true"); return true;
-    case J_FALSE: buf_str(b, "false"); return true;
-    case J_NUM: buf_put(b, v->raw, v->rawlen); return true;
+    case J_NULL: td_sb_puts(b, "null"); return true;
+    case J_TRUE: td_sb_puts(b, "true"); return true;
+    case J_FALSE: td_sb_puts(b, "false"); return true;
+    case J_NUM: td_sb_put(b, v->raw, v->rawlen); return true;
     case J_STR:
       if (py) return put_string_py(b, v->s, v->slen);
       put_string_compact(b, v->s, v->slen);
@@ -593,20 +490,20 @@ static bool put_json(buf *b, const jv *v, bool py) {
     default: break;
   }
   bool object = v->type == J_OBJ;
-  buf_chr(b, object ? '{' : '[');
+  td_sb_putc(b, object ? '{' : '[');
   for (int32_t k = 0; k < v->n; k++) {
-    if (k) buf_str(b, py ? ", " : ",");
+    if (k) td_sb_puts(b, py ? ", " : ",");
     if (object) {
       if (py) {
         if (!put_string_py(b, v->keys[k].s, v->keys[k].slen)) return false;
       } else {
         put_string_compact(b, v->keys[k].s, v->keys[k].slen);
       }
-      buf_str(b, py ? ": " : ":");
+      td_sb_puts(b, py ? ": " : ":");
     }
     if (!put_json(b, &v->items[k], py)) return false;
   }
-  buf_chr(b, object ? '}' : ']');
+  td_sb_putc(b, object ? '}' : ']');
   return true;
 }
 
@@ -614,7 +511,7 @@ static bool put_json(buf *b, const jv *v, bool py) {
 
 typedef struct wctx {
   const char *file;
-  buf json;
+  td_sbuf json;
 } wctx;
 
 static int32_t wfail_at(const wctx *w, int32_t status, const td_key_path *p, const char *fmt,
@@ -703,22 +600,22 @@ static int32_t put_value_text(wctx *w, const char *text, const td_key_path *p) {
   return st;
 }
 
-static void put_device(buf *b, const td_dict *d) {
+static void put_device(td_sbuf *b, const td_dict *d) {
   if (d->head.device_type == TD_DEVICE_CPU) {
-    buf_str(b, "\"cpu\"");
+    td_sb_puts(b, "\"cpu\"");
   } else if (d->head.device_type == TD_DEVICE_CUDA) {
-    buf_str(b, "\"cuda:");
+    td_sb_puts(b, "\"cuda:");
     buf_i64(b, d->head.device_index);
-    buf_chr(b, '"');
+    td_sb_putc(b, '"');
   } else {
-    buf_str(b, "null");
+    td_sb_puts(b, "null");
   }
 }
 
 static int32_t put_name(wctx *w, const td_dict *d, int32_t dim, const td_key_path *p) {
   const char *name = d->head.has_names && dim < d->head.ndim ? d->names[dim] : NULL;
   if (!name) {
-    buf_str(&w->json, "null");
+    td_sb_puts(&w->json, "null");
     return 0;
   }
   if (!put_string_py(&w->json, name, strlen(name)))
@@ -775,14 +672,14 @@ static int64_t block_uniform(const int64_t *at, int64_t off, int32_t nd, const i
 /* One element of non_tensors: [data, batch_size, device]. */
 static int32_t put_non_tensor(wctx *w, const td_dict *d, const char *text, int32_t nd,
                               const int64_t *shape, const td_key_path *p) {
-  buf_chr(&w->json, '[');
+  td_sb_putc(&w->json, '[');
   int32_t st = put_value_text(w, text, p);
   if (st) return st;
-  buf_str(&w->json, ", ");
+  td_sb_puts(&w->json, ", ");
   buf_shape(&w->json, nd, shape);
-  buf_str(&w->json, ", ");
+  td_sb_puts(&w->json, ", ");
   put_device(&w->json, d);
-  buf_chr(&w->json, ']');
+  td_sb_putc(&w->json, ']');
   return 0;
 }
 
@@ -792,43 +689,43 @@ static int32_t put_non_tensor(wctx *w, const td_dict *d, const char *text, int32
 static int32_t put_stack(wctx *w, const td_dict *d, const td_values *v, const int64_t *at,
                          int64_t off, int32_t nd, const int64_t *shape, const int64_t *strides,
                          int32_t dim, const td_key_path *p) {
-  buf *b = &w->json;
-  buf_str(b, "{\"cls\": \"NonTensorStack\", \"non_tensors\": {");
+  td_sbuf *b = &w->json;
+  td_sb_puts(b, "{\"cls\": \"NonTensorStack\", \"non_tensors\": {");
   bool first = true;
   for (int64_t k = 0; k < shape[0]; k++) {
     int64_t u = block_uniform(at, off + k * strides[0], nd - 1, shape + 1, strides + 1);
     if (u < 0) continue;
-    if (!first) buf_str(b, ", ");
+    if (!first) td_sb_puts(b, ", ");
     first = false;
-    buf_chr(b, '"');
+    td_sb_putc(b, '"');
     buf_i64(b, k);
-    buf_str(b, "\": ");
+    td_sb_puts(b, "\": ");
     int32_t st = put_non_tensor(w, d, v->texts[u], nd - 1, shape + 1, p);
     if (st) return st;
   }
-  buf_str(b, "}, \"leaves\": {}, \"cls_metadata\": {\"stack_dim\": 0, \"stack_dim_name\": ");
+  td_sb_puts(b, "}, \"leaves\": {}, \"cls_metadata\": {\"stack_dim\": 0, \"stack_dim_name\": ");
   int32_t st = put_name(w, d, dim, p);
   if (st) return st;
-  buf_str(b, ", \"is_locked\": ");
-  buf_str(b, d->head.locked ? "true}" : "false}");
+  td_sb_puts(b, ", \"is_locked\": ");
+  td_sb_puts(b, d->head.locked ? "true}" : "false}");
   for (int64_t k = 0; k < shape[0]; k++) {
     int64_t o = off + k * strides[0];
     if (block_uniform(at, o, nd - 1, shape + 1, strides + 1) >= 0) continue;
-    buf_str(b, ", \"");
+    td_sb_puts(b, ", \"");
     buf_i64(b, k);
-    buf_str(b, "\": ");
+    td_sb_puts(b, "\": ");
     st = put_stack(w, d, v, at, o, nd - 1, shape + 1, strides + 1, dim + 1, p);
     if (st) return st;
   }
-  buf_chr(b, '}');
+  td_sb_putc(b, '}');
   return 0;
 }
 
 /* The metadata object of d, whose leaves start at payload offset start. */
 static int32_t put_level(wctx *w, const td_dict *d, int64_t start, const td_key_path *parent) {
-  buf *b = &w->json;
+  td_sbuf *b = &w->json;
   int32_t st = 0;
-  buf_str(b, "{\"cls\": \"TensorDict\", \"non_tensors\": {");
+  td_sb_puts(b, "{\"cls\": \"TensorDict\", \"non_tensors\": {");
   bool first = true;
   for (int32_t i = 0; i < d->keys->n && !st; i++) {
     const td_entry *e = &d->entries[i];
@@ -846,14 +743,14 @@ static int32_t put_level(wctx *w, const td_dict *d, int64_t start, const td_key_
     } else {
       continue;
     }
-    if (!first) buf_str(b, ", ");
+    if (!first) td_sb_puts(b, ", ");
     first = false;
     if ((st = put_key(w, d, i, &p))) break;
-    buf_str(b, ": ");
+    td_sb_puts(b, ": ");
     st = put_non_tensor(w, d, text, d->head.ndim, d->head.shape, &p);
   }
   if (st) return st;
-  buf_str(b, "}, \"leaves\": {");
+  td_sb_puts(b, "}, \"leaves\": {");
   first = true;
   int64_t off = start;
   for (int32_t i = 0; i < d->keys->n; i++) {
@@ -862,33 +759,33 @@ static int32_t put_level(wctx *w, const td_dict *d, int64_t start, const td_key_
     if (e->kind != TD_ENTRY_TENSOR) continue;
     td_key_path p = {parent, td_dict_key(d, i)};
     int64_t n = leaf_nbytes(&e->t), pad = pad_of(n);
-    if (!first) buf_str(b, ", ");
+    if (!first) td_sb_puts(b, ", ");
     first = false;
     if ((st = put_key(w, d, i, &p))) return st;
-    buf_str(b, ": [\"");
-    buf_str(b, torch_dtype_names[e->t.dtype]);
-    buf_str(b, "\", ");
+    td_sb_puts(b, ": [\"");
+    td_sb_puts(b, td_py_dtype_name(e->t.dtype));
+    td_sb_puts(b, "\", ");
     buf_shape(b, e->t.ndim, e->t.shape);
-    buf_str(b, ", ");
+    td_sb_puts(b, ", ");
     buf_i64(b, off);
-    buf_str(b, ", ");
+    td_sb_puts(b, ", ");
     buf_i64(b, off + n + pad);
-    buf_str(b, ", ");
+    td_sb_puts(b, ", ");
     buf_i64(b, pad);
-    buf_chr(b, ']');
+    td_sb_putc(b, ']');
     off += n + pad;
   }
-  buf_str(b, "}, \"cls_metadata\": {\"device\": ");
+  td_sb_puts(b, "}, \"cls_metadata\": {\"device\": ");
   put_device(b, d);
-  buf_str(b, ", \"names\": [");
+  td_sb_puts(b, ", \"names\": [");
   for (int32_t k = 0; k < d->head.ndim; k++) {
-    if (k) buf_str(b, ", ");
+    if (k) td_sb_puts(b, ", ");
     if ((st = put_name(w, d, k, parent))) return st;
   }
-  buf_str(b, "], \"batch_size\": ");
+  td_sb_puts(b, "], \"batch_size\": ");
   buf_shape(b, d->head.ndim, d->head.shape);
-  buf_str(b, ", \"is_locked\": ");
-  buf_str(b, d->head.locked ? "true}" : "false}");
+  td_sb_puts(b, ", \"is_locked\": ");
+  td_sb_puts(b, d->head.locked ? "true}" : "false}");
   off = start;
   for (int32_t i = 0; i < d->keys->n; i++) {
     const td_entry *e = &d->entries[i];
@@ -896,18 +793,18 @@ static int32_t put_level(wctx *w, const td_dict *d, int64_t start, const td_key_
     if (e->kind == TD_ENTRY_TENSOR) {
       off += leaf_nbytes(&e->t) + pad_of(leaf_nbytes(&e->t));
     } else if (e->kind == TD_ENTRY_DICT) {
-      buf_str(b, ", ");
+      td_sb_puts(b, ", ");
       if ((st = put_key(w, d, i, &p))) return st;
-      buf_str(b, ": ");
+      td_sb_puts(b, ": ");
       if ((st = put_level(w, e->child, off, &p))) return st;
       off += subtree_bytes(e->child);
     } else if (e->kind == TD_ENTRY_VALUES) {
       stacked s;
       if ((st = stacked_prepare(w, e, &p, &s))) return st;
       if (s.uniform == -1) {
-        buf_str(b, ", ");
+        td_sb_puts(b, ", ");
         st = put_key(w, d, i, &p);
-        buf_str(b, ": ");
+        td_sb_puts(b, ": ");
         int64_t strides[TD_MAX_DIMS];
         int64_t acc = 1;
         for (int32_t k = s.pos->ndim - 1; k >= 0; k--) {
@@ -921,7 +818,7 @@ static int32_t put_level(wctx *w, const td_dict *d, int64_t start, const td_key_
       if (st) return st;
     }
   }
-  buf_chr(b, '}');
+  td_sb_putc(b, '}');
   return 0;
 }
 
@@ -1247,7 +1144,7 @@ static int32_t get_device(const rctx *r, const char *where, const jv *v, int32_t
 
 /* A non-tensor value's JSON text, compact (free it). */
 static char *compact_text(const jv *v) {
-  buf b = {0};
+  td_sbuf b = {0};
   put_json(&b, v, false);
   if (b.oom) {
     free(b.p);
@@ -1281,12 +1178,6 @@ typedef struct stack_load {
   int64_t *pos; /* contiguous over the container's batch */
 } stack_load;
 
-static uint64_t hash_text(const char *s) {
-  uint64_t h = 1469598103934665603ULL;
-  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-  return h;
-}
-
 /* The index of text among the stack's texts (taking it, or freeing a duplicate). */
 static int64_t intern_text(stack_load *k, char *text) {
   if (2 * (k->n + 1) > k->table_cap) {
@@ -1294,7 +1185,7 @@ static int64_t intern_text(stack_load *k, char *text) {
     int64_t *table = calloc((size_t)cap, sizeof *table);
     if (!table) return free(text), -1;
     for (int64_t j = 0; j < k->n; j++) {
-      int64_t s = (int64_t)(hash_text(k->texts[j]) & (uint64_t)(cap - 1));
+      int64_t s = (int64_t)(td_py_text_hash(k->texts[j]) & (uint64_t)(cap - 1));
       while (table[s]) s = (s + 1) & (cap - 1);
       table[s] = j + 1;
     }
@@ -1302,7 +1193,7 @@ static int64_t intern_text(stack_load *k, char *text) {
     k->table = table;
     k->table_cap = cap;
   }
-  int64_t s = (int64_t)(hash_text(text) & (uint64_t)(k->table_cap - 1));
+  int64_t s = (int64_t)(td_py_text_hash(text) & (uint64_t)(k->table_cap - 1));
   for (; k->table[s]; s = (s + 1) & (k->table_cap - 1))
     if (strcmp(k->texts[k->table[s] - 1], text) == 0) {
       free(text);
@@ -1474,9 +1365,8 @@ static int32_t load_leaf(const rctx *r, td_dict *d, const jv *key, const jv *v,
     return rfail(r, TD_EINVAL, where, "a leaf must be [dtype, shape, start, stop, pad]");
   const jv *dt = &v->items[0];
   if (dt->type != J_STR) return rfail(r, TD_EDTYPE, where, "dtype must be a string");
-  int32_t dtype = -1;
-  for (int32_t k = 0; k < TD_NUM_DTYPES; k++)
-    if (strcmp(dt->s, torch_dtype_names[k]) == 0 && strlen(dt->s) == dt->slen) dtype = k;
+  /* a name with a NUL inside (\u0000) names no dtype */
+  int32_t dtype = strlen(dt->s) == dt->slen ? td_py_dtype_from_name(dt->s) : -1;
   if (dtype < 0) return rfail(r, TD_EDTYPE, where, "unknown dtype '%s'", dt->s);
   int32_t ndim;
   int64_t shape[TD_MAX_DIMS], start, stop, pad;
@@ -1652,25 +1542,19 @@ static td_dict *load_level(const rctx *r, const jv *m, const char *prefix,
 }
 
 TD_EXPORT td_dict *td_dict_from_consolidated(const char *filename, int32_t mode) {
-  if (!filename || !*filename) {
-    td_fail(TD_EINVAL, "from_consolidated: the filename is empty");
-    return NULL;
-  }
-  if (mode != TD_MAP_READ && mode != TD_MAP_READWRITE) {
-    td_fail(TD_EINVAL, "from_consolidated: mode must be TD_MAP_READ or TD_MAP_READWRITE, got %d",
-            (int)mode);
-    return NULL;
-  }
+  if (!filename || !*filename)
+    return td_fail_null(TD_EINVAL, "from_consolidated: the filename is empty");
+  if (mode != TD_MAP_READ && mode != TD_MAP_READWRITE)
+    return td_fail_null(TD_EINVAL,
+                        "from_consolidated: mode must be TD_MAP_READ or TD_MAP_READWRITE, got %d",
+                        (int)mode);
   rctx r = {filename, NULL, 0};
   struct stat st;
-  if (stat(filename, &st) != 0) {
-    td_fail(TD_EIO, "from_consolidated: cannot open '%s': %s", filename, strerror(errno));
-    return NULL;
-  }
-  if (!S_ISREG(st.st_mode)) {
-    td_fail(TD_EIO, "from_consolidated: '%s' is not a regular file", filename);
-    return NULL;
-  }
+  if (stat(filename, &st) != 0)
+    return td_fail_null(TD_EIO, "from_consolidated: cannot open '%s': %s", filename,
+                        strerror(errno));
+  if (!S_ISREG(st.st_mode))
+    return td_fail_null(TD_EIO, "from_consolidated: '%s' is not a regular file", filename);
   int64_t size = (int64_t)st.st_size;
   if (size < 8) {
     rfail(&r, TD_EIO, "",

@@ -110,6 +110,9 @@ typedef struct td_key_path {
 const char *td_key_path_text(const td_key_path *p, char *buf);
 /* td_dict_fail_key with the path of p. */
 int32_t td_dict_fail_at(int32_t status, const char *call, const td_key_path *p);
+/* td_fail for the calls that return a pointer: records the error, returns NULL, so a
+ * refusal is one line. */
+void *td_fail_null(int32_t status, const char *fmt, ...) TD_PRINTF(2, 3);
 
 /* ---- dict_map.c: the walk every batch operation uses ---- */
 /* A leaf operation: in is a tensor whose dims [0, op_ndim) are the top-level batch dims
@@ -157,6 +160,39 @@ int32_t td_jobs_add(td_jobs *j, const char *call, const td_tensor *dst, const td
 int32_t td_jobs_run(td_jobs *j, const char *call);
 void td_jobs_free(td_jobs *j);
 
+/* ---- Python tensordict's formats (dict_pyformat.c): what the memmap folders and the
+ * consolidated file (dict_consolidate.c) share, so both write the bytes Python writes ---- */
+/* "torch.float32" for TD_FLOAT32 (NULL outside the dtypes); the dtype of such a name, or -1. */
+const char *td_py_dtype_name(int32_t dtype);
+int32_t td_py_dtype_from_name(const char *name);
+/* Growable NUL-terminated text; oom stays set after a failed growth (later puts do
+ * nothing), so a writer checks once at the end. Start from {0}; the caller frees p. */
+typedef struct td_sbuf {
+  char *p;
+  size_t n, cap;
+  bool oom;
+} td_sbuf;
+void td_sb_put(td_sbuf *b, const void *s, size_t n);
+void td_sb_puts(td_sbuf *b, const char *s);
+void td_sb_putc(td_sbuf *b, char c);
+/* The code point of the UTF-8 sequence at s (n > 0 bytes left) into *cp, and its
+ * length; 0 when invalid (overlong, past U+10FFFF, or a surrogate unless surrogates:
+ * the consolidated reader stores lone \uD800 escapes in their 3-byte form). */
+size_t td_utf8_decode(const unsigned char *s, size_t n, uint32_t *cp, bool surrogates);
+/* The value of a hex digit, or -1. */
+int td_hex_value(char c);
+/* The character of a one-letter JSON escape (\n: '\n'), or -1 (\u included: the
+ * readers decode its four digits themselves). */
+int td_json_unescape(char e);
+/* One UTF-16 code unit (or ASCII character) inside a JSON string, as Python's
+ * json.dumps(ensure_ascii=True) writes it: \" \\ \b \f \n \r \t, printable ASCII as
+ * itself, everything else \u00e9 (lowercase). A code point: past U+FFFF as a
+ * surrogate pair of such escapes. */
+void td_py_put_unit(td_sbuf *b, uint32_t u);
+void td_py_put_code_point(td_sbuf *b, uint32_t cp);
+/* FNV-1a of a NUL-terminated text: both loaders dedupe a NonTensorStack's texts. */
+uint64_t td_py_text_hash(const char *s);
+
 /* ---- memmap (dict_memmap.c, dict_memmap_load.c): what saving and loading share ---- */
 enum {
   TD_MM_MAX_DEPTH = 256,           /* nested folders, either way */
@@ -172,13 +208,12 @@ enum {
  * \ space % and control characters, "%" for the empty key, "%2E" for each dot of "."
  * and ".."), followed by suffix: a malloc'd string, NULL when out of memory. */
 char *td_mm_encode_key(const char *key, int64_t len, const char *suffix);
-/* "torch.float32" for TD_FLOAT32; the dtype of such a name, or -1. */
-const char *td_mm_torch_dtype(int32_t dtype);
-int32_t td_mm_dtype_from_torch(const char *name);
 /* A file storage of nbytes mapped from an open file (shared mapping; writable or
  * read-only, as the storage reports); nbytes 0 maps nothing. On failure returns NULL
  * and writes a reason (strerror) into why. The caller closes fd. */
 td_storage *td_mm_map_fd(int fd, int64_t nbytes, int32_t writable, char *why, size_t why_len);
+/* dir + "/" + name, malloc'd; NULL when out of memory. */
+char *td_mm_path_join(const char *dir, const char *name);
 
 /* A save: planned in memory by dict_memmap.c (folders, files, meta.json texts), then
  * written by dict_memmap_disk.c. Folder 0 is the root (prefix itself). */
@@ -226,5 +261,7 @@ typedef struct td_mm_save {
  * fsyncs them unless TD_MEMMAP_NO_FSYNC, and swaps the result in at prefix; each leaf
  * job's file ends mapped read-write in its `mapped`. 0 or a negative code. */
 int32_t td_mm_write(td_mm_save *S, const char *prefix, int32_t num_threads);
+/* "<call>: out of memory" for a save: planning and writing fail the same way. */
+int32_t td_mm_oom(const td_mm_save *S);
 
 #endif

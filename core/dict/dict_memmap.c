@@ -2,7 +2,8 @@
  * dict_memmap.c: containers on disk in Python tensordict's memmap layout: what a save
  * writes, and the calls that save (td_dict_memmap, td_dict_memmap_, td_dict_memmap_like)
  * and sync (td_dict_sync). Also what the loader (dict_memmap_load.c) shares: file names
- * of keys, torch dtype names, mappings of open files.
+ * of keys, mappings of open files, joined paths. (What the consolidated layout shares
+ * too, dtype names and Python's JSON escapes, is in dict_pyformat.c.)
  *
  * A save is planned in memory first: every check (keys, devices, values) and the text
  * of every meta.json, so that a refused container touches no file. dict_memmap_disk.c
@@ -25,20 +26,6 @@
 #include "dict_internal.h"
 
 /* ------------------------------------------------------ shared with the loader */
-
-static const char *const torch_dtypes[TD_NUM_DTYPES] = {
-    "torch.bool",    "torch.uint8",   "torch.int8",     "torch.int16",   "torch.int32",
-    "torch.int64",   "torch.float16", "torch.bfloat16", "torch.float32", "torch.float64"};
-
-const char *td_mm_torch_dtype(int32_t dtype) {
-  return dtype >= 0 && dtype < TD_NUM_DTYPES ? torch_dtypes[dtype] : NULL;
-}
-
-int32_t td_mm_dtype_from_torch(const char *name) {
-  for (int32_t i = 0; i < TD_NUM_DTYPES; i++)
-    if (strcmp(name, torch_dtypes[i]) == 0) return i;
-  return -1;
-}
 
 /* Python's _FS_UNSAFE_CHARS: / < > : " | ? * \ space % NUL, control characters, DEL. */
 static bool fs_unsafe(unsigned char c) {
@@ -101,153 +88,73 @@ td_storage *td_mm_map_fd(int fd, int64_t nbytes, int32_t writable, char *why, si
   return s;
 }
 
+char *td_mm_path_join(const char *dir, const char *name) {
+  size_t a = strlen(dir), b = strlen(name);
+  char *p = malloc(a + b + 2);
+  if (!p) return NULL;
+  memcpy(p, dir, a);
+  p[a] = '/';
+  memcpy(p + a + 1, name, b + 1);
+  return p;
+}
+
 /* ----------------------------------------------------------- JSON text, Python's way */
 
-typedef struct sbuf {
-  char *p;
-  size_t n, cap;
-  bool oom;
-} sbuf;
-
-static void sb_put(sbuf *b, const char *s, size_t n) {
-  if (b->oom) return;
-  if (b->n + n + 1 > b->cap) {
-    size_t cap = b->cap ? b->cap * 2 : 256;
-    while (cap < b->n + n + 1) cap *= 2;
-    char *p = realloc(b->p, cap);
-    if (!p) {
-      b->oom = true;
-      return;
-    }
-    b->p = p;
-    b->cap = cap;
-  }
-  memcpy(b->p + b->n, s, n);
-  b->n += n;
-  b->p[b->n] = '\0';
-}
-
-static void sb_puts(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
-static void sb_putc(sbuf *b, char c) { sb_put(b, &c, 1); }
-
-/* The code point of the UTF-8 sequence at s (n > 0 bytes left) and its length; 0 for
- * an invalid sequence (overlong forms, surrogates and values past U+10FFFF included). */
-static int utf8_next(const unsigned char *s, size_t n, uint32_t *cp) {
-  unsigned char c = s[0];
-  if (c < 0x80) {
-    *cp = c;
-    return 1;
-  }
-  int len = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
-  if (!len || (size_t)len > n) return 0;
-  uint32_t v = c & (len == 2 ? 0x1F : len == 3 ? 0x0F : 0x07);
-  for (int i = 1; i < len; i++) {
-    if ((s[i] & 0xC0) != 0x80) return 0;
-    v = (v << 6) | (s[i] & 0x3F);
-  }
-  if ((len == 3 && (v < 0x800 || (v >= 0xD800 && v <= 0xDFFF))) ||
-      (len == 4 && (v < 0x10000 || v > 0x10FFFF)))
-    return 0;
-  *cp = v;
-  return len;
-}
-
+/* Keys become meta.json keys, which Python reads as UTF-8 text. */
 static bool utf8_valid(const char *s, int64_t n) {
   uint32_t cp;
   for (int64_t i = 0; i < n;) {
-    int k = utf8_next((const unsigned char *)s + i, (size_t)(n - i), &cp);
+    size_t k = td_utf8_decode((const unsigned char *)s + i, (size_t)(n - i), &cp, false);
     if (!k) return false;
-    i += k;
+    i += (int64_t)k;
   }
   return true;
-}
-
-/* One UTF-16 code unit or ASCII character as json.dumps(ensure_ascii=True) writes it. */
-static void put_unit(sbuf *b, uint32_t u) {
-  char tmp[8];
-  switch (u) {
-    case '"': sb_puts(b, "\\\""); return;
-    case '\\': sb_puts(b, "\\\\"); return;
-    case '\b': sb_puts(b, "\\b"); return;
-    case '\f': sb_puts(b, "\\f"); return;
-    case '\n': sb_puts(b, "\\n"); return;
-    case '\r': sb_puts(b, "\\r"); return;
-    case '\t': sb_puts(b, "\\t"); return;
-    default: break;
-  }
-  if (u >= 0x20 && u < 0x7F) {
-    sb_putc(b, (char)u);
-  } else {
-    snprintf(tmp, sizeof tmp, "\\u%04x", (unsigned)u);
-    sb_puts(b, tmp);
-  }
-}
-
-static void put_code_point(sbuf *b, uint32_t cp) {
-  if (cp < 0x10000) {
-    put_unit(b, cp);
-  } else {
-    cp -= 0x10000;
-    put_unit(b, 0xD800 + (cp >> 10));
-    put_unit(b, 0xDC00 + (cp & 0x3FF));
-  }
-}
-
-static int hex_value(char c) {
-  return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                                      : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
 }
 
 /* Re-emits a valid JSON text as Python's json.dumps writes it: separators ", " and ": "
  * (compact: "," and ":"), no other whitespace, numbers and literals as they are, and
  * strings with every character outside printable ASCII escaped. False on invalid
  * UTF-8 (Python could not read the file). */
-static bool pythonize(const char *s, size_t n, bool compact, sbuf *b) {
+static bool pythonize(const char *s, size_t n, bool compact, td_sbuf *b) {
   for (size_t i = 0; i < n; i++) {
     char c = s[i];
     if (c == ' ' || c == '\t' || c == '\n' || c == '\r') continue;
     if (c == ',' || c == ':') {
-      sb_putc(b, c);
-      if (!compact) sb_putc(b, ' ');
+      td_sb_putc(b, c);
+      if (!compact) td_sb_putc(b, ' ');
       continue;
     }
     if (c != '"') {
-      sb_putc(b, c);
+      td_sb_putc(b, c);
       continue;
     }
-    sb_putc(b, '"');
+    td_sb_putc(b, '"');
     for (i++; i < n && s[i] != '"';) {
       if (s[i] == '\\' && i + 1 < n) {
         char e = s[i + 1];
         i += 2;
-        switch (e) {
-          case 'b': put_unit(b, '\b'); break;
-          case 'f': put_unit(b, '\f'); break;
-          case 'n': put_unit(b, '\n'); break;
-          case 'r': put_unit(b, '\r'); break;
-          case 't': put_unit(b, '\t'); break;
-          case 'u': {
-            uint32_t u = 0;
-            for (int k = 0; k < 4; k++) {
-              int h = i < n ? hex_value(s[i]) : -1;
-              if (h < 0) return false;
-              u = u * 16 + (uint32_t)h;
-              i++;
-            }
-            put_unit(b, u); /* surrogates stay the escaped units they were */
-            break;
-          }
-          default: put_unit(b, (unsigned char)e); break; /* \" \\ \/ */
+        if (e != 'u') { /* cJSON writes \" \\ \/ \b \f \n \r \t; anything else as it is */
+          int c = td_json_unescape(e);
+          td_py_put_unit(b, c >= 0 ? (uint32_t)c : (unsigned char)e);
+          continue;
         }
+        uint32_t u = 0;
+        for (int k = 0; k < 4; k++) {
+          int h = i < n ? td_hex_value(s[i]) : -1;
+          if (h < 0) return false;
+          u = u * 16 + (uint32_t)h;
+          i++;
+        }
+        td_py_put_unit(b, u); /* surrogates stay the escaped units they were */
         continue;
       }
       uint32_t cp;
-      int k = utf8_next((const unsigned char *)s + i, n - i, &cp);
+      size_t k = td_utf8_decode((const unsigned char *)s + i, n - i, &cp, false);
       if (!k) return false;
-      put_code_point(b, cp);
-      i += (size_t)k;
+      td_py_put_code_point(b, cp);
+      i += k;
     }
-    sb_putc(b, '"');
+    td_sb_putc(b, '"');
   }
   return true;
 }
@@ -258,7 +165,7 @@ static char *meta_text(cJSON *root, bool compact, size_t *len, bool *bad_utf8) {
   *bad_utf8 = false;
   char *raw = root ? cJSON_PrintUnformatted(root) : NULL;
   if (!raw) return NULL;
-  sbuf b = {0};
+  td_sbuf b = {0};
   if (!pythonize(raw, strlen(raw), compact, &b)) *bad_utf8 = true;
   cJSON_free(raw);
   if (*bad_utf8 || b.oom) {
@@ -308,27 +215,19 @@ static void add(cJSON *obj, const char *key, cJSON *item, bool *ok) {
     }                                                                            \
   } while (0)
 
-static char *join_path(const char *dir, const char *name) {
-  size_t a = strlen(dir), b = strlen(name);
-  char *p = malloc(a + b + 2);
-  if (!p) return NULL;
-  memcpy(p, dir, a);
-  p[a] = '/';
-  memcpy(p + a + 1, name, b + 1);
-  return p;
-}
-
-static int32_t oom(const td_mm_save *S) { return td_fail(TD_ENOMEM, "%s: out of memory", S->call); }
+int32_t td_mm_oom(const td_mm_save *S) { return td_fail(TD_ENOMEM, "%s: out of memory", S->call); }
 
 /* A new folder (name is taken over); its index or a negative code. */
 static int32_t add_dir(td_mm_save *S, int32_t parent, char *name) {
   bool ok = true;
-  char *path = name ? join_path(S->dirs[parent].path, name) : NULL;
-  char *rel = !name ? NULL : parent == 0 ? strdup(name) : join_path(S->dirs[parent].rel, name);
+  char *path = name ? td_mm_path_join(S->dirs[parent].path, name) : NULL;
+  char *rel = !name        ? NULL
+              : parent == 0 ? strdup(name)
+                            : td_mm_path_join(S->dirs[parent].rel, name);
   if (path && rel) GROW(S->dirs, S->ndirs, S->dcap, ok);
   if (!path || !rel || !ok) {
     free(name), free(path), free(rel);
-    return oom(S);
+    return td_mm_oom(S);
   }
   S->dirs[S->ndirs] = (td_mm_dir){parent, name, rel, path};
   return S->ndirs++;
@@ -338,11 +237,11 @@ static int32_t add_dir(td_mm_save *S, int32_t parent, char *name) {
 static int32_t add_job(td_mm_save *S, int32_t dir, char *name, const td_tensor *leaf, char *text,
                        size_t text_len, int64_t nbytes) {
   bool ok = true;
-  char *path = name ? join_path(S->dirs[dir].path, name) : NULL;
+  char *path = name ? td_mm_path_join(S->dirs[dir].path, name) : NULL;
   if (path) GROW(S->jobs, S->njobs, S->jcap, ok);
   if (!path || !ok) {
     free(name), free(path), free(text);
-    return oom(S);
+    return td_mm_oom(S);
   }
   S->jobs[S->njobs] = (td_mm_job){.dir = dir, .name = name, .path = path, .leaf = leaf,
                                .text = text, .text_len = text_len, .nbytes = nbytes};
@@ -352,7 +251,7 @@ static int32_t add_job(td_mm_save *S, int32_t dir, char *name, const td_tensor *
 static int32_t add_mark(td_mm_save *S, int32_t index) {
   bool ok = true;
   GROW(S->marks, S->nmarks, S->mcap, ok);
-  if (!ok) return oom(S);
+  if (!ok) return td_mm_oom(S);
   S->marks[S->nmarks++] = (td_mm_mark){index, NULL};
   return 0;
 }
@@ -365,11 +264,11 @@ static int32_t add_meta(td_mm_save *S, int32_t dir, cJSON *root, bool compact, c
   cJSON_Delete(root);
   if (!text && bad_utf8)
     return td_fail(TD_EINVAL, "%s: %s is not valid UTF-8 (meta.json is UTF-8)", S->call, what);
-  if (!text) return oom(S);
+  if (!text) return td_mm_oom(S);
   char *name = strdup("meta.json");
   if (!name) {
     free(text);
-    return oom(S);
+    return td_mm_oom(S);
   }
   return add_job(S, dir, name, NULL, text, len, 0) < 0 ? td_last_status() : 0;
 }
@@ -381,20 +280,20 @@ static bool valid_json(const char *text) {
 }
 
 /* The nested list of a stacked value's texts, shaped like the batch (positions p). */
-static bool stack_list(sbuf *b, const td_tensor *p, const td_values *v, int32_t dim,
+static bool stack_list(td_sbuf *b, const td_tensor *p, const td_values *v, int32_t dim,
                        int64_t off) {
   if (dim == p->ndim) {
     int64_t k = ((const int64_t *)(const void *)p->storage->data)[off];
     if (k < 0 || k >= v->n) return false;
-    sb_puts(b, v->texts[k]);
+    td_sb_puts(b, v->texts[k]);
     return true;
   }
-  sb_putc(b, '[');
+  td_sb_putc(b, '[');
   for (int64_t i = 0; i < p->shape[dim]; i++) {
-    if (i) sb_putc(b, ',');
+    if (i) td_sb_putc(b, ',');
     if (!stack_list(b, p, v, dim + 1, off + i * p->strides[dim])) return false;
   }
-  sb_putc(b, ']');
+  td_sb_putc(b, ']');
   return true;
 }
 
@@ -426,10 +325,10 @@ static int32_t plan_value(td_mm_save *S, const td_entry *e, int32_t dir, const c
     add(root, "data", cJSON_CreateRaw(text), &ok);
     add(root, "_metadata", cJSON_CreateNull(), &ok);
     add(root, "_is_non_tensor", cJSON_CreateTrue(), &ok);
-    if (!ok) return cJSON_Delete(root), oom(S);
+    if (!ok) return cJSON_Delete(root), td_mm_oom(S);
     return add_meta(S, dir, root, false, what);
   }
-  sbuf list = {0};
+  td_sbuf list = {0};
   if (!stack_list(&list, &e->t, v, 0, e->t.offset)) {
     free(list.p);
     cJSON_Delete(root);
@@ -442,7 +341,7 @@ static int32_t plan_value(td_mm_save *S, const td_entry *e, int32_t dir, const c
   add(root, "device", cJSON_CreateNull(), &ok); /* the stack's own: none, as Python's */
   add(root, "data", list.oom ? NULL : cJSON_CreateRaw(list.p), &ok);
   free(list.p);
-  if (!ok) return cJSON_Delete(root), oom(S);
+  if (!ok) return cJSON_Delete(root), td_mm_oom(S);
   return add_meta(S, dir, root, true, what); /* Python writes stacks compact */
 }
 
@@ -494,7 +393,7 @@ static int32_t plan_entry(td_mm_save *S, const td_dict *d, int32_t i, int32_t di
                    S->call, kp, key);
   bool ok = true, tensor = e->kind == TD_ENTRY_TENSOR;
   char *name = td_mm_encode_key(key, len, tensor ? ".memmap" : "");
-  if (!name) return oom(S);
+  if (!name) return td_mm_oom(S);
   if (strlen(name) > TD_MM_NAME_MAX) {
     size_t n = strlen(name);
     free(name);
@@ -517,7 +416,7 @@ static int32_t plan_entry(td_mm_save *S, const td_dict *d, int32_t i, int32_t di
     }
     add(entry, "device", cJSON_CreateString("cpu"), &ok);
     add(entry, "shape", int_list(t->ndim, t->shape), &ok);
-    add(entry, "dtype", cJSON_CreateString(td_mm_torch_dtype(t->dtype)), &ok);
+    add(entry, "dtype", cJSON_CreateString(td_py_dtype_name(t->dtype)), &ok);
     add(entry, "is_nested", cJSON_CreateFalse(), &ok);
     *nk = (name_key){name, key};
     /* Python writes no file for a leaf without elements; the name stays reserved. */
@@ -540,7 +439,7 @@ static int32_t plan_entry(td_mm_save *S, const td_dict *d, int32_t i, int32_t di
     }
   }
   add(meta, key, entry, &ok);
-  if (!st && !ok) st = oom(S);
+  if (!st && !ok) st = td_mm_oom(S);
   return st;
 }
 
@@ -554,7 +453,7 @@ static int32_t plan_dict(td_mm_save *S, const td_dict *d, int32_t dir, const td_
   cJSON *meta = cJSON_CreateObject();
   if (!nk || !meta) {
     free(nk), cJSON_Delete(meta);
-    return oom(S);
+    return td_mm_oom(S);
   }
   int32_t named = 0;
   for (int32_t i = 0; i < n && !st; i++) {
@@ -589,7 +488,7 @@ static int32_t plan_dict(td_mm_save *S, const td_dict *d, int32_t dir, const td_
   }
   if (!ok) {
     cJSON_Delete(meta);
-    return oom(S);
+    return td_mm_oom(S);
   }
   return add_meta(S, dir, meta, false, "a dim name");
 }
@@ -620,7 +519,7 @@ static int32_t make_leaves(td_mm_save *S, const td_dict *d, int32_t *k) {
       td_mm_mark *m = &S->marks[(*k)++];
       char why[256];
       td_storage *s = m->index >= 0 ? S->jobs[m->index].mapped : td_mm_map_fd(-1, 0, 1, why, sizeof why);
-      if (!s) return oom(S);
+      if (!s) return td_mm_oom(S);
       m->t = td_tensor_from_storage(s, 0, e->t.ndim, e->t.shape, NULL, e->t.dtype);
       if (m->index < 0) td_storage_release(s);
       if (!m->t) return td_last_status();
@@ -721,10 +620,10 @@ static int32_t save(td_mm_save *S, const td_dict *d, const char *prefix, int32_t
   char *p = clean_prefix(S->call, prefix);
   if (!p) return td_last_status();
   char *root_path = strdup(p), *root_rel = strdup(".");
-  int32_t st = root_path && root_rel ? 0 : oom(S);
+  int32_t st = root_path && root_rel ? 0 : td_mm_oom(S);
   bool ok = true;
   if (!st) GROW(S->dirs, S->ndirs, S->dcap, ok);
-  if (!st && !ok) st = oom(S);
+  if (!st && !ok) st = td_mm_oom(S);
   if (!st) {
     S->dirs[S->ndirs++] = (td_mm_dir){-1, NULL, root_rel, root_path};
     root_path = root_rel = NULL;

@@ -28,8 +28,6 @@
 #include "../src/parallel.h"
 #include "dict_internal.h"
 
-static int32_t oom(const td_mm_save *S) { return td_fail(TD_ENOMEM, "%s: out of memory", S->call); }
-
 /* ------------------------------------------------------------------- the folders */
 
 static int sync_fd(const td_mm_save *S, int fd) {
@@ -132,7 +130,7 @@ static void remove_stale(int parentfd, const char *name) {
 /* mkdir -p of the folder that will hold prefix (Python's os.makedirs does the same). */
 static int32_t make_parents(const td_mm_save *S, const char *parent) {
   char *p = strdup(parent);
-  if (!p) return oom(S);
+  if (!p) return td_mm_oom(S);
   size_t n = strlen(p);
   for (size_t i = 1; i <= n; i++) {
     if (p[i] != '/' && p[i] != '\0') continue;
@@ -357,7 +355,7 @@ int32_t td_mm_write(td_mm_save *S, const char *prefix, int32_t num_threads) {
                      strerror(errno));
     exists = stat(target, &st) == 0;
   } else if (!(target = strdup(prefix))) {
-    return oom(S);
+    return td_mm_oom(S);
   }
   if (exists && !(S->flags & TD_MEMMAP_EXISTSOK)) {
     free(target);

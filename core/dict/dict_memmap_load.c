@@ -35,16 +35,6 @@ static int32_t lfail(int32_t status, const char *file, const char *fmt, ...) {
   return td_fail(status, "load_memmap: %s: %s", file, what);
 }
 
-static char *path_join(const char *dir, const char *name) {
-  size_t a = strlen(dir), b = strlen(name);
-  char *p = malloc(a + b + 2);
-  if (!p) return NULL;
-  memcpy(p, dir, a);
-  p[a] = '/';
-  memcpy(p + a + 1, name, b + 1);
-  return p;
-}
-
 /* A "\u0000" escape (preceded by an even number of backslashes): cJSON would cut the
  * string there, so two different keys could read as one. */
 static bool has_nul_escape(const char *s, size_t n) {
@@ -201,10 +191,7 @@ static int32_t classify(const char *file, const cJSON *meta, int *kind) {
 /* The file name of key in its folder; errors name the file. */
 static char *file_name(const char *file, const char *key, const char *suffix) {
   char *name = td_mm_encode_key(key, (int64_t)strlen(key), suffix);
-  if (!name) {
-    td_fail(TD_ENOMEM, "load_memmap: out of memory");
-    return NULL;
-  }
+  if (!name) return td_fail_null(TD_ENOMEM, "load_memmap: out of memory");
   /* The encoding leaves no '/' and no "." or ".." (checked anyway: never outside). */
   if (!*name || strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, "..")) {
     lfail(TD_EINVAL, file, "key '%s' does not name a file inside the folder", key);
@@ -228,7 +215,7 @@ static int32_t load_leaf(const mm_load *L, td_dict *d, int dirfd, const char *di
               *nested = field(item, "is_nested");
   if (!dt) return lfail(TD_EINVAL, file, "key '%s': \"dtype\" is missing", key);
   if (!cJSON_IsString(dt)) return lfail(TD_EINVAL, file, "key '%s': \"dtype\" must be a string", key);
-  int32_t dtype = td_mm_dtype_from_torch(dt->valuestring);
+  int32_t dtype = td_py_dtype_from_name(dt->valuestring);
   if (dtype < 0)
     return lfail(TD_EDTYPE, file,
                  "key '%s': unknown \"dtype\" '%s' (torch.bool, torch.uint8, torch.int8, "
@@ -258,7 +245,7 @@ static int32_t load_leaf(const mm_load *L, td_dict *d, int dirfd, const char *di
   int64_t nbytes = numel * td_dtype_itemsize(dtype);
   char *name = file_name(file, key, ".memmap");
   if (!name) return td_last_status();
-  char *path = path_join(dir, name);
+  char *path = td_mm_path_join(dir, name);
   if (!path) {
     free(name);
     return td_fail(TD_ENOMEM, "load_memmap: out of memory");
@@ -308,16 +295,10 @@ typedef struct text_set {
   int64_t npos;
 } text_set;
 
-static uint64_t text_hash(const char *s) {
-  uint64_t h = 1469598103934665603ULL;
-  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-  return h;
-}
-
 static bool text_add(text_set *ts, const cJSON *elem) {
   char *t = cJSON_PrintUnformatted(elem);
   if (!t) return false;
-  int64_t slot = (int64_t)(text_hash(t) & (uint64_t)ts->mask);
+  int64_t slot = (int64_t)(td_py_text_hash(t) & (uint64_t)ts->mask);
   for (;; slot = (slot + 1) & ts->mask) {
     int64_t k = ts->table[slot];
     if (k == 0) {
@@ -412,7 +393,8 @@ static int32_t load_sub(const mm_load *L, td_dict *d, int dirfd, const char *dir
   if (!cJSON_IsString(type)) return lfail(TD_EINVAL, file, "key '%s': \"type\" must be a string", key);
   char *name = file_name(file, key, "");
   if (!name) return td_last_status();
-  char *sub = path_join(dir, name), *sub_file = sub ? path_join(sub, "meta.json") : NULL;
+  char *sub = td_mm_path_join(dir, name);
+  char *sub_file = sub ? td_mm_path_join(sub, "meta.json") : NULL;
   int32_t st = 0;
   int fd = -1;
   cJSON *meta = NULL;
@@ -480,11 +462,8 @@ done:
 /* The container of folder dirfd (path dir) from its parsed meta.json. */
 static td_dict *load_dict(const mm_load *L, int dirfd, const char *dir, const cJSON *meta,
                           int32_t depth) {
-  char *file = path_join(dir, "meta.json");
-  if (!file) {
-    td_fail(TD_ENOMEM, "load_memmap: out of memory");
-    return NULL;
-  }
+  char *file = td_mm_path_join(dir, "meta.json");
+  if (!file) return td_fail_null(TD_ENOMEM, "load_memmap: out of memory");
   td_dict *d = NULL;
   int32_t st = 0, ndim = 0;
   int64_t batch[TD_MAX_DIMS], numel;
@@ -554,24 +533,17 @@ done:
 }
 
 TD_EXPORT td_dict *td_dict_load_memmap(const char *prefix, int32_t mode) {
-  if (!prefix || !*prefix) {
-    td_fail(TD_EINVAL, "load_memmap: the prefix is empty");
-    return NULL;
-  }
-  if (mode != TD_MAP_READ && mode != TD_MAP_READWRITE) {
-    td_fail(TD_EINVAL, "load_memmap: mode %d: TD_MAP_READ or TD_MAP_READWRITE", (int)mode);
-    return NULL;
-  }
+  if (!prefix || !*prefix) return td_fail_null(TD_EINVAL, "load_memmap: the prefix is empty");
+  if (mode != TD_MAP_READ && mode != TD_MAP_READWRITE)
+    return td_fail_null(TD_EINVAL, "load_memmap: mode %d: TD_MAP_READ or TD_MAP_READWRITE",
+                        (int)mode);
   char *dir = strdup(prefix);
-  if (!dir) {
-    td_fail(TD_ENOMEM, "load_memmap: out of memory");
-    return NULL;
-  }
+  if (!dir) return td_fail_null(TD_ENOMEM, "load_memmap: out of memory");
   size_t n = strlen(dir);
   while (n > 1 && dir[n - 1] == '/') dir[--n] = '\0';
   td_dict *d = NULL;
   cJSON *meta = NULL;
-  char *file = path_join(dir, "meta.json");
+  char *file = td_mm_path_join(dir, "meta.json");
   int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC); /* a link here is the caller's */
   if (!file) {
     td_fail(TD_ENOMEM, "load_memmap: out of memory");
