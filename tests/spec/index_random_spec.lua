@@ -11,11 +11,7 @@ local function random_shape()
   return shape
 end
 
-local function numel(shape)
-  local n = 1
-  for _, s in ipairs(shape) do n = n * s end
-  return n
-end
+local numel = require("random_keys").numel
 
 -- Nested Lua table of the ids of a tensor of this shape, element [i1][i2]... holding
 -- its row-major position before the permutation perm is applied.

@@ -1,4 +1,4 @@
--- random_keys.lua: random entries of the index grammar, shared by the randomised specs
+-- random_keys.lua: random entries of the index grammar and shape helpers, shared by the randomised specs
 -- of tensors and TensorDicts (math.random, seeded by each spec).
 local rand = math.random
 local M = {}
@@ -21,6 +21,13 @@ function M.entry(size)
     return range
   end
   return {}
+end
+
+-- Elements of a tensor of this shape (a Lua array of sizes).
+function M.numel(shape)
+  local n = 1
+  for _, s in ipairs(shape) do n = n * s end
+  return n
 end
 
 return M

@@ -851,11 +851,7 @@ end)
 
 local rand = math.random
 
-local function numel(shape)
-  local n = 1
-  for _, s in ipairs(shape) do n = n * s end
-  return n
-end
+local numel = require("random_keys").numel
 
 local function concat(a, b)
   local out = {}
