@@ -114,22 +114,7 @@ local function apply(value, shape, key, k, d)
   return out, sub_shape
 end
 
--- A key as text for failure messages: N is newaxis, E the ellipsis.
-local function show(key)
-  local parts = {}
-  for i, e in ipairs(key) do
-    if e == T.newaxis then
-      parts[i] = "N"
-    elseif e == T.ellipsis then
-      parts[i] = "E"
-    elseif type(e) == "table" then
-      parts[i] = "{" .. table.concat(e, ",") .. "}"
-    else
-      parts[i] = tostring(e)
-    end
-  end
-  return table.concat(parts, " ")
-end
+local show = require("random_keys").show
 
 local function flatten_ids(v, out)
   if type(v) == "table" then

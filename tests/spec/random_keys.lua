@@ -30,4 +30,26 @@ function M.numel(shape)
   return n
 end
 
+-- A key as text for failure messages: N is newaxis, E the ellipsis, a tensor entry
+-- its dtype and shape.
+function M.show(key)
+  local T = require("tensordict")
+  if type(key) ~= "table" or T.is_tensor(key) then key = { key } end
+  local parts = {}
+  for i, e in ipairs(key) do
+    if e == T.newaxis then
+      parts[i] = "N"
+    elseif e == T.ellipsis then
+      parts[i] = "E"
+    elseif T.is_tensor(e) then
+      parts[i] = e:dtype() .. "[" .. table.concat(e:shape(), "x") .. "]"
+    elseif type(e) == "table" then
+      parts[i] = "{" .. table.concat(e, ",") .. "}"
+    else
+      parts[i] = tostring(e)
+    end
+  end
+  return table.concat(parts, " ")
+end
+
 return M

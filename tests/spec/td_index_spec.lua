@@ -967,24 +967,7 @@ local function random_key(batch, no2d)
   return key, expanded
 end
 
-local function show_key(key)
-  if type(key) ~= "table" or T.is_tensor(key) then key = { key } end
-  local parts = {}
-  for i, e in ipairs(key) do
-    if e == T.newaxis then
-      parts[i] = "N"
-    elseif e == T.ellipsis then
-      parts[i] = "E"
-    elseif T.is_tensor(e) then
-      parts[i] = e:dtype() .. "[" .. table.concat(e:shape(), "x") .. "]"
-    elseif type(e) == "table" then
-      parts[i] = "{" .. table.concat(e, ",") .. "}"
-    else
-      parts[i] = tostring(e)
-    end
-  end
-  return table.concat(parts, " ")
-end
+local show_key = require("random_keys").show
 
 -- The leaves of td as {path, tensor, batch dims it shares with td}.
 local function leaves_of(td)
