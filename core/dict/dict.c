@@ -455,6 +455,41 @@ static bool check_tensor(const char *call, const td_dict *d, const char *key,
 
 /* The entry for key: an existing one (cleared, ready to refill) or a new one appended.
  * Returns its index or a negative code. */
+/* Room for need entries: at least need, at least double (at least 4) when growing. An
+ * empty container's entries hold nothing to keep, so a fresh block skips realloc's copy
+ * of the old one. */
+static bool entries_reserve(td_dict *d, int32_t need, bool exact) {
+  if (need <= d->cap) return true;
+  int32_t cap = exact ? need : d->cap < 4 ? 4 : d->cap * 2;
+  if (cap < need) cap = need;
+  bool fresh = d->keys->n == 0;
+  td_entry *e = fresh ? malloc(sizeof *e * (size_t)cap)
+                      : realloc(d->entries, sizeof *e * (size_t)cap);
+  if (!e) return false;
+  if (fresh) {
+    free(d->entries);
+    d->cap = 0;
+  }
+  entries_init(e, d->cap, cap);
+  d->entries = e;
+  d->cap = cap;
+  return true;
+}
+
+/* Appends key (hash h) to a key set with room for it: its name, metadata and table
+ * slot. Returns its index, or -1 when the name cannot be stored. */
+static int32_t keys_append(td_keys *k, const char *key, int64_t len, uint64_t h) {
+  int64_t off;
+  if (!keys_store_name(k, key, len, &off)) return -1;
+  int32_t i = k->n++;
+  k->meta[i] = (td_key_meta){off, len, h};
+  uint32_t mask = (uint32_t)k->table_cap - 1;
+  uint32_t s = home_slot(h, mask);
+  while (k->table[s]) s = (s + 1) & mask;
+  k->table[s] = i + 1;
+  return i;
+}
+
 static int32_t slot_for(const char *call, td_dict *d, const char *key, int64_t len) {
   if (!key || len < 0) return td_fail(TD_EINVAL, "%s: the key is NULL", call);
   /* Locked: no new keys and no replaced entries (as Python refuses); in-place writes
@@ -471,27 +506,11 @@ static int32_t slot_for(const char *call, td_dict *d, const char *key, int64_t l
     td_dict_touch(d);
     return i;
   }
-  if (!own_keys(d) || !keys_reserve(d->keys, d->keys->n + 1))
+  if (!own_keys(d) || !keys_reserve(d->keys, d->keys->n + 1) ||
+      !entries_reserve(d, d->keys->n + 1, false) || (i = keys_append(d->keys, key, len, h)) < 0)
     return td_fail(TD_ENOMEM, "%s: out of memory", call);
-  if (d->keys->n + 1 > d->cap) {
-    int32_t cap = d->cap < 4 ? 4 : d->cap * 2;
-    td_entry *e = realloc(d->entries, sizeof *e * (size_t)cap);
-    if (!e) return td_fail(TD_ENOMEM, "%s: out of memory", call);
-    entries_init(e, d->cap, cap);
-    d->entries = e;
-    d->cap = cap;
-  }
-  td_keys *k = d->keys;
-  int64_t off;
-  if (!keys_store_name(k, key, len, &off)) return td_fail(TD_ENOMEM, "%s: out of memory", call);
-  i = k->n++;
-  k->meta[i] = (td_key_meta){off, len, h};
-  uint32_t mask = (uint32_t)k->table_cap - 1;
-  uint32_t s = home_slot(h, mask);
-  while (k->table[s]) s = (s + 1) & mask;
-  k->table[s] = i + 1;
   entries_init(d->entries, i, i + 1);
-  d->head.nkeys = k->n;
+  d->head.nkeys = d->keys->n;
   td_dict_touch(d);
   return i;
 }
@@ -615,33 +634,15 @@ TD_EXPORT int32_t td_dict_set_tensors(td_dict *d, int32_t n, const char *const *
   sort_keys sk = {keys, lens};
   sort_items(&sk, items, tmp, n);
   /* Room for every key at once, so the loop below only appends. */
-  if (!own_keys(d) || !keys_reserve(d->keys, d->keys->n + n)) {
+  if (!own_keys(d) || !keys_reserve(d->keys, d->keys->n + n) ||
+      !entries_reserve(d, d->keys->n + n, true)) {
     st = td_fail(TD_ENOMEM, "TensorDict: out of memory");
     goto done;
-  }
-  if (d->keys->n + n > d->cap) {
-    int32_t cap = d->keys->n + n;
-    /* An empty container's entries hold nothing to keep: a fresh block skips realloc's
-     * copy of the old one. */
-    td_entry *e = d->keys->n == 0 ? malloc(sizeof *e * (size_t)cap)
-                                  : realloc(d->entries, sizeof *e * (size_t)cap);
-    if (e && d->keys->n == 0) {
-      free(d->entries);
-      d->cap = 0;
-    }
-    if (!e) {
-      st = td_fail(TD_ENOMEM, "TensorDict: out of memory");
-      goto done;
-    }
-    entries_init(e, d->cap, cap);
-    d->entries = e;
-    d->cap = cap;
   }
   /* Append each key in order: the checks are done, room is reserved, and the tensors
    * cannot alias this container's entries (a caller passing its own pinned headers
    * would go through td_dict_set_tensor). Existing keys take the slow path. */
   td_keys *k = d->keys;
-  uint32_t mask = (uint32_t)k->table_cap - 1;
   for (int32_t j = 0; j < n && st >= 0; j++) {
     int32_t src = items[j].index;
     const char *key = keys[src];
@@ -651,21 +652,12 @@ TD_EXPORT int32_t td_dict_set_tensors(td_dict *d, int32_t n, const char *const *
       st = td_dict_set_tensor(d, key, len, tensors[src]);
       continue;
     }
-    int64_t off;
-    if (!keys_store_name(k, key, len, &off)) {
+    int32_t i = keys_append(k, key, len, h);
+    if (i < 0) {
       st = td_fail(TD_ENOMEM, "TensorDict: out of memory");
       break;
     }
-    int32_t i = k->n++;
-    k->meta[i] = (td_key_meta){off, len, h};
-    uint32_t slot = home_slot(h, mask);
-    while (k->table[slot]) slot = (slot + 1) & mask;
-    k->table[slot] = i + 1;
-    td_entry *e = &d->entries[i];
-    e->kind = TD_ENTRY_TENSOR;
-    e->pinned = 0;
-    e->child = NULL;
-    e->values = NULL;
+    td_entry *e = &d->entries[i]; /* empty (entries_init): kind TENSOR, nothing held */
     td_hold_view(&e->t, tensors[src]);
   }
   d->head.nkeys = k->n;

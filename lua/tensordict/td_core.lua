@@ -115,7 +115,8 @@ end
 -- A handle for the new C reference d (NULL: raise the library's error).
 local function wrap(d)
   if d == nil then c_fail() end
-  gc_debt = gc_debt + (4096 + 352 * C.td_dict_head_borrow(d).nkeys) / 8
+  local head = C.td_dict_head_borrow(d)
+  gc_debt = gc_debt + (4096 + 352 * head.nkeys) / 8
   if gc_debt > GC_STEP_BYTES then pay_gc_debt() end
   local slot
   local n = state.nfree
@@ -129,7 +130,7 @@ local function wrap(d)
   end
   caches[slot] = false -- made by cache_of on first use (the version never matches -1)
   versions[slot] = -1
-  local r = Ref(d, C.td_dict_head_borrow(d), slot)
+  local r = Ref(d, head, slot)
   -- The handle is in live before the slot is marked held: a sweep run by a GC step
   -- in between (any allocation may run one) must not see a held slot with no handle.
   state.live[slot] = r
