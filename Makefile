@@ -79,10 +79,11 @@ deps:
 
 install: all
 	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCDIR) $(DESTDIR)$(LUADIR)/tensordict \
-	  $(DESTDIR)$(LIBDIR)/pkgconfig
+	  $(DESTDIR)$(LUADIR)/tensordict/flow $(DESTDIR)$(LIBDIR)/pkgconfig
 	install -m 755 $(LIB) $(DESTDIR)$(LIBDIR)/libtensordict.so
 	install -m 644 core/include/tensordict.h $(DESTDIR)$(INCDIR)/tensordict.h
 	install -m 644 lua/tensordict/*.lua $(DESTDIR)$(LUADIR)/tensordict/
+	install -m 644 lua/tensordict/flow/*.lua $(DESTDIR)$(LUADIR)/tensordict/flow/
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCDIR@|$(INCDIR)|' \
 	  scripts/tensordict.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/tensordict.pc
 

@@ -17,3 +17,5 @@ echo "== bench_memmap (memmap; writes ~2 GiB under TD_BENCH_DIR, default /tmp)"
 TENSORDICT_LIB=${TENSORDICT_LIB:-$PWD/$BUILD/libtensordict.so} luajit tests/bench/bench_memmap.lua
 echo "== bench_vs_torch (PyTorch side by side, where installed)"
 TENSORDICT_LIB=${TENSORDICT_LIB:-$PWD/$BUILD/libtensordict.so} luajit tests/bench/bench_vs_torch.lua
+echo "== bench_flow (pipeline nodes: flow.run's cost per node per batch)"
+TENSORDICT_LIB=${TENSORDICT_LIB:-$PWD/$BUILD/libtensordict.so} luajit tests/bench/bench_flow.lua

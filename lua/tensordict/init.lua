@@ -105,4 +105,13 @@ function T.set_num_threads(n)
 end
 function T.get_num_threads() return lib.C.td_get_num_threads() end
 
-return T
+-- T.flow: pipeline nodes (docs/flow.md), loaded on first use (it requires this module).
+return setmetatable(T, {
+  __index = function(t, k)
+    if k == "flow" then
+      local flow = require("tensordict.flow")
+      rawset(t, "flow", flow)
+      return flow
+    end
+  end,
+})

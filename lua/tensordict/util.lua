@@ -104,6 +104,19 @@ function M.int64_list(p, n)
   return t
 end
 
+-- Wall-clock seconds from a monotonic clock (os.clock sums CPU time over threads).
+local timespec = require("tensordict.once")("timespec", function()
+  ffi.cdef [[
+    typedef struct { int64_t tv_sec; int64_t tv_nsec; } td_lua_timespec;
+    int clock_gettime(int clock, td_lua_timespec *ts);
+  ]]
+  return ffi.new("td_lua_timespec")
+end)
+function M.now()
+  ffi.C.clock_gettime(1, timespec) -- CLOCK_MONOTONIC
+  return tonumber(timespec.tv_sec) + tonumber(timespec.tv_nsec) * 1e-9
+end
+
 function M.format_list(t)
   local parts = {}
   for i = 1, #t do parts[i] = tostring(t[i]) end

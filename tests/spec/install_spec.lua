@@ -19,6 +19,7 @@ describe("make install", function()
     local out = run(("make -s install PREFIX=%s BUILD=%s"):format(prefix, build))
     for _, path in ipairs({ "/lib/libtensordict.so", "/include/tensordict.h",
       "/share/lua/5.1/tensordict/init.lua", "/share/lua/5.1/tensordict/cdefs.lua",
+      "/share/lua/5.1/tensordict/flow/init.lua",
       "/lib/pkgconfig/tensordict.pc" }) do
       local f = io.open(prefix .. path, "rb")
       assert.is_truthy(f, "missing " .. path .. "\n" .. out)
@@ -30,10 +31,14 @@ describe("make install", function()
   end)
 
   it("gives modules that load the installed library with no settings", function()
-    local code = "local T = require('tensordict'); print(T.library_path); print(T.zeros(2, 2):numel())"
+    local code = "local T = require('tensordict'); print(T.library_path); print(T.zeros(2, 2):numel()); "
+      .. "print('flow ' .. T.flow.PROTOCOL_VERSION .. ' ' .. #T.flow.type_names())"
     local lua_path = ("%s/share/lua/5.1/?.lua;%s/share/lua/5.1/?/init.lua"):format(prefix, prefix)
     local out = run(("cd / && env -u TENSORDICT_LIB LUA_PATH='%s' luajit -e %q"):format(lua_path, code))
     assert.is_truthy(out:find(prefix .. "/share/lua/5.1/tensordict/../../../../lib/libtensordict.so", 1, true), out)
     assert.is_truthy(out:find("\n4\n", 1, true), out)
+    local version, types = out:match("flow (%d+) (%d+)")
+    assert.are.equal("1", version, out)
+    assert.is_true(tonumber(types) >= 18, out)
   end)
 end)

@@ -1,0 +1,512 @@
+-- flow/core.lua: what every pipeline node type is made of: the type registry, parameter
+-- checking (which also drives spec(), flow.build and the generated docs), named
+-- functions, key helpers and node errors. The protocol itself is in docs/flow.md.
+local util = require("tensordict.util")
+local td_core = require("tensordict.td_core")
+local tensor = require("tensordict.tensor")
+local dtypes = require("tensordict.dtype")
+
+local fail, describe = util.fail, util.describe
+local is_td, is_tensor = td_core.is_td, tensor.is_tensor
+
+local M = {}
+
+M.PROTOCOL_VERSION = 1
+
+M.registry = {}          -- type name -> class (or a plugin's constructor function)
+M.functions = {}         -- name -> function, for specs and recipes
+local function_names = setmetatable({}, { __mode = "k" }) -- function -> name
+
+------------------------------------------------------------------------ names
+
+-- Edit distance, for "did you mean" hints on unknown names.
+local function distance(a, b)
+  local prev = {}
+  for j = 0, #b do prev[j] = j end
+  for i = 1, #a do
+    local cur = { [0] = i }
+    for j = 1, #b do
+      local cost = a:sub(i, i) == b:sub(j, j) and 0 or 1
+      cur[j] = math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
+    end
+    prev = cur
+  end
+  return prev[#b]
+end
+
+-- The closest of names to word (case-insensitive), or nil when none is close.
+function M.nearest(word, names)
+  local best, best_d = nil, math.huge
+  for _, name in ipairs(names) do
+    local d = distance(word:lower(), name:lower())
+    if d < best_d then best, best_d = name, d end
+  end
+  if best and best_d <= math.max(2, math.floor(#word / 3)) then return best end
+  return nil
+end
+
+local function sorted_keys(t)
+  local out = {}
+  for k in pairs(t) do out[#out + 1] = k end
+  table.sort(out)
+  return out
+end
+
+----------------------------------------------------------------------- functions
+
+-- flow.register_function(name, fn): fn becomes reachable by name from specs and
+-- recipes, and spec() writes the name back.
+function M.register_function(name, fn)
+  if type(name) ~= "string" or name == "" then
+    fail(("register_function: the name must be a non-empty string, got %s"):format(describe(name)))
+  end
+  if type(fn) ~= "function" then
+    fail(("register_function: '%s' must be a function, got %s"):format(name, describe(fn)))
+  end
+  M.functions[name] = fn
+  if function_names[fn] == nil then function_names[fn] = name end
+  return fn
+end
+
+-- The function a name stands for: a registered one, or "Tensor.<method>" for any
+-- tensor method (fn(t, ...) calls t:<method>(...)). nil when unknown.
+function M.resolve_function(name)
+  local fn = M.functions[name]
+  if fn then return fn end
+  local method = name:match("^Tensor%.([%w_]+)$")
+  if method and type(tensor.Tensor[method]) == "function" then
+    local m = tensor.Tensor[method]
+    fn = function(t, ...) return m(t, ...) end
+    M.functions[name], function_names[fn] = fn, name
+    return fn
+  end
+  return nil
+end
+
+function M.function_name(fn) return function_names[fn] end
+
+---------------------------------------------------------------------------- keys
+
+-- A key's text for messages: 'obs' or {"next", "obs"}.
+function M.key_text(key)
+  if type(key) == "table" then return td_core.key_path_text(key) end
+  return "'" .. tostring(key) .. "'"
+end
+
+-- A key as one string, for sets: paths join with a NUL byte (keys cannot hold one
+-- that matters here: a path of length 1 is the same key as its string).
+function M.key_id(key)
+  if type(key) == "table" then return table.concat(key, "\0") end
+  return key
+end
+
+-- Every leaf key of td (nested ones as paths), for "the batch has keys ..." messages.
+function M.keys_text(td)
+  local keys = td:keys({ include_nested = true, leaves_only = true })
+  local parts = {}
+  for i = 1, math.min(#keys, 20) do parts[i] = M.key_text(keys[i]) end
+  if #keys > 20 then parts[#parts + 1] = ("... (%d in all)"):format(#keys) end
+  return #keys == 0 and "none" or table.concat(parts, ", ")
+end
+
+-- Raises naming the node, the first missing key and the batch's keys.
+function M.require_keys(node, td, keys)
+  for i = 1, #keys do
+    if td:get(keys[i]) == nil then
+      node:fail("key %s is missing from the batch (its keys: %s)", M.key_text(keys[i]), M.keys_text(td))
+    end
+  end
+end
+
+-- The value at key, or a clear error from the node.
+function M.get(node, td, key)
+  local v = td:get(key)
+  if v == nil then
+    node:fail("key %s is missing from the batch (its keys: %s)", M.key_text(key), M.keys_text(td))
+  end
+  return v
+end
+
+------------------------------------------------------------------- param checking
+
+-- Each kind: a check returning the normalised value, or nil and what was expected.
+local function check_key(v)
+  if type(v) == "string" and v ~= "" then return v end
+  if type(v) == "table" and not is_tensor(v) and not is_td(v) and #v > 0 then
+    for i = 1, #v do
+      if type(v[i]) ~= "string" or v[i] == "" then return nil end
+    end
+    if #v == 1 then return v[1] end
+    local copy = {}
+    for i = 1, #v do copy[i] = v[i] end
+    return copy
+  end
+  return nil
+end
+
+local KINDS = {}
+KINDS.key = { expect = "a key (a string or an array of strings)", check = check_key }
+KINDS.keys = {
+  expect = "a list of keys (strings or arrays of strings)",
+  check = function(v)
+    if type(v) == "string" then return check_key(v) and { v } end
+    if type(v) ~= "table" or is_tensor(v) or is_td(v) then return nil end
+    local out = {}
+    local n = 0
+    for _ in pairs(v) do n = n + 1 end
+    if n ~= #v then return nil end
+    for i = 1, #v do
+      out[i] = check_key(v[i])
+      if out[i] == nil then return nil end
+    end
+    return out
+  end,
+}
+KINDS.string = { expect = "a string", check = function(v) return type(v) == "string" and v or nil end }
+KINDS.number = { expect = "a number", check = function(v) return type(v) == "number" and v or nil end }
+KINDS.integer = { expect = "an integer", check = function(v) return util.is_int(v) and v or nil end }
+KINDS.boolean = { expect = "a boolean", check = function(v) if type(v) == "boolean" then return v end end }
+KINDS["function"] = {
+  expect = "a function or the name of a registered function",
+  check = function(v)
+    if type(v) == "function" then return v end
+    if type(v) == "string" then return M.resolve_function(v), "unknown function" end
+    return nil
+  end,
+}
+KINDS.dtype = {
+  expect = "a dtype name (" .. table.concat(dtypes.list(), ", ") .. ")",
+  check = function(v)
+    if type(v) ~= "string" then return nil end
+    local ok, code = pcall(dtypes.code, v, "dtype")
+    return ok and dtypes.name(code) or nil
+  end,
+}
+KINDS.node = {
+  expect = "a node (or a node's spec)",
+  check = function(v)
+    if M.is_node(v) then return v end
+    if type(v) == "table" and type(v.type) == "string" then return M.build(v) end
+    return nil
+  end,
+}
+KINDS.nodes = {
+  expect = "a list of nodes (or node specs)",
+  check = function(v)
+    if type(v) ~= "table" or is_tensor(v) or is_td(v) or M.is_node(v) then return nil end
+    local out = {}
+    for i = 1, #v do
+      out[i] = KINDS.node.check(v[i])
+      if out[i] == nil then return nil end
+    end
+    return out
+  end,
+}
+KINDS.table = {
+  expect = "a table",
+  check = function(v) if type(v) == "table" and not is_tensor(v) and not is_td(v) then return v end end,
+}
+KINDS.tensordict = { expect = "a TensorDict", check = function(v) if is_td(v) then return v end end }
+KINDS.any = { expect = "any value", check = function(v) return v end }
+
+local function show(v)
+  if type(v) == "string" then return ("%q"):format(v) end
+  return describe(v)
+end
+
+-- Checks params against cls.params. Returns the normalised params and a list of
+-- problems, each "<where><name>: expected ..., got ..." (where is a prefix such as
+-- "steps[3]." for the host's check; "" for a node made in a script).
+function M.check_params(cls, params, where)
+  where = where or ""
+  local problems, p = {}, {}
+  if type(params) ~= "table" or is_tensor(params) or is_td(params) then
+    problems[1] = ("%sexpected a table of parameters, got %s"):format(where, describe(params))
+    return p, problems
+  end
+  local known = {}
+  for _, spec in ipairs(cls.params) do known[spec[1]] = spec end
+  for k in pairs(params) do
+    if k ~= "type" and not known[k] then
+      local names = {}
+      for _, spec in ipairs(cls.params) do names[#names + 1] = spec[1] end
+      local hint = type(k) == "string" and M.nearest(k, names)
+      problems[#problems + 1] = ("%s%s: unknown parameter%s (parameters: %s)"):format(where,
+        tostring(k), hint and (" (did you mean '" .. hint .. "'?)") or "", table.concat(names, ", "))
+    end
+  end
+  if params.type ~= nil and params.type ~= cls.type_name then
+    problems[#problems + 1] = ("%stype: %s does not match the node type '%s'"):format(where,
+      show(params.type), cls.type_name)
+  end
+  for _, spec in ipairs(cls.params) do
+    local name, kind = spec[1], KINDS[spec[2]]
+    local v = params[name]
+    if v == nil then
+      if spec.required then
+        problems[#problems + 1] = ("%s%s: required (%s)"):format(where, name, kind.expect)
+      end
+      p[name] = spec.default
+    else
+      local ok, value, why = pcall(kind.check, v)
+      if not ok then
+        problems[#problems + 1] = ("%s%s: %s"):format(where, name, tostring(value):gsub("^.-tensordict: ", ""))
+      elseif value == nil then
+        problems[#problems + 1] = ("%s%s: expected %s, got %s%s"):format(where, name, kind.expect,
+          show(v), why and (" (" .. why .. ")") or "")
+      elseif spec.one_of then
+        local found = false
+        for _, allowed in ipairs(spec.one_of) do found = found or allowed == value end
+        if not found then
+          local names = {}
+          for i, allowed in ipairs(spec.one_of) do names[i] = show(allowed) end
+          problems[#problems + 1] = ("%s%s: expected one of %s, got %s"):format(where, name,
+            table.concat(names, ", "), show(v))
+        end
+      elseif spec.min and value < spec.min then
+        problems[#problems + 1] = ("%s%s: expected %s >= %s, got %s"):format(where, name,
+          kind.expect:gsub("^an? ", ""), tostring(spec.min), show(v))
+      end
+      p[name] = value
+    end
+  end
+  return p, problems
+end
+
+------------------------------------------------------------------------ node types
+
+local Node = {}  -- methods every node, source and sink has
+M.Node = Node
+
+-- Raises "tensordict: <Type>: msg" (flow.run and Seq add the position).
+function Node:fail(fmt, ...)
+  fail(self.type_name .. ": " .. (select("#", ...) > 0 and fmt:format(...) or fmt))
+end
+
+-- The spec: plain, JSON-safe data from which flow.build makes an equal node.
+function Node:spec()
+  local out = { type = self.type_name }
+  for _, spec in ipairs(self.params) do
+    local name, kind = spec[1], spec[2]
+    local v = self.p[name]
+    if v ~= nil and not (spec.default ~= nil and v == spec.default) then
+      out[name] = M.to_plain(self, name, kind, v)
+    end
+  end
+  return out
+end
+
+-- A parameter value as plain data (functions by their registered name).
+function M.to_plain(node, name, kind, v)
+  if kind == "function" then
+    local fname = function_names[v]
+    if not fname then
+      node:fail("spec: %s is a function without a name; register it with "
+        .. "flow.register_function(name, fn) or pass its name", name)
+    end
+    return fname
+  elseif kind == "node" then
+    return v:spec()
+  elseif kind == "nodes" then
+    local list = {}
+    for i, n in ipairs(v) do list[i] = n:spec() end
+    return list
+  elseif kind == "tensordict" then
+    node:fail("spec: %s is an in-memory TensorDict, which has no plain form; save it with "
+      .. "memmap and read it with MemmapSource", name)
+  end
+  return M.plain_copy(node, name, v)
+end
+
+-- A deep copy of v that holds only strings, numbers, booleans and tables.
+function M.plain_copy(node, name, v)
+  local t = type(v)
+  if t == "string" or t == "boolean" then return v end
+  if t == "number" then
+    if v ~= v or v == math.huge or v == -math.huge then
+      node:fail("spec: %s holds %s, which JSON cannot represent", name, tostring(v))
+    end
+    return v
+  end
+  if t == "table" and not is_tensor(v) and not is_td(v) then
+    local out = {}
+    for k, x in pairs(v) do out[k] = M.plain_copy(node, name, x) end
+    return out
+  end
+  node:fail("spec: %s holds %s, which has no plain form", name, describe(v))
+end
+
+function M.is_node(x)
+  local mt = type(x) == "table" and getmetatable(x)
+  return mt and rawget(mt, "__flow_node") == true or false
+end
+
+-- Calling a node: forward for 1:1 nodes; a stream node returns what it emitted for
+-- this batch (several as several values), after draining work still in flight.
+local function call_node(self, td)
+  local forward = self.forward
+  if forward then return forward(self, td) end
+  local out, n = {}, 0
+  local function collect(r) n = n + 1; out[n] = r end
+  self:push(td, collect)
+  if self.drain then self:drain(collect) end
+  return unpack(out, 1, n)
+end
+M.call_node = call_node
+
+local function node_tostring(self)
+  return ("flow.%s"):format(self.type_name)
+end
+
+-- core.define(name, {kind =, doc =, params = {...}}): a new node type. flow.<name>
+-- (the returned class, callable) makes nodes; the registry maps the name to it.
+function M.define(name, def)
+  if M.registry[name] then error("tensordict: flow: node type '" .. name .. "' is defined twice", 2) end
+  local cls = setmetatable({}, { __index = Node })
+  cls.type_name = name
+  cls.kind = def.kind or "node"
+  cls.doc = def.doc or ""
+  cls.params = def.params or {}
+  cls.examples = def.examples
+  for _, spec in ipairs(cls.params) do
+    assert(KINDS[spec[2]], "unknown parameter kind " .. tostring(spec[2]))
+  end
+  local mt = { __index = cls, __call = call_node, __tostring = node_tostring, __flow_node = true }
+  cls.__mt = mt
+  -- cls.new(params): check, fill defaults, init. Classes may wrap it (Seq does).
+  function cls.new(params)
+    local p, problems = M.check_params(cls, params == nil and {} or params)
+    if #problems > 0 then
+      fail(("%s: %s"):format(name, table.concat(problems, "; ")))
+    end
+    local self = setmetatable({ p = p }, mt)
+    if cls.init then cls.init(self) end
+    self.in_keys = self.in_keys or {}
+    self.out_keys = self.out_keys or {}
+    return self
+  end
+  setmetatable(cls, { __index = Node, __call = function(_, params) return cls.new(params) end })
+  M.registry[name] = cls
+  return cls
+end
+
+-- flow.register(name, constructor): a plugin's node type. constructor(params) returns
+-- a node; a class made by core.define registers itself already.
+function M.register(name, ctor)
+  if type(name) ~= "string" or not name:match("^[%a_][%w_.]*$") then
+    fail(("register: a node type name is an identifier (dots allowed), got %s"):format(describe(name)))
+  end
+  if type(ctor) ~= "function" and not (type(ctor) == "table" and ctor.new) then
+    fail(("register: '%s' needs a constructor function or a node class, got %s"):format(name, describe(ctor)))
+  end
+  M.registry[name] = ctor
+  return ctor
+end
+
+------------------------------------------------------------------------- key sets
+
+-- The keys a batch holds at some point of a pipeline, for deriving a Seq's in_keys and
+-- out_keys and for checking that every node's in_keys are produced upstream. A key
+-- covers the paths under it; a path is present when it or a prefix of it was added.
+local KeySet = {}
+KeySet.__index = KeySet
+M.KeySet = KeySet
+
+function KeySet.new(keys)
+  local self = setmetatable({ ids = {}, order = {}, produced = {} }, KeySet)
+  for _, k in ipairs(keys or {}) do self:add(k) end
+  return self
+end
+
+function KeySet:has(key)
+  local ids = self.ids
+  if type(key) == "string" then
+    if ids[key] then return true end
+    local prefix = key .. "\0"
+    for id in pairs(ids) do if id:sub(1, #prefix) == prefix then return true end end
+    return false
+  end
+  for n = 1, #key do
+    if ids[table.concat(key, "\0", 1, n)] then return true end
+  end
+  local prefix = table.concat(key, "\0") .. "\0"
+  for id in pairs(ids) do if id:sub(1, #prefix) == prefix then return true end end
+  return false
+end
+
+-- Adds key; produced marks it as made by a node (a candidate out_key).
+function KeySet:add(key, produced)
+  local id = M.key_id(key)
+  if not self.ids[id] then
+    self.ids[id] = key
+    self.order[#self.order + 1] = key
+  end
+  if produced and not self.produced[id] then
+    self.produced[id] = true
+    self.produced[#self.produced + 1] = key
+  end
+end
+
+-- Removes key and every path under it.
+function KeySet:remove(key)
+  local id = M.key_id(key)
+  local prefix = id .. "\0"
+  for other in pairs(self.ids) do
+    if other == id or other:sub(1, #prefix) == prefix then self.ids[other] = nil end
+  end
+end
+
+-- Keeps only the given keys (and what is under them).
+function KeySet:restrict(keys)
+  local keep = {}
+  for _, k in ipairs(keys) do keep[#keep + 1] = M.key_id(k) end
+  for id in pairs(self.ids) do
+    local kept = false
+    for _, kid in ipairs(keep) do
+      if id == kid or id:sub(1, #kid + 1) == kid .. "\0" or kid:sub(1, #id + 1) == id .. "\0" then
+        kept = true
+      end
+    end
+    if not kept then self.ids[id] = nil end
+  end
+end
+
+-- The keys still present, in the order they were first added.
+function KeySet:list(only_produced)
+  local out = {}
+  local from = only_produced and self.produced or self.order
+  for _, k in ipairs(from) do
+    if self.ids[M.key_id(k)] ~= nil then out[#out + 1] = k end
+  end
+  return out
+end
+
+-- What node does to the keys of a batch: its own keys_after, or "adds out_keys".
+function M.keys_after(node, ks)
+  if node.keys_after then return node:keys_after(ks) end
+  for _, k in ipairs(node.out_keys) do ks:add(k, true) end
+end
+
+function M.type_names() return sorted_keys(M.registry) end
+
+-- flow.build(spec): the node (source, sink) a spec describes.
+function M.build(spec)
+  if type(spec) ~= "table" or M.is_node(spec) then
+    fail(("build: expected a spec table with a 'type' field, got %s"):format(describe(spec)))
+  end
+  local name = spec.type
+  if type(name) ~= "string" then
+    fail(("build: the spec has no 'type' string (got %s)"):format(describe(name)))
+  end
+  local ctor = M.registry[name]
+  if not ctor then
+    local hint = M.nearest(name, M.type_names())
+    fail(("build: unknown node type '%s'%s"):format(name, hint and (" (did you mean '" .. hint .. "'?)") or ""))
+  end
+  local params = {}
+  for k, v in pairs(spec) do if k ~= "type" then params[k] = v end end
+  if type(ctor) == "function" then return ctor(params) end
+  return ctor.new(params)
+end
+
+return M

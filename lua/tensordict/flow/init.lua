@@ -1,0 +1,32 @@
+-- tensordict.flow: pipeline nodes (docs/flow.md).
+--   local flow = require("tensordict.flow")   -- also T.flow
+-- A node is a callable table with in_keys and out_keys: node(td) returns a TensorDict
+-- or nil (the batch is dropped). Sources yield batches, sinks take them, flow.Seq
+-- composes nodes and flow.run drives a pipeline. Every built-in type is registered by
+-- name, so flow.build(node:spec()) makes an equal node.
+local core = require("tensordict.flow.core")
+
+local flow = {
+  PROTOCOL_VERSION = core.PROTOCOL_VERSION,
+  define = core.define,
+  register = core.register,
+  build = core.build,
+  register_function = core.register_function,
+  resolve_function = core.resolve_function,
+  is_node = core.is_node,
+  registry = core.registry,
+  functions = core.functions,
+  type_names = core.type_names,
+  KeySet = core.KeySet,
+}
+
+flow.Seq = require("tensordict.flow.seq")
+flow.run = require("tensordict.flow.run").run
+
+-- Built-in node types: each module defines its types with core.define.
+for _, name in ipairs({ "apply", "batching", "masking", "sources" }) do
+  for type_name, cls in pairs(require("tensordict.flow." .. name)) do flow[type_name] = cls end
+end
+
+-- flow.<Type> reaches every registered type, plugins' included.
+return setmetatable(flow, { __index = function(_, k) return core.registry[k] end })

@@ -1,0 +1,174 @@
+-- flow/masking.lua: nodes driven by a bool mask over the leading batch dims: Filter
+-- (keep rows), MaskedFill (write a value where the mask holds) and Where (choose
+-- between a leaf and another value per row). A mask is a bool leaf of the batch (a key)
+-- or what a function of the batch returns.
+local util = require("tensordict.util")
+local tensor = require("tensordict.tensor")
+local ops = require("tensordict.ops")
+local core = require("tensordict.flow.core")
+
+local describe = util.describe
+local is_tensor = tensor.is_tensor
+
+-- The mask param: a key (read from the batch) or a function of the batch.
+local MASK_KIND = "any"
+
+local function check_mask_param(self, name)
+  local m = self.p[name]
+  if type(m) == "function" then return end
+  if type(m) == "string" and core.resolve_function(m) and not m:find("^[%w_]+$") then
+    self.p[name] = core.resolve_function(m) -- a registered name such as "physics.is_bound"
+    return
+  end
+  local ok = pcall(require("tensordict.td_core").check_key, name, m)
+  if not ok or m == "" then
+    self:fail("%s: expected a key (a bool leaf of the batch) or a function of the batch, got %s", name, describe(m))
+  end
+end
+
+-- The bool mask over the leading batch dims of td.
+local function mask_of(self, td, name)
+  local m = self.p[name]
+  local mask
+  if type(m) == "function" then
+    mask = m(td)
+  else
+    mask = core.get(self, td, m)
+  end
+  if not is_tensor(mask) or mask:dtype() ~= "bool" then
+    self:fail("%s %s is %s%s; expected a bool tensor over the batch dims", name,
+      type(m) == "function" and "function returned" or core.key_text(m),
+      describe(mask), is_tensor(mask) and (" of dtype " .. mask:dtype()) or "")
+  end
+  local batch, shape = td:batch_size(), mask:shape()
+  local ok = #shape >= 1 and #shape <= #batch
+  for i = 1, #shape do ok = ok and shape[i] == batch[i] end
+  if not ok then
+    self:fail("mask of shape %s does not cover the leading batch dims of batch size %s",
+      util.format_list(shape), util.format_list(batch))
+  end
+  return mask
+end
+
+-- mask viewed with trailing size-1 dims so it broadcasts over leaf's trailing dims.
+local function aligned(mask, leaf)
+  local extra = leaf:dim() - mask:dim()
+  if extra <= 0 then return mask end
+  local shape = mask:shape()
+  for _ = 1, extra do shape[#shape + 1] = 1 end
+  return mask:view(shape)
+end
+
+local function spec_of(self)
+  local out = core.Node.spec(self)
+  for _, name in ipairs({ "where", "mask", "cond" }) do
+    local m = self.p[name]
+    if type(m) == "function" then out[name] = core.to_plain(self, name, "function", m) end
+  end
+  return out
+end
+
+----------------------------------------------------------------------------- Filter
+
+local Filter = core.define("Filter", {
+  doc = "Keeps the rows where a bool key holds or a function of the batch returns true.",
+  params = {
+    { "where", MASK_KIND, required = true, doc = "a bool leaf's key, or fn(td) -> bool tensor over the leading batch dims" },
+    { "keep_empty", "boolean", default = false, doc = "emit batches left with no rows (default: drop them)" },
+  },
+})
+
+function Filter:init()
+  check_mask_param(self, "where")
+  local w = self.p.where
+  self.in_keys = type(w) == "function" and {} or { w }
+end
+
+Filter.spec = spec_of
+
+function Filter:forward(td)
+  local mask = mask_of(self, td, "where")
+  local out = td[mask]
+  if #out == 0 and not self.p.keep_empty then return nil end
+  return out
+end
+
+------------------------------------------------------------------------- MaskedFill
+
+local MaskedFill = core.define("MaskedFill", {
+  doc = "Writes value into the selected leaves (default: every leaf) where the mask holds.",
+  params = {
+    { "mask", MASK_KIND, required = true, doc = "a bool leaf's key, or fn(td) -> bool tensor over the leading batch dims" },
+    { "value", "number", required = true, doc = "the value written" },
+    { "keys", "keys", doc = "the leaves written (default: every tensor leaf)" },
+  },
+})
+
+function MaskedFill:init()
+  check_mask_param(self, "mask")
+  local m = self.p.mask
+  self.in_keys = {}
+  if type(m) ~= "function" then self.in_keys[1] = m end
+  for _, k in ipairs(self.p.keys or {}) do self.in_keys[#self.in_keys + 1] = k end
+end
+
+MaskedFill.spec = spec_of
+
+function MaskedFill:forward(td)
+  local mask = mask_of(self, td, "mask")
+  local keys, value = self.p.keys, self.p.value
+  if not keys then return td:masked_fill(mask, value) end
+  td = core.writable(td)
+  for _, k in ipairs(keys) do
+    local leaf = core.get(self, td, k)
+    if not is_tensor(leaf) then self:fail("key %s is %s, not a tensor", core.key_text(k), describe(leaf)) end
+    td:set(k, leaf:masked_fill(aligned(mask, leaf), value))
+  end
+  return td
+end
+
+------------------------------------------------------------------------------ Where
+
+local Where = core.define("Where", {
+  doc = "out = where(cond, leaf, other) per selected leaf: other a number or another leaf.",
+  params = {
+    { "cond", MASK_KIND, required = true, doc = "a bool leaf's key, or fn(td) -> bool tensor over the leading batch dims" },
+    { "keys", "keys", required = true, doc = "the leaves taken where cond holds" },
+    { "other", "number", default = 0, doc = "the value taken elsewhere (unless other_keys)" },
+    { "other_keys", "keys", doc = "leaves taken elsewhere, paired with keys" },
+    { "out_keys", "keys", doc = "where results go, paired with keys (default: keys)" },
+  },
+})
+
+function Where:init()
+  check_mask_param(self, "cond")
+  local keys, others, outs = self.p.keys, self.p.other_keys, self.p.out_keys
+  for name, list in pairs({ other_keys = others, out_keys = outs }) do
+    if #list ~= #keys then
+      self:fail("%s has %d keys but keys has %d; they pair up one to one", name, #list, #keys)
+    end
+  end
+  local ins = {}
+  if type(self.p.cond) ~= "function" then ins[1] = self.p.cond end
+  for _, k in ipairs(keys) do ins[#ins + 1] = k end
+  for _, k in ipairs(others or {}) do ins[#ins + 1] = k end
+  self.in_keys = ins
+  self.out_keys = outs or keys
+end
+
+Where.spec = spec_of
+
+function Where:forward(td)
+  local cond = mask_of(self, td, "cond")
+  td = core.writable(td)
+  local others = self.p.other_keys
+  for i, k in ipairs(self.p.keys) do
+    local leaf = core.get(self, td, k)
+    if not is_tensor(leaf) then self:fail("key %s is %s, not a tensor", core.key_text(k), describe(leaf)) end
+    local other = others and core.get(self, td, others[i]) or self.p.other
+    td:set(self.out_keys[i], ops.where(aligned(cond, leaf), leaf, other))
+  end
+  return td
+end
+
+return { Filter = Filter, MaskedFill = MaskedFill, Where = Where }

@@ -1,0 +1,152 @@
+-- flow/run.lua: flow.run(source, node, sink, opts) drives one pipeline in plain Lua:
+-- open everything, pull batches from the source, push them through the node, write
+-- what comes out to the sink, flush, finish. On any error every node is closed, the
+-- sink aborted (nothing it wrote claims to be complete) and the error re-raised with
+-- the failing node's place. The host (tdflow) adds recipes, progress and reports.
+local util = require("tensordict.util")
+local random = require("tensordict.random")
+local core = require("tensordict.flow.core")
+local Seq = require("tensordict.flow.seq")
+
+local fail, describe = util.fail, util.describe
+
+local M = {}
+
+local RUN_OPTS = { seed = true, workers = true, on_batch = true, ctx = true }
+
+local function check_role(x, role, methods)
+  if type(x) ~= "table" then
+    fail(("run: the %s must be a table with %s, got %s"):format(role, table.concat(methods, "/"), describe(x)))
+  end
+  for _, m in ipairs(methods) do
+    if type(x[m]) ~= "function" then
+      fail(("run: the %s has no %s method (a %s needs %s)"):format(role, m, role, table.concat(methods, ", ")))
+    end
+  end
+end
+
+local function rows(td)
+  if td:batch_dims() == 0 then return 1 end
+  return #td
+end
+
+-- The position of a failure inside node, for messages.
+local function position(node)
+  if getmetatable(node) == Seq.__mt then
+    local where, inner = node:position()
+    return where, inner
+  end
+  return "", node
+end
+
+-- flow.run(source, node, sink [, opts]) -> sink:finish()'s result, a summary table.
+-- node may be nil (batches go straight to the sink) or a list of nodes (a Seq).
+-- opts: seed (the pipeline seed, default 0: seeds the global generator and reaches
+-- every node's open as ctx.seed), workers (ctx.workers, a default for Map), ctx (more
+-- fields for open), on_batch(summary) called after each source batch.
+function M.run(source, node, sink, opts)
+  opts = opts or {}
+  if type(opts) ~= "table" then fail(("run: options must be a table, got %s"):format(describe(opts))) end
+  for k in pairs(opts) do
+    if not RUN_OPTS[k] then
+      fail(("run: unknown option '%s' (options: ctx, on_batch, seed, workers)"):format(tostring(k)))
+    end
+  end
+  check_role(source, "source", { "iter" })
+  if type(node) == "table" and not core.is_node(node) and node[1] ~= nil then node = Seq.new(node) end
+  if node ~= nil and not core.is_node(node) then
+    fail(("run: the node must be a flow node (or a list of nodes), got %s"):format(describe(node)))
+  end
+  check_role(sink, "sink", { "write", "finish", "abort" })
+  local seed = opts.seed or 0
+  if not util.is_int(seed) then fail(("run: seed must be an integer, got %s"):format(describe(seed))) end
+
+  local ctx = {}
+  for k, v in pairs(opts.ctx or {}) do ctx[k] = v end
+  ctx.seed, ctx.workers = seed, opts.workers
+  local summary = { batches_in = 0, rows_in = 0, batches_out = 0, rows_out = 0, seconds = 0 }
+  local on_batch = opts.on_batch
+  local phase, opened = "source", {}
+
+  local function emit(td)
+    phase = "sink"
+    sink:write(td)
+    summary.batches_out = summary.batches_out + 1
+    summary.rows_out = summary.rows_out + rows(td)
+    phase = "node"
+  end
+
+  local t0 = util.now()
+  local result
+  local ok, err = xpcall(function()
+    random.manual_seed(seed)
+    for _, part in ipairs({ { "source", source }, { "node", node }, { "sink", sink } }) do
+      phase = part[1]
+      local x = part[2]
+      if x and x.open then
+        x:open(ctx)
+      end
+      opened[#opened + 1] = x
+    end
+    phase = "source"
+    local nxt = source:iter(ctx)
+    if type(nxt) ~= "function" then
+      fail(("run: source:iter(ctx) must return an iterator function, got %s"):format(describe(nxt)))
+    end
+    local push = node and node.push
+    local forward = node and node.forward
+    while true do
+      phase = "source"
+      local td = nxt()
+      if td == nil then break end
+      summary.batches_in = summary.batches_in + 1
+      summary.rows_in = summary.rows_in + rows(td)
+      phase = "node"
+      if node == nil then
+        emit(td)
+      elseif forward then
+        local r = forward(node, td)
+        if r ~= nil then emit(r) end
+      else
+        if node.at ~= nil then node.at = nil end
+        push(node, td, emit)
+      end
+      if on_batch then
+        summary.seconds = util.now() - t0
+        on_batch(summary)
+      end
+    end
+    phase = "node"
+    if node and node.flush then node:flush(emit) end
+    phase = "sink"
+    result = sink:finish()
+  end, function(e)
+    if type(e) == "string" and not e:find("stack traceback:", 1, true) and os.getenv("TD_FLOW_TRACEBACK") then
+      e = debug.traceback(e, 2)
+    end
+    return e
+  end)
+  summary.seconds = util.now() - t0
+
+  -- close nodes (workers stop) before the sink is aborted, the source last
+  local close_err
+  for i = #opened, 1, -1 do
+    local x = opened[i]
+    if x.close then
+      local cok, cerr = pcall(x.close, x)
+      if not cok and not close_err then close_err = cerr end
+    end
+  end
+  if not ok then
+    pcall(sink.abort, sink)
+    if phase == "node" and node then
+      error(core.annotate(err, position(node)), 0)
+    end
+    local label = phase == "source" and source or sink
+    error(core.annotate(err, phase, core.is_node(label) and label or nil), 0)
+  end
+  if close_err then error(close_err, 0) end
+  return result, summary
+end
+
+return M

@@ -1,0 +1,209 @@
+-- flow/seq.lua: flow.Seq{...}, nodes composed in order (tensordict.nn's
+-- TensorDictSequential). Its in_keys are what its nodes need from outside, its out_keys
+-- what they add; selected_out_keys drops the other intermediates from its output.
+-- Batches flow through push/emit, so stream nodes (Batch, Rebatch, Map) may emit any
+-- number of batches per input; a failing node is named by its position (steps[3]).
+local core = require("tensordict.flow.core")
+
+local Seq = core.define("Seq", {
+  kind = "node",
+  doc = "Runs nodes in order, each on what the previous one returned.",
+  params = {
+    { "steps", "nodes", required = true, doc = "the nodes, in order (also given as the list part: flow.Seq{a, b})" },
+    { "selected_out_keys", "keys", doc = "keep only these of the keys the steps add (the rest are dropped from the output)" },
+  },
+})
+
+-- flow.Seq{a, b, c} and flow.Seq{steps = {a, b, c}} are the same.
+local new = Seq.new
+function Seq.new(params)
+  if type(params) == "table" and params[1] ~= nil and params.steps == nil and not core.is_node(params) then
+    local p = { steps = {} }
+    for k, v in pairs(params) do
+      if type(k) == "number" then p.steps[k] = v else p[k] = v end
+    end
+    params = p
+  end
+  return new(params)
+end
+
+-- Derives in_keys (needed from outside, in order) and out_keys (added) from the steps.
+function Seq:init()
+  self.nodes = self.p.steps
+  local ks = core.KeySet.new()
+  local needed = {}
+  for _, node in ipairs(self.nodes) do
+    for _, k in ipairs(node.in_keys) do
+      if not ks:has(k) then
+        needed[#needed + 1] = k
+        ks:add(k)
+      end
+    end
+    core.keys_after(node, ks)
+  end
+  self.in_keys = needed
+  self.out_keys = self.p.selected_out_keys or ks:list(true)
+  if self.p.selected_out_keys then
+    -- what the steps add beyond the selection is dropped from the output
+    local keep = core.KeySet.new(self.p.selected_out_keys)
+    local drop = {}
+    for _, k in ipairs(ks:list(true)) do
+      if not keep:has(k) then drop[#drop + 1] = k end
+    end
+    self.drop_keys = drop
+  end
+  self.at = nil      -- the step running now, for error positions
+  self.emit_for = nil
+  self.stages = nil
+end
+
+-- A Seq's effect on keys is its steps' effects in order.
+function Seq:keys_after(ks)
+  for _, node in ipairs(self.nodes) do core.keys_after(node, ks) end
+  if self.drop_keys then
+    for _, k in ipairs(self.drop_keys) do ks:remove(k) end
+  end
+end
+
+-- Problems of key flow given the keys a source provides: every step's in_keys must be
+-- there or produced upstream. Returns a list of {step =, key =, where =}.
+function Seq:check_keys(ks, where)
+  where = where or "steps"
+  local problems = {}
+  for j, node in ipairs(self.nodes) do
+    local here = ("%s[%d]"):format(where, j)
+    if getmetatable(node) == Seq.__mt then
+      for _, pb in ipairs(node:check_keys(ks, here .. ".steps")) do problems[#problems + 1] = pb end
+    else
+      for _, k in ipairs(node.in_keys) do
+        if not ks:has(k) then problems[#problems + 1] = { where = here, node = node, key = k } end
+      end
+      core.keys_after(node, ks)
+    end
+  end
+  return problems
+end
+
+-- The chain of stage functions ending in emit: stage j runs step j and hands its
+-- output to stage j + 1. Built once per downstream emit function.
+local function stages_for(self, emit)
+  if self.emit_for == emit then return self.stages end
+  local nodes, n = self.nodes, #self.nodes
+  local stages = {}
+  local drop = self.drop_keys
+  if drop then
+    stages[n + 1] = function(td) return emit(td:exclude(unpack(drop))) end
+  else
+    stages[n + 1] = emit
+  end
+  for j = n, 1, -1 do
+    local node, nxt = nodes[j], stages[j + 1]
+    local forward = node.forward
+    if forward then
+      stages[j] = function(td)
+        self.at = j
+        local r = forward(node, td)
+        if r ~= nil then return nxt(r) end
+      end
+    else
+      -- downstream may run inside the node's push: the position comes back to j after
+      local down = function(r) nxt(r); self.at = j end
+      stages[j] = function(td)
+        self.at = j
+        node:push(td, down)
+      end
+      stages[-j] = down
+    end
+  end
+  self.emit_for, self.stages = emit, stages
+  return stages
+end
+
+function Seq:push(td, emit)
+  return stages_for(self, emit)[1](td)
+end
+
+-- Work still in flight (Map's batches) is emitted; held rows (Batch) stay.
+function Seq:drain(emit)
+  local stages = stages_for(self, emit)
+  for j, node in ipairs(self.nodes) do
+    if node.drain then
+      self.at = j
+      node:drain(stages[-j] or stages[j + 1])
+    end
+  end
+end
+
+-- End of stream: each step in order emits what it holds into the steps after it.
+function Seq:flush(emit)
+  local stages = stages_for(self, emit)
+  for j, node in ipairs(self.nodes) do
+    if node.flush then
+      self.at = j
+      node:flush(stages[-j] or stages[j + 1])
+    end
+  end
+end
+
+function Seq:open(ctx)
+  for j, node in ipairs(self.nodes) do
+    if node.open then
+      self.at = j
+      node:open(ctx)
+    end
+  end
+end
+
+-- Closes every step, even when one fails to close; the first error is raised after.
+function Seq:close()
+  local first
+  for j = #self.nodes, 1, -1 do
+    local node = self.nodes[j]
+    if node.close then
+      local ok, err = pcall(node.close, node)
+      if not ok and not first then first = err end
+    end
+  end
+  if first then error(first, 0) end
+end
+
+-- Where the last error happened: "steps[2].steps[1] (Apply)".
+function Seq:position()
+  local parts, node = {}, self
+  while getmetatable(node) == Seq.__mt and node.at do
+    parts[#parts + 1] = ("steps[%d]"):format(node.at)
+    node = node.nodes[node.at]
+  end
+  return table.concat(parts, "."), node
+end
+
+-- An error message with the failing node's place: "tensordict: steps[3] (Apply): ...".
+-- The original's "file:line:" prefix is kept; the node's own "Type: " is folded in.
+function core.annotate(err, where, node)
+  if type(err) ~= "string" then return err end
+  local label = node and (where ~= "" and ("%s (%s)"):format(where, node.type_name) or node.type_name) or where
+  if label == "" then return err end
+  local head, rest = err:match("^(.-)tensordict: (.*)$")
+  if head then
+    if node and rest:sub(1, #node.type_name + 2) == node.type_name .. ": " then
+      rest = rest:sub(#node.type_name + 3)
+    end
+    if rest:sub(1, #label + 2) == label .. ": " then return err end
+    return ("%stensordict: %s: %s"):format(head, label, rest)
+  end
+  -- a plain Lua error ("file:line: msg") keeps its position in front
+  local pos, msg = err:match("^([^\n]-:%d+: )(.*)$")
+  if pos then return ("%stensordict: %s: %s"):format(pos, label, msg) end
+  return ("tensordict: %s: %s"):format(label, err)
+end
+
+-- Calling a Seq directly runs one batch through it (what its stream steps emit for it
+-- comes back as several values) and names the failing step in errors.
+Seq.__mt.__call = function(self, td)
+  self.at = nil
+  local res = { pcall(core.call_node, self, td) }
+  if res[1] then return unpack(res, 2, table.maxn(res)) end
+  error(core.annotate(res[2], self:position()), 0)
+end
+
+return Seq

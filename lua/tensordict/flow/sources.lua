@@ -1,0 +1,85 @@
+-- flow/sources.lua: the in-memory source and sink: TensorSource (batches of rows of a
+-- TensorDict) and Collect (keeps what reaches it). The file-backed ones are in
+-- memmap.lua and csv.lua, the synthetic one in synthetic.lua.
+local join = require("tensordict.td_join")
+local random = require("tensordict.random")
+local core = require("tensordict.flow.core")
+
+------------------------------------------------------------------------ TensorSource
+
+local TensorSource = core.define("TensorSource", {
+  kind = "source",
+  doc = "Yields batches of rows of an in-memory TensorDict (views, or gathered copies when shuffled).",
+  params = {
+    { "td", "tensordict", required = true, doc = "the data: rows along its first batch dim" },
+    { "batch_size", "integer", required = true, min = 1, doc = "rows per batch (the last one may be smaller)" },
+    { "shuffle", "boolean", default = false, doc = "a new seeded permutation of the rows each epoch" },
+    { "seed", "integer", doc = "the permutation's seed (default: the pipeline seed)" },
+    { "drop_last", "boolean", default = false, doc = "drop a last batch of fewer than batch_size rows" },
+    { "epochs", "integer", default = 1, min = 1, doc = "passes over the data" },
+  },
+})
+
+function TensorSource:init()
+  if self.p.td:batch_dims() == 0 then
+    self:fail("td has batch size []; its rows are taken along the first batch dim")
+  end
+  self.out_keys = self.p.td:keys({ include_nested = true, leaves_only = true })
+end
+
+-- Rows yielded over all epochs.
+function TensorSource:len()
+  local n, b = #self.p.td, self.p.batch_size
+  if self.p.drop_last then n = n - n % b end
+  return n * self.p.epochs
+end
+
+function TensorSource:keys() return self.out_keys end
+
+function TensorSource:iter(ctx)
+  local td, b, p = self.p.td, self.p.batch_size, self.p
+  local n = #td
+  local gen = p.shuffle and random.Generator(p.seed or (ctx and ctx.seed) or 0)
+  local epoch, start, order = 0, n + 1, nil
+  return function()
+    if start > n or (p.drop_last and start + b - 1 > n) then
+      epoch = epoch + 1
+      if epoch > p.epochs then return nil end
+      start = 1
+      if gen then order = random.randperm(n, "int64", gen) end
+      if n == 0 or (p.drop_last and b > n) then return nil end
+    end
+    local stop = math.min(n, start + b - 1)
+    local rows = { start, stop }
+    start = stop + 1
+    if order then return td[order[{ rows }]] end
+    return td[{ rows }]
+  end
+end
+
+---------------------------------------------------------------------------- Collect
+
+local Collect = core.define("Collect", {
+  kind = "sink",
+  doc = "Keeps every batch that reaches it; finish() returns them as a list, or joined with cat.",
+  params = {
+    { "cat", "boolean", default = false, doc = "finish() returns one TensorDict (T.cat along dim 1; nil when nothing came)" },
+  },
+})
+
+function Collect:init() self.batches = {} end
+function Collect:open() self.batches = {} end
+function Collect:write(td) self.batches[#self.batches + 1] = td end
+
+function Collect:finish()
+  local list = self.batches
+  self.batches = {}
+  if not self.p.cat then return list end
+  if #list == 0 then return nil end
+  if #list == 1 then return list[1] end
+  return join.cat(list, 1)
+end
+
+function Collect:abort() self.batches = {} end
+
+return { TensorSource = TensorSource, Collect = Collect }
