@@ -421,6 +421,14 @@ describe("flow: batching nodes", function()
     assert.are.same({ 3, 3, 1 }, sizes(out))
     assert.are.same(range(1, 7), ys(out))
     assert.are.same({}, run(flow.TensorSource { td = data(4), batch_size = 3 }, flow.Take { n = 0 }))
+    -- the source stops once Take has its rows
+    local pulled = 0
+    local out2, summary = flow.run(flow.TensorSource { td = data(100), batch_size = 10 },
+      flow.Seq { flow.Lambda { fn = function(td) pulled = pulled + 1; return td end }, flow.Take { n = 25 } },
+      flow.Collect {})
+    assert.are.same({ 10, 10, 5 }, sizes(out2))
+    assert.are.equal(3, pulled)
+    assert.are.equal(30, summary.rows_in)
   end)
 end)
 

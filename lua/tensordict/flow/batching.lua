@@ -194,18 +194,21 @@ local Take = core.define("Take", {
 })
 
 function Take:init() self.taken = 0 end
-function Take:open() self.taken = 0 end
+function Take:open() self.taken, self.done = 0, nil end
 
 function Take:push(td, emit)
   local left = self.p.n - self.taken
-  if left <= 0 then return end
+  if left <= 0 then
+    self.done = true -- tells flow.run that nothing more will pass: the source may stop
+    return
+  end
   local n = rows_of(self, td)
-  if n <= left then
+  if n < left then
     self.taken = self.taken + n
     return emit(td)
   end
-  self.taken = self.p.n
-  emit(td[{ { 1, left } }])
+  self.taken, self.done = self.p.n, true
+  emit(n == left and td or td[{ { 1, left } }])
 end
 
 return { Batch = Batch, Unbatch = Unbatch, Rebatch = Rebatch, Shuffle = Shuffle, Take = Take }

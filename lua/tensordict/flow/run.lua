@@ -115,6 +115,7 @@ function M.run(source, node, sink, opts)
         summary.seconds = util.now() - t0
         on_batch(summary)
       end
+      if node and (node.done or (node.is_done and node:is_done())) then break end
     end
     phase = "node"
     if node and node.flush then node:flush(emit) end

@@ -167,6 +167,15 @@ function Seq:close()
   if first then error(first, 0) end
 end
 
+-- True once a step will pass nothing more (Take has its n rows): the steps after it
+-- only have to be flushed, so a driver may stop pulling from the source.
+function Seq:is_done()
+  for _, node in ipairs(self.nodes) do
+    if node.done or (node.is_done and node:is_done()) then return true end
+  end
+  return false
+end
+
 -- Where the last error happened: "steps[2].steps[1] (Apply)".
 function Seq:position()
   local parts, node = {}, self
