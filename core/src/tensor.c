@@ -23,7 +23,10 @@ bool td_shape_is_valid(const char *call, int32_t ndim, const int64_t *shape, int
     td_fail(TD_EINVAL, "%s: shape is NULL", call);
     return false;
   }
-  int64_t n = 1;
+  /* n counts elements; span is what the contiguous strides reach (sizes 0 count as 1),
+   * which must fit too: an empty tensor still gets strides, and kernels scale them to
+   * bytes. */
+  int64_t n = 1, span = 1;
   for (int32_t i = 0; i < ndim; i++) {
     if (shape[i] < 0) {
       char buf[TD_SHAPE_STR];
@@ -35,6 +38,13 @@ bool td_shape_is_valid(const char *call, int32_t ndim, const int64_t *shape, int
     if (__builtin_mul_overflow(n, shape[i], &n) || n > INT64_MAX / 8) {
       char buf[TD_SHAPE_STR];
       td_fail(TD_ESHAPE, "%s: shape %s has too many elements", call,
+              td_format_shape(buf, sizeof buf, ndim, shape));
+      return false;
+    }
+    if (__builtin_mul_overflow(span, shape[i] > 1 ? shape[i] : 1, &span) || span > INT64_MAX / 8) {
+      char buf[TD_SHAPE_STR];
+      td_fail(TD_ESHAPE, "%s: shape %s is too large: its strides would overflow (the product "
+              "of its nonzero sizes must stay below 2^60)", call,
               td_format_shape(buf, sizeof buf, ndim, shape));
       return false;
     }

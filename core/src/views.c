@@ -91,7 +91,12 @@ TD_EXPORT int32_t td_tensor_index(const td_tensor *t, const td_index *entries, i
       int64_t len = stop > start ? (stop - start - 1) / e->step + 1 : 0;
       if (len > 0) offset += start * t->strides[in];
       shape[k_out] = len;
-      strides[k_out++] = t->strides[in++] * e->step;
+      /* A step past the end leaves at most one element, whose stride never matters:
+       * keep the dim's own then instead of a product that would overflow. */
+      int64_t stride;
+      if (__builtin_mul_overflow(t->strides[in], e->step, &stride)) stride = t->strides[in];
+      strides[k_out++] = stride;
+      in++;
     } else if (e->kind == TD_INDEX_NEWAXIS) {
       shape[k_out] = 1;
       strides[k_out++] = 1;

@@ -171,3 +171,23 @@ describe("copies", function()
     assert.are.same({ 1, 1, 2, 3, 4, 5 }, a:totable())
   end)
 end)
+
+describe("shape arithmetic that would overflow", function()
+  local H = require("helpers")
+  it("refuses shapes whose strides would overflow, empty ones included", function()
+    H.raises(function() T.zeros(2 ^ 31, 0, 2 ^ 31, 4) end,
+      "shape [2147483648, 0, 2147483648, 4] is too large: its strides would overflow")
+    H.raises(function() T.zeros(0, 2 ^ 62) end, "shape [0, 4611686018427387904] is too large")
+    H.raises(function() T.empty({ 2 ^ 31, 0, 2 ^ 31, 2 ^ 31, 4 }) end, "is too large: its strides would overflow")
+    assert.are.same({ 0, 1048576, 1048576 }, T.zeros(0, 2 ^ 20, 2 ^ 20):shape())
+  end)
+
+  it("keeps a huge slice step from wrapping the stride", function()
+    local v = T.arange(1, 4, "float32"):view(2, 2)[{ { 1, 2, 2 ^ 62 } }]
+    assert.are.same({ 1, 2 }, v:shape())
+    assert.are.same({ 2, 1 }, v:stride())
+    assert.are.same({ { 1, 2 } }, v:totable())
+    local w = T.arange(1, 6, "float32")[{ { 2, 6, 2 ^ 61 } }]
+    assert.are.same({ 2 }, w:totable())
+  end)
+end)
