@@ -1,0 +1,502 @@
+/*
+ * stats.c: running per-feature statistics (count, mean, M2) and the standardisation
+ * that uses them, for flow.Normalize and RunningStats.
+ *
+ * A tensor's leading batch_dims dims index rows; the remaining dims, flattened
+ * row-major, are features. One pass over the data:
+ *  - the rows x features plane is cut into tiles: row chunks of R rows and feature
+ *    blocks of W features, both fixed by the shape alone (never by the thread count);
+ *  - each tile runs Welford's update over its rows into its own partial (mean, M2) per
+ *    feature, in float64 whatever the input dtype;
+ *  - the partials are merged into the running state with Chan et al.'s formula, row
+ *    chunk after row chunk in order, so the result is bit-identical for any
+ *    T.set_num_threads(n).
+ * Rows are walked with the strided iterator (iter.h) over the batch dims, features with
+ * a second iterator whose operand 0 is the contiguous float64 state, so feature f of
+ * the walk is element f of mean and M2 whatever x's strides are.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../src/parallel.h"
+#include "dtypes.h"
+
+/* Feature block width and the rows a tile takes: a tile is about TD_GRAIN elements,
+ * and partial states (rows / R x features x 16 bytes) stay under a quarter of the
+ * element count in bytes. */
+enum { STATS_FEAT_BLOCK = 512, STATS_MIN_ROWS = 64 };
+
+/* ---- typed inner loops ------------------------------------------------------------ */
+
+/* Welford's step for one row: operands mean, M2 (float64), x; ctx is 1 / k for the
+ * row's rank k within its tile. */
+#define DEF_WELFORD(N, T, K)                                                     \
+  static void welford_##N(char **p, const int64_t *s, int64_t n, void *ctx) {    \
+    const double inv = *(const double *)ctx;                                     \
+    for (int64_t i = 0; i < n; i++) {                                            \
+      double *m = (double *)(p[0] + i * s[0]), *q = (double *)(p[1] + i * s[1]); \
+      double v = (double)LOAD_##K(*(const T *)(p[2] + i * s[2]));                \
+      double d = v - *m;                                                         \
+      *m += d * inv;                                                             \
+      *q += d * (v - *m);                                                        \
+    }                                                                            \
+  }
+#define WELFORD_ALL(N, T, K) DEF_WELFORD(N, T, K)
+DST_DTYPES(WELFORD_ALL)
+
+/* The same over a block of nr rows (byte stride rs) of nf features (byte stride fs),
+ * into contiguous states: the common case, one call per run of rows, with a
+ * contiguous-features loop the compiler can keep in registers. rank: rows already in
+ * the states. */
+typedef void (*welford_block_fn)(const char *x, int64_t rs, int64_t fs, int64_t nr, int64_t nf,
+                                 double *restrict m, double *restrict q, int64_t rank);
+#define DEF_WELFORD_BLOCK(N, T, K)                                                      \
+  static void wblock_##N(const char *x, int64_t rs, int64_t fs, int64_t nr, int64_t nf, \
+                         double *restrict m, double *restrict q, int64_t rank) {        \
+    for (int64_t r = 0; r < nr; r++) {                                                  \
+      const double inv = 1.0 / (double)(rank + r + 1);                                  \
+      const char *row = x + r * rs;                                                     \
+      if (fs == (int64_t)sizeof(T)) {                                                   \
+        const T *xr = (const T *)row;                                                   \
+        for (int64_t f = 0; f < nf; f++) {                                              \
+          double v = (double)LOAD_##K(xr[f]);                                           \
+          double d = v - m[f];                                                          \
+          m[f] += d * inv;                                                              \
+          q[f] += d * (v - m[f]);                                                       \
+        }                                                                               \
+      } else {                                                                          \
+        for (int64_t f = 0; f < nf; f++) {                                              \
+          double v = (double)LOAD_##K(*(const T *)(row + f * fs));                      \
+          double d = v - m[f];                                                          \
+          m[f] += d * inv;                                                              \
+          q[f] += d * (v - m[f]);                                                       \
+        }                                                                               \
+      }                                                                                 \
+    }                                                                                   \
+  }
+DST_DTYPES(DEF_WELFORD_BLOCK)
+
+static welford_block_fn welford_block(int32_t dtype) {
+  switch (dtype) {
+#define CASE(N, T, K) \
+  case TD_##N:        \
+    return wblock_##N;
+    DST_DTYPES(CASE)
+#undef CASE
+  }
+  return NULL;
+}
+
+static td_inner_loop welford_loop(int32_t dtype) {
+  switch (dtype) {
+#define CASE(N, T, K) \
+  case TD_##N:        \
+    return welford_##N;
+    DST_DTYPES(CASE)
+#undef CASE
+  }
+  return NULL;
+}
+
+/* (x - mean) * scale into a floating output: operands mean, scale (float64), x, out. */
+#define DEF_NORM(DN, DT, DK, SN, ST, SK)                                                        \
+  static void norm_##DN##_##SN(char **p, const int64_t *s, int64_t n, void *ctx) {              \
+    (void)ctx;                                                                                  \
+    for (int64_t i = 0; i < n; i++) {                                                           \
+      double v = (double)LOAD_##SK(*(const ST *)(p[2] + i * s[2]));                             \
+      double r = (v - *(const double *)(p[0] + i * s[0])) * *(const double *)(p[1] + i * s[1]); \
+      *(DT *)(p[3] + i * s[3]) = CONV_##DK(DN, DT, r);                                          \
+    }                                                                                           \
+  }
+#define FLOAT_OUTS(X)                                                    \
+  SRC_DTYPES(X, FLOAT16, uint16_t, H)                                    \
+  SRC_DTYPES(X, BFLOAT16, uint16_t, BF) SRC_DTYPES(X, FLOAT32, float, F) \
+      SRC_DTYPES(X, FLOAT64, double, F)
+FLOAT_OUTS(DEF_NORM)
+
+/* Its block form: nr rows of nf features of x (strides rs, fs) into out (ors, ofs). */
+typedef void (*norm_block_fn)(const char *x, int64_t rs, int64_t fs, char *out, int64_t ors,
+                              int64_t ofs, int64_t nr, int64_t nf, const double *restrict m,
+                              const double *restrict sc);
+#define DEF_NORM_BLOCK(DN, DT, DK, SN, ST, SK)                                                  \
+  static void nblock_##DN##_##SN(const char *x, int64_t rs, int64_t fs, char *out, int64_t ors, \
+                                 int64_t ofs, int64_t nr, int64_t nf, const double *restrict m, \
+                                 const double *restrict sc) {                                   \
+    for (int64_t r = 0; r < nr; r++) {                                                          \
+      const char *row = x + r * rs;                                                             \
+      char *orow = out + r * ors;                                                               \
+      if (fs == (int64_t)sizeof(ST) && ofs == (int64_t)sizeof(DT)) {                            \
+        const ST *xr = (const ST *)row;                                                         \
+        DT *o = (DT *)orow;                                                                     \
+        for (int64_t f = 0; f < nf; f++) {                                                      \
+          double r_ = ((double)LOAD_##SK(xr[f]) - m[f]) * sc[f];                                \
+          o[f] = CONV_##DK(DN, DT, r_);                                                         \
+        }                                                                                       \
+      } else {                                                                                  \
+        for (int64_t f = 0; f < nf; f++) {                                                      \
+          double r_ = ((double)LOAD_##SK(*(const ST *)(row + f * fs)) - m[f]) * sc[f];          \
+          *(DT *)(orow + f * ofs) = CONV_##DK(DN, DT, r_);                                      \
+        }                                                                                       \
+      }                                                                                         \
+    }                                                                                           \
+  }
+FLOAT_OUTS(DEF_NORM_BLOCK)
+
+static norm_block_fn norm_block(int32_t out_dtype, int32_t in_dtype) {
+#define CASE(DN, DT, DK, SN, ST, SK) \
+  if (out_dtype == TD_##DN && in_dtype == TD_##SN) return nblock_##DN##_##SN;
+  FLOAT_OUTS(CASE)
+#undef CASE
+  return NULL;
+}
+
+static td_inner_loop norm_loop(int32_t out_dtype, int32_t in_dtype) {
+#define CASE(DN, DT, DK, SN, ST, SK) \
+  if (out_dtype == TD_##DN && in_dtype == TD_##SN) return norm_##DN##_##SN;
+  FLOAT_OUTS(CASE)
+#undef CASE
+  return NULL;
+}
+
+/* ---- the rows x features walk ------------------------------------------------------- */
+
+typedef struct walk {
+  td_iter rows;  /* over x's batch dims; its elements are the rows */
+  td_iter feats; /* over the features: mean-like state, second state, x, (out) */
+  int64_t nrows, nfeat, rows_per, feat_per, nfc;
+  int32_t nops;            /* operands of feats */
+  td_inner_loop loop;      /* per-row inner loop (features not one strided run) */
+  welford_block_fn wblock; /* block forms for features that are one strided run */
+  norm_block_fn nblock;
+  /* update: partial states per row chunk, [chunk][feature] */
+  double *part_mean, *part_m2;
+  bool normalize; /* rows also walks the output (operand 1), feats has 4 operands */
+} walk;
+
+/* A header over x's leading `ndim` dims (first = 0) or its trailing ones. */
+static td_tensor sub_header(const td_tensor *x, int32_t first, int32_t ndim) {
+  td_tensor h = *x;
+  h.ndim = ndim;
+  for (int32_t d = 0; d < ndim; d++) {
+    h.shape[d] = x->shape[first + d];
+    h.strides[d] = x->strides[first + d];
+  }
+  return h;
+}
+
+/* A contiguous float64 header over the feature shape of x (data from `like`). */
+static td_tensor state_header(const td_tensor *x, int32_t batch_dims, const td_tensor *like) {
+  td_tensor h = sub_header(x, batch_dims, x->ndim - batch_dims);
+  h.storage = like->storage;
+  h.offset = like->offset;
+  h.itemsize = 8;
+  h.dtype = TD_FLOAT64;
+  int64_t st = 1;
+  for (int32_t d = h.ndim - 1; d >= 0; d--) {
+    h.strides[d] = st;
+    st *= h.shape[d];
+  }
+  return h;
+}
+
+typedef struct tile_ctx {
+  const walk *w;
+  td_iter feats;         /* a copy whose data pointers move row by row */
+  int64_t f0, f1;        /* feature range */
+  int64_t rank;          /* rows seen in this tile (update) */
+  char *state0, *state1; /* where feature 0 of the two states lives */
+} tile_ctx;
+
+/* Features [f0, f1) of one row at x_row (and out_row), when they are not one run. */
+static void feature_walk(tile_ctx *t, char *x_row, char *out_row, void *loop_ctx) {
+  const walk *w = t->w;
+  t->feats.data[0] = t->state0;
+  t->feats.data[1] = t->state1;
+  t->feats.data[2] = x_row;
+  if (w->nops == 4) t->feats.data[3] = out_row;
+  td_iter_run_range(&t->feats, t->f0, t->f1, w->loop, loop_ctx);
+}
+
+/* The row iterator's inner loop: n rows from p[0], byte stride s[0] (for normalize
+ * the output rows alongside, p[1] and s[1]). */
+static void row_loop(char **p, const int64_t *s, int64_t n, void *vctx) {
+  tile_ctx *t = vctx;
+  const walk *w = t->w;
+  if (t->feats.ndim == 1) { /* features are one strided run: one block call */
+    int64_t fs = t->feats.strides[2][0], nf = t->f1 - t->f0;
+    double *s0 = (double *)t->state0 + t->f0, *s1 = (double *)t->state1 + t->f0;
+    if (w->normalize) {
+      int64_t ofs = t->feats.strides[3][0];
+      w->nblock(p[0] + t->f0 * fs, s[0], fs, p[1] + t->f0 * ofs, s[1], ofs, n, nf, s0, s1);
+    } else {
+      w->wblock(p[0] + t->f0 * fs, s[0], fs, n, nf, s0, s1, t->rank);
+      t->rank += n;
+    }
+    return;
+  }
+  for (int64_t i = 0; i < n; i++) {
+    char *x_row = p[0] + i * s[0];
+    if (w->normalize) {
+      feature_walk(t, x_row, p[1] + i * s[1], NULL);
+    } else {
+      t->rank++;
+      double inv = 1.0 / (double)t->rank;
+      feature_walk(t, x_row, NULL, &inv);
+    }
+  }
+}
+
+static void run_tile(int64_t task, int64_t end, void *arg) {
+  const walk *w = arg;
+  for (; task < end; task++) {
+    int64_t rc = task / w->nfc, fc = task % w->nfc;
+    int64_t r0 = rc * w->rows_per, r1 = r0 + w->rows_per < w->nrows ? r0 + w->rows_per : w->nrows;
+    tile_ctx t;
+    t.w = w;
+    t.feats = w->feats;
+    t.f0 = fc * w->feat_per;
+    t.f1 = t.f0 + w->feat_per < w->nfeat ? t.f0 + w->feat_per : w->nfeat;
+    t.rank = 0;
+    if (w->normalize) {
+      t.state0 = w->feats.data[0];
+      t.state1 = w->feats.data[1];
+    } else {
+      t.state0 = (char *)(w->part_mean + rc * w->nfeat);
+      t.state1 = (char *)(w->part_m2 + rc * w->nfeat);
+    }
+    td_iter_run_range(&w->rows, r0, r1, row_loop, &t);
+  }
+}
+
+/* Sets up the tiles for x (rows = batch dims). ops of the feature walk: state0-like
+ * header, state1-like, x's features, and out's features when out is given. */
+static void walk_init(walk *w, const td_tensor *x, int32_t batch_dims, const td_tensor *s0,
+                      const td_tensor *s1, const td_tensor *out) {
+  memset(w, 0, sizeof *w);
+  td_tensor xr = sub_header(x, 0, batch_dims);
+  td_tensor xf = sub_header(x, batch_dims, x->ndim - batch_dims);
+  td_tensor h0 = state_header(x, batch_dims, s0), h1 = state_header(x, batch_dims, s1);
+  if (out) {
+    td_tensor orow = sub_header(out, 0, batch_dims),
+              of = sub_header(out, batch_dims, out->ndim - batch_dims);
+    /* Rows are walked in x's memory order with out alongside (operand 1). */
+    const td_tensor *rops[2] = {&xr, &orow};
+    td_iter_init(&w->rows, 2, rops);
+    const td_tensor *fops[4] = {&h0, &h1, &xf, &of};
+    td_iter_init(&w->feats, 4, fops);
+    w->nops = 4;
+    w->normalize = true;
+  } else {
+    const td_tensor *rops[1] = {&xr};
+    td_iter_init(&w->rows, 1, rops);
+    const td_tensor *fops[3] = {&h0, &h1, &xf};
+    td_iter_init(&w->feats, 3, fops);
+    w->nops = 3;
+  }
+  w->nrows = w->rows.numel;
+  w->nfeat = w->feats.numel;
+  /* Normalize has no partial states: whole rows, chunks of about TD_GRAIN elements. */
+  int64_t block = out ? w->nfeat : STATS_FEAT_BLOCK, min_rows = out ? 1 : STATS_MIN_ROWS;
+  w->feat_per = w->nfeat < block ? w->nfeat : block;
+  if (w->feat_per < 1) w->feat_per = 1;
+  w->rows_per = TD_GRAIN / w->feat_per;
+  if (w->rows_per < min_rows) w->rows_per = min_rows;
+  w->nfc = (w->nfeat + w->feat_per - 1) / w->feat_per;
+}
+
+static int64_t walk_row_chunks(const walk *w) { return (w->nrows + w->rows_per - 1) / w->rows_per; }
+
+/* ---- argument checks ---------------------------------------------------------------- */
+
+static bool check_rows(const char *call, const td_tensor *x, int32_t batch_dims) {
+  if (!x) {
+    td_fail(TD_EINVAL, "%s: the input tensor is NULL", call);
+    return false;
+  }
+  if (!td_check_dtype(call, x->dtype) || !td_check_cpu(call, x, "input")) return false;
+  if (batch_dims < 0 || batch_dims > x->ndim) {
+    char buf[TD_SHAPE_STR];
+    td_fail(TD_EINDEX, "%s: batch_dims %d is out of range for an input of shape %s (0..%d)", call,
+            (int)batch_dims, td_format_shape(buf, sizeof buf, x->ndim, x->shape), (int)x->ndim);
+    return false;
+  }
+  return true;
+}
+
+static int64_t features_of(const td_tensor *x, int32_t batch_dims) {
+  int64_t f = 1;
+  for (int32_t d = batch_dims; d < x->ndim; d++) f *= x->shape[d];
+  return f;
+}
+
+/* A float64 state tensor of nfeat elements, contiguous (and writable when written). */
+static bool check_state(const char *call, const char *what, const td_tensor *s, int64_t nfeat,
+                        bool write) {
+  if (!s) {
+    td_fail(TD_EINVAL, "%s: %s is NULL", call, what);
+    return false;
+  }
+  if (s->dtype != TD_FLOAT64) {
+    td_fail(TD_EDTYPE, "%s: %s must be float64, got %s", call, what,
+            td_dtype_name(s->dtype) ? td_dtype_name(s->dtype) : "an unknown dtype");
+    return false;
+  }
+  if (!td_check_cpu(call, s, what)) return false;
+  if (td_tensor_numel(s) != nfeat) {
+    td_fail(TD_ESHAPE, "%s: %s has %lld elements, expected %lld (one per feature)", call, what,
+            (long long)td_tensor_numel(s), (long long)nfeat);
+    return false;
+  }
+  if (!td_tensor_is_contiguous(s)) {
+    td_fail(TD_EINVAL, "%s: %s must be contiguous", call, what);
+    return false;
+  }
+  if (write && !td_check_writable(call, s)) return false;
+  return true;
+}
+
+static bool distinct(const char *call, const td_tensor *a, const char *an, const td_tensor *b,
+                     const char *bn) {
+  if (td_tensor_numel(a) == 0 || (!td_same_layout(a, b) && !td_tensors_overlap(a, b))) return true;
+  td_fail(TD_EINVAL, "%s: %s and %s share memory", call, an, bn);
+  return false;
+}
+
+/* ---- public entry points ------------------------------------------------------------ */
+
+/* Folds rows [0, nrc) of partial states (row chunk c holding min(R, N - cR) rows) into
+ * the running state, in chunk order. */
+static void merge_parts(const walk *w, int64_t *count, double *mean, double *m2) {
+  int64_t nrc = walk_row_chunks(w), na = *count, nf = w->nfeat;
+  for (int64_t c = 0; c < nrc; c++) {
+    int64_t nb =
+        w->nrows - c * w->rows_per < w->rows_per ? w->nrows - c * w->rows_per : w->rows_per;
+    const double *pm = w->part_mean + c * nf, *pq = w->part_m2 + c * nf;
+    if (na == 0) {
+      memcpy(mean, pm, (size_t)nf * sizeof *mean);
+      memcpy(m2, pq, (size_t)nf * sizeof *m2);
+    } else {
+      double n = (double)na + (double)nb;
+      double wb = (double)nb / n, wab = (double)na * (double)nb / n;
+      for (int64_t f = 0; f < nf; f++) {
+        double d = pm[f] - mean[f];
+        mean[f] += d * wb;
+        m2[f] += pq[f] + d * d * wab;
+      }
+    }
+    na += nb;
+  }
+  *count = na;
+}
+
+TD_EXPORT int32_t td_stats_update(const td_tensor *x, int32_t batch_dims, int64_t *count,
+                                  td_tensor *mean, td_tensor *m2) {
+  const char *call = "stats_update";
+  if (!check_rows(call, x, batch_dims)) return td_last_status();
+  if (!count) return td_fail(TD_EINVAL, "%s: count is NULL", call);
+  if (*count < 0) return td_fail(TD_EINVAL, "%s: count %lld is negative", call, (long long)*count);
+  int64_t nfeat = features_of(x, batch_dims);
+  if (!check_state(call, "mean", mean, nfeat, true) || !check_state(call, "m2", m2, nfeat, true) ||
+      !distinct(call, mean, "mean", m2, "m2"))
+    return td_last_status();
+  int64_t nrows = 1;
+  for (int32_t d = 0; d < batch_dims; d++) nrows *= x->shape[d];
+  if (nrows == 0 || nfeat == 0) {
+    if (nfeat == 0) *count += nrows; /* no feature to update, but the rows were seen */
+    return TD_OK;
+  }
+  walk w;
+  walk_init(&w, x, batch_dims, mean, m2, NULL);
+  w.loop = welford_loop(x->dtype);
+  w.wblock = welford_block(x->dtype);
+  int64_t nrc = walk_row_chunks(&w);
+  size_t n = (size_t)nrc * (size_t)nfeat;
+  w.part_mean = calloc(n, sizeof(double));
+  w.part_m2 = calloc(n, sizeof(double));
+  if (!w.part_mean || !w.part_m2) {
+    free(w.part_mean);
+    free(w.part_m2);
+    return td_fail(TD_ENOMEM, "%s: out of memory for %lld partial states", call, (long long)n);
+  }
+  td_parallel_for(nrc * w.nfc, 1, run_tile, &w);
+  merge_parts(&w, count, (double *)td_tensor_ptr(mean), (double *)td_tensor_ptr(m2));
+  free(w.part_mean);
+  free(w.part_m2);
+  return TD_OK;
+}
+
+TD_EXPORT int32_t td_stats_merge(int64_t *count, td_tensor *mean, td_tensor *m2, int64_t count_b,
+                                 const td_tensor *mean_b, const td_tensor *m2_b) {
+  const char *call = "stats_merge";
+  if (!count) return td_fail(TD_EINVAL, "%s: count is NULL", call);
+  if (*count < 0 || count_b < 0)
+    return td_fail(TD_EINVAL, "%s: counts must be >= 0, got %lld and %lld", call, (long long)*count,
+                   (long long)count_b);
+  if (!mean) return td_fail(TD_EINVAL, "%s: mean is NULL", call);
+  int64_t nf = td_tensor_numel(mean);
+  if (!check_state(call, "mean", mean, nf, true) || !check_state(call, "m2", m2, nf, true) ||
+      !check_state(call, "the other mean", mean_b, nf, false) ||
+      !check_state(call, "the other m2", m2_b, nf, false) ||
+      !distinct(call, mean, "mean", m2, "m2"))
+    return td_last_status();
+  if (count_b == 0) return TD_OK;
+  double *ma = (double *)td_tensor_ptr(mean), *qa = (double *)td_tensor_ptr(m2);
+  const double *mb = (const double *)td_tensor_ptr(mean_b),
+               *qb = (const double *)td_tensor_ptr(m2_b);
+  if (*count == 0) {
+    memmove(ma, mb, (size_t)nf * sizeof *ma);
+    memmove(qa, qb, (size_t)nf * sizeof *qa);
+  } else {
+    double n = (double)*count + (double)count_b;
+    double wb = (double)count_b / n, wab = (double)*count * (double)count_b / n;
+    for (int64_t f = 0; f < nf; f++) {
+      double d = mb[f] - ma[f];
+      ma[f] += d * wb;
+      qa[f] += qb[f] + d * d * wab;
+    }
+  }
+  *count += count_b;
+  return TD_OK;
+}
+
+TD_EXPORT int32_t td_stats_normalize(const td_tensor *x, int32_t batch_dims, const td_tensor *mean,
+                                     const td_tensor *var, double eps, td_tensor *out) {
+  const char *call = "stats_normalize";
+  if (!check_rows(call, x, batch_dims)) return td_last_status();
+  int64_t nfeat = features_of(x, batch_dims);
+  if (!check_state(call, "mean", mean, nfeat, false) ||
+      !check_state(call, "var", var, nfeat, false))
+    return td_last_status();
+  if (!out) return td_fail(TD_EINVAL, "%s: out is NULL", call);
+  if (!td_check_cpu(call, out, "output") || !td_check_writable(call, out)) return td_last_status();
+  if (out->ndim != x->ndim ||
+      memcmp(out->shape, x->shape, sizeof(int64_t) * (size_t)x->ndim) != 0) {
+    char a[TD_SHAPE_STR], b[TD_SHAPE_STR];
+    return td_fail(TD_ESHAPE, "%s: out has shape %s, the input %s", call,
+                   td_format_shape(a, sizeof a, out->ndim, out->shape),
+                   td_format_shape(b, sizeof b, x->ndim, x->shape));
+  }
+  td_inner_loop loop = norm_loop(out->dtype, x->dtype);
+  if (!loop)
+    return td_fail(TD_EDTYPE, "%s: the output must be a floating dtype, got %s", call,
+                   td_dtype_name(out->dtype) ? td_dtype_name(out->dtype) : "an unknown dtype");
+  if (td_tensors_overlap(out, x))
+    return td_fail(TD_EINVAL, "%s: out overlaps the input in a different layout", call);
+  if (!(eps >= 0)) return td_fail(TD_EINVAL, "%s: eps must be >= 0, got %g", call, eps);
+  if (td_tensor_numel(x) == 0) return TD_OK;
+  /* scale = 1 / sqrt(var + eps), once per feature. */
+  double *scale = malloc((size_t)nfeat * sizeof *scale);
+  if (!scale) return td_fail(TD_ENOMEM, "%s: out of memory", call);
+  const double *v = (const double *)td_tensor_ptr(var);
+  for (int64_t f = 0; f < nfeat; f++) scale[f] = 1.0 / sqrt(v[f] + eps);
+  td_tensor sc = *var;
+  walk w;
+  walk_init(&w, x, batch_dims, mean, &sc, out);
+  w.feats.data[1] = (char *)scale;
+  w.loop = loop;
+  w.nblock = norm_block(out->dtype, x->dtype);
+  td_parallel_for(walk_row_chunks(&w) * w.nfc, 1, run_tile, &w);
+  free(scale);
+  return TD_OK;
+}

@@ -1,0 +1,565 @@
+/*
+ * csv.c: a streaming reader of numeric CSV (RFC 4180) for flow.CsvSource.
+ *
+ * The file is read with read() in blocks of 1 MiB into one buffer; a record that
+ * straddles the end of the buffer is parsed again once the buffer has been refilled
+ * (the unread tail moved to the front, the buffer doubled when one record fills it).
+ * Parsing a record yields field spans (offsets into the buffer); td_csv_read then turns
+ * the requested fields into numbers and stores them into the callers' tensors.
+ *
+ * Accepted: fields quoted with '"' (a doubled "" inside is a quote; delimiters and line
+ * ends inside quotes are data), line ends \n, \r\n and a lone \r, a UTF-8 byte order
+ * mark, blank lines (skipped). Numbers may have spaces or tabs around them. Floats take
+ * a fast exact path (at most 19 digits, exponent within 10^+-22: one multiplication or
+ * division of exact doubles, correctly rounded) and otherwise strtod in the C locale.
+ * Integers are parsed exactly, with a range check for the destination dtype.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <locale.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../kernels/dtypes.h"
+#include "internal.h"
+
+enum { CSV_BLOCK = 1 << 20, CSV_SHOW = 48 };
+
+typedef struct csv_span {
+  int64_t off, len; /* in the buffer; a quoted field's text without its outer quotes */
+  int64_t line;     /* where the field starts */
+  int32_t quoted;
+} csv_span;
+
+struct td_csv {
+  int fd;
+  char *path;
+  char delim;
+  int32_t has_header;
+  char *buf;
+  int64_t cap, pos, end; /* unread data is buf[pos, end) */
+  int32_t eof;
+  int64_t line; /* line number of buf[pos], 1-based */
+  int32_t ncols;
+  char **names; /* ncols names, or NULL without a header */
+  csv_span *spans;
+  int32_t nspans, span_cap;
+  int64_t rec_line; /* first line of the last record parsed */
+};
+
+/* ---- buffer --------------------------------------------------------------------- */
+
+static int32_t refill(td_csv *r) {
+  if (r->pos > 0) {
+    memmove(r->buf, r->buf + r->pos, (size_t)(r->end - r->pos));
+    r->end -= r->pos;
+    r->pos = 0;
+  }
+  if (r->end == r->cap) {
+    char *nb = realloc(r->buf, (size_t)r->cap * 2);
+    if (!nb)
+      return td_fail(TD_ENOMEM, "csv: %s: out of memory for a record over %lld bytes", r->path,
+                     (long long)r->cap);
+    r->buf = nb;
+    r->cap *= 2;
+  }
+  for (;;) {
+    ssize_t n = read(r->fd, r->buf + r->end, (size_t)(r->cap - r->end));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return td_fail(TD_EIO, "csv: %s: read failed: %s", r->path, strerror(errno));
+    if (n == 0) r->eof = 1;
+    r->end += n;
+    return TD_OK;
+  }
+}
+
+static int32_t add_span(td_csv *r, int64_t off, int64_t len, int64_t line, int32_t quoted) {
+  if (r->nspans == r->span_cap) {
+    int32_t cap = r->span_cap ? r->span_cap * 2 : 64;
+    csv_span *ns = realloc(r->spans, (size_t)cap * sizeof *ns);
+    if (!ns) return td_fail(TD_ENOMEM, "csv: %s: out of memory", r->path);
+    r->spans = ns;
+    r->span_cap = cap;
+  }
+  r->spans[r->nspans++] = (csv_span){off, len, line, quoted};
+  return TD_OK;
+}
+
+/* ---- records -------------------------------------------------------------------- */
+
+enum { REC_OK = 1, REC_MORE = 0, REC_END = 2 };
+
+/* Parses the record at r->pos into r->spans without consuming it. Returns REC_OK (with
+ * *next and *next_line where the following record starts), REC_MORE (the buffer ends
+ * inside the record and more data may come), REC_END (no record left), or a TD_E*
+ * code. Blank lines before the record are skipped. */
+static int32_t parse_record(td_csv *r, int64_t *next, int64_t *next_line) {
+  const char *b = r->buf, d = r->delim;
+  int64_t p = r->pos, e = r->end, line = r->line;
+  /* Blank lines (and a lone line end) are not records. */
+  for (;;) {
+    if (p == e) return r->eof ? REC_END : REC_MORE;
+    if (b[p] == '\n') {
+      p++, line++;
+    } else if (b[p] == '\r') {
+      if (p + 1 == e && !r->eof) return REC_MORE;
+      p += (p + 1 < e && b[p + 1] == '\n') ? 2 : 1;
+      line++;
+    } else {
+      break;
+    }
+  }
+  r->nspans = 0;
+  r->rec_line = line;
+  for (;;) { /* one field per turn */
+    int64_t fline = line;
+    if (p < e && b[p] == '"') {
+      int64_t start = ++p;
+      for (;;) {
+        const char *q = memchr(b + p, '"', (size_t)(e - p));
+        if (!q) {
+          if (!r->eof) return REC_MORE;
+          return td_fail(
+              TD_EINVAL,
+              "csv: %s: line %lld: a quoted field is not closed before the end of the file",
+              r->path, (long long)fline);
+        }
+        for (const char *c = b + p; c < q; c++) /* line ends inside the quotes */
+          if (*c == '\n' || (*c == '\r' && !(c + 1 < q && c[1] == '\n'))) line++;
+        p = q - b + 1;
+        if (p == e && !r->eof) return REC_MORE;
+        if (p < e && b[p] == '"') { /* a doubled quote: data */
+          p++;
+          continue;
+        }
+        break;
+      }
+      int32_t st = add_span(r, start, p - 1 - start, fline, 1);
+      if (st) return st;
+      if (p < e && b[p] != d && b[p] != '\n' && b[p] != '\r')
+        return td_fail(TD_EINVAL,
+                       "csv: %s: line %lld, column %d: unexpected '%c' after a closing quote",
+                       r->path, (long long)line, (int)r->nspans, b[p]);
+    } else {
+      int64_t start = p;
+      while (p < e && b[p] != d && b[p] != '\n' && b[p] != '\r') p++;
+      if (p == e && !r->eof) return REC_MORE;
+      int32_t st = add_span(r, start, p - start, fline, 0);
+      if (st) return st;
+    }
+    if (p == e) break; /* end of file ends the record */
+    if (b[p] == d) {
+      p++;
+      continue;
+    }
+    if (b[p] == '\r') { /* \r\n or a lone \r */
+      if (p + 1 == e && !r->eof) return REC_MORE;
+      p += (p + 1 < e && b[p + 1] == '\n') ? 2 : 1;
+    } else {
+      p++;
+    }
+    line++;
+    break;
+  }
+  *next = p;
+  *next_line = line;
+  return REC_OK;
+}
+
+/* The next record into r->spans (consumed unless peek). REC_OK, REC_END or an error. */
+static int32_t next_record(td_csv *r, bool peek) {
+  for (;;) {
+    int64_t next = r->pos, next_line = r->line;
+    int32_t st = parse_record(r, &next, &next_line);
+    if (st == REC_MORE) {
+      st = refill(r);
+      if (st) return st;
+      continue;
+    }
+    if (st == REC_OK && !peek) {
+      r->pos = next;
+      r->line = next_line;
+    }
+    return st;
+  }
+}
+
+/* A field's text, quotes undone, as a new string (NULL when out of memory). */
+static char *span_text(const td_csv *r, const csv_span *s) {
+  char *out = malloc((size_t)s->len + 1);
+  if (!out) return NULL;
+  const char *src = r->buf + s->off;
+  int64_t n = 0;
+  for (int64_t i = 0; i < s->len; i++) {
+    out[n++] = src[i];
+    if (s->quoted && src[i] == '"' && i + 1 < s->len && src[i + 1] == '"') i++;
+  }
+  out[n] = '\0';
+  return out;
+}
+
+/* ---- numbers -------------------------------------------------------------------- */
+
+static locale_t c_locale;
+static pthread_once_t c_locale_once = PTHREAD_ONCE_INIT;
+static void make_c_locale(void) { c_locale = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0); }
+
+static const double pow10_exact[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                       1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+                                       1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
+static bool is_space(char c) { return c == ' ' || c == '\t'; }
+
+static void trim(const char **s, int64_t *n) {
+  while (*n > 0 && is_space(**s)) (*s)++, (*n)--;
+  while (*n > 0 && is_space((*s)[*n - 1])) (*n)--;
+}
+
+/* Decimal text -> double, correctly rounded. False when the text is not a number. */
+static bool parse_double(const char *s, int64_t n, double *out) {
+  trim(&s, &n);
+  if (n == 0) return false;
+  /* Fast path: [+-]digits[.digits][(e|E)[+-]digits] with few digits. */
+  int64_t i = 0;
+  bool neg = false;
+  if (s[i] == '+' || s[i] == '-') neg = s[i++] == '-';
+  uint64_t m = 0;
+  int digits = 0, frac = 0, seen = 0;
+  while (i < n && s[i] >= '0' && s[i] <= '9') {
+    if (m || s[i] != '0') digits++;
+    m = m * 10 + (uint64_t)(s[i++] - '0');
+    seen++;
+    if (digits > 19) goto slow;
+  }
+  if (i < n && s[i] == '.') {
+    i++;
+    while (i < n && s[i] >= '0' && s[i] <= '9') {
+      if (m || s[i] != '0') digits++;
+      if (digits > 19) goto slow;
+      m = m * 10 + (uint64_t)(s[i++] - '0');
+      frac++;
+      seen++;
+    }
+  }
+  if (!seen) goto slow; /* "inf", "nan", ".", hex: strtod decides */
+  int64_t ex = 0;
+  if (i < n && (s[i] == 'e' || s[i] == 'E')) {
+    i++;
+    bool eneg = false;
+    if (i < n && (s[i] == '+' || s[i] == '-')) eneg = s[i++] == '-';
+    if (i == n || s[i] < '0' || s[i] > '9') return false;
+    while (i < n && s[i] >= '0' && s[i] <= '9') {
+      if (ex < 100000) ex = ex * 10 + (s[i] - '0');
+      i++;
+    }
+    if (eneg) ex = -ex;
+  }
+  if (i != n) return false;
+  ex -= frac;
+  if (m <= (1ull << 53) && ex >= -22 && ex <= 22) {
+    double v = (double)m;
+    v = ex < 0 ? v / pow10_exact[-ex] : v * pow10_exact[ex];
+    *out = neg ? -v : v;
+    return true;
+  }
+slow:;
+  char small[128], *tmp = n < (int64_t)sizeof small ? small : malloc((size_t)n + 1);
+  if (!tmp) return false;
+  memcpy(tmp, s, (size_t)n);
+  tmp[n] = '\0';
+  pthread_once(&c_locale_once, make_c_locale);
+  char *end;
+  double v = c_locale ? strtod_l(tmp, &end, c_locale) : strtod(tmp, &end);
+  bool ok = end == tmp + n && n > 0;
+  if (tmp != small) free(tmp);
+  if (ok) *out = v;
+  return ok;
+}
+
+/* Integer text -> int64. 1 ok, 0 not an integer, -1 out of int64's range. */
+static int parse_int(const char *s, int64_t n, int64_t *out) {
+  trim(&s, &n);
+  int64_t i = 0;
+  bool neg = false;
+  if (i < n && (s[i] == '+' || s[i] == '-')) neg = s[i++] == '-';
+  if (i == n) return 0;
+  uint64_t m = 0, limit = neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
+  bool over = false;
+  for (; i < n; i++) {
+    if (s[i] < '0' || s[i] > '9') return 0;
+    uint64_t dgt = (uint64_t)(s[i] - '0');
+    if (m > (limit - dgt) / 10)
+      over = true;
+    else
+      m = m * 10 + dgt;
+  }
+  if (over) return -1;
+  *out = neg ? (int64_t)(0 - m) : (int64_t)m;
+  return 1;
+}
+
+static void int_range(int32_t dtype, int64_t *lo, int64_t *hi) {
+  switch (dtype) {
+    case TD_UINT8:
+      *lo = 0, *hi = UINT8_MAX;
+      break;
+    case TD_INT8:
+      *lo = INT8_MIN, *hi = INT8_MAX;
+      break;
+    case TD_INT16:
+      *lo = INT16_MIN, *hi = INT16_MAX;
+      break;
+    case TD_INT32:
+      *lo = INT32_MIN, *hi = INT32_MAX;
+      break;
+    default:
+      *lo = INT64_MIN, *hi = INT64_MAX;
+      break;
+  }
+}
+
+/* Stores v (already range-checked for integers) at p as dtype. */
+static void store(char *p, int32_t dtype, double fv, int64_t iv) {
+  switch (dtype) {
+    case TD_UINT8:
+      *(uint8_t *)p = (uint8_t)iv;
+      break;
+    case TD_INT8:
+      *(int8_t *)p = (int8_t)iv;
+      break;
+    case TD_INT16:
+      *(int16_t *)p = (int16_t)iv;
+      break;
+    case TD_INT32:
+      *(int32_t *)p = (int32_t)iv;
+      break;
+    case TD_INT64:
+      *(int64_t *)p = iv;
+      break;
+    case TD_FLOAT16:
+      *(uint16_t *)p = td_float_to_half((float)fv);
+      break;
+    case TD_BFLOAT16:
+      *(uint16_t *)p = td_float_to_bfloat16((float)fv);
+      break;
+    case TD_FLOAT32:
+      *(float *)p = (float)fv;
+      break;
+    case TD_FLOAT64:
+      *(double *)p = fv;
+      break;
+    default:
+      break;
+  }
+}
+
+/* ---- public entry points ----------------------------------------------------------- */
+
+TD_EXPORT void td_csv_close(td_csv *r) {
+  if (!r) return;
+  if (r->fd >= 0) close(r->fd);
+  if (r->names)
+    for (int32_t i = 0; i < r->ncols; i++) free(r->names[i]);
+  free(r->names);
+  free(r->spans);
+  free(r->buf);
+  free(r->path);
+  free(r);
+}
+
+static td_csv *open_reader(const char *path, int32_t delimiter) {
+  if (!path) {
+    td_fail(TD_EINVAL, "csv_open: path is NULL");
+    return NULL;
+  }
+  if (delimiter <= 0 || delimiter > 127 || delimiter == '"' || delimiter == '\n' ||
+      delimiter == '\r') {
+    td_fail(TD_EINVAL,
+            "csv_open: the delimiter must be one ASCII character other than a quote or a line end, "
+            "got code %d",
+            (int)delimiter);
+    return NULL;
+  }
+  td_csv *r = calloc(1, sizeof *r);
+  if (!r) {
+    td_fail(TD_ENOMEM, "csv_open: out of memory");
+    return NULL;
+  }
+  r->fd = -1;
+  r->delim = (char)delimiter;
+  r->line = 1;
+  r->cap = CSV_BLOCK;
+  r->path = strdup(path);
+  r->buf = malloc((size_t)r->cap);
+  if (!r->path || !r->buf) {
+    td_csv_close(r);
+    td_fail(TD_ENOMEM, "csv_open: out of memory");
+    return NULL;
+  }
+  r->fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (r->fd < 0) {
+    td_fail(TD_EIO, "csv_open: cannot open '%s': %s", path, strerror(errno));
+    td_csv_close(r);
+    return NULL;
+  }
+  if (refill(r)) {
+    td_csv_close(r);
+    return NULL;
+  }
+  while (r->end < 3 && !r->eof)
+    if (refill(r)) {
+      td_csv_close(r);
+      return NULL;
+    }
+  if (r->end >= 3 && memcmp(r->buf, "\xEF\xBB\xBF", 3) == 0) r->pos = 3;
+  return r;
+}
+
+TD_EXPORT td_csv *td_csv_open(const char *path, int32_t delimiter, int32_t has_header) {
+  td_csv *r = open_reader(path, delimiter);
+  if (!r) return NULL;
+  r->has_header = has_header != 0;
+  int32_t st = next_record(r, !r->has_header);
+  if (st < 0) {
+    td_csv_close(r);
+    return NULL;
+  }
+  if (st == REC_END) return r; /* an empty file: no columns, no rows */
+  r->ncols = r->nspans;
+  if (r->has_header) {
+    r->names = calloc((size_t)r->ncols, sizeof *r->names);
+    if (!r->names) {
+      td_csv_close(r);
+      td_fail(TD_ENOMEM, "csv_open: out of memory");
+      return NULL;
+    }
+    for (int32_t i = 0; i < r->ncols; i++) {
+      csv_span s = r->spans[i];
+      if (!s.quoted) { /* spaces around an unquoted name are not part of it */
+        const char *t = r->buf + s.off;
+        trim(&t, &s.len);
+        s.off = t - r->buf;
+      }
+      r->names[i] = span_text(r, &s);
+      if (!r->names[i]) {
+        td_csv_close(r);
+        td_fail(TD_ENOMEM, "csv_open: out of memory");
+        return NULL;
+      }
+    }
+  }
+  return r;
+}
+
+TD_EXPORT int32_t td_csv_num_columns(const td_csv *r) { return r ? r->ncols : 0; }
+
+TD_EXPORT const char *td_csv_column_name_borrow(const td_csv *r, int32_t col) {
+  if (!r || !r->names || col < 0 || col >= r->ncols) return NULL;
+  return r->names[col];
+}
+
+TD_EXPORT int64_t td_csv_line(const td_csv *r) { return r ? r->line : 0; }
+
+TD_EXPORT int64_t td_csv_count_rows(const td_csv *r) {
+  if (!r) return td_fail(TD_EINVAL, "csv_count_rows: the reader is NULL");
+  td_csv *c = open_reader(r->path, r->delim);
+  if (!c) return td_last_status();
+  int64_t rows = 0;
+  for (;;) {
+    int32_t st = next_record(c, false);
+    if (st < 0) {
+      td_csv_close(c);
+      return st;
+    }
+    if (st == REC_END) break;
+    rows++;
+  }
+  td_csv_close(c);
+  return r->has_header && rows > 0 ? rows - 1 : rows;
+}
+
+/* The failing cell, for messages: its text (shortened), its column's name. */
+static int32_t cell_error(const td_csv *r, const csv_span *s, int32_t col, const char *what) {
+  char *text = span_text(r, s);
+  char shown[CSV_SHOW + 4];
+  if (text && strlen(text) > CSV_SHOW) {
+    memcpy(shown, text, CSV_SHOW);
+    strcpy(shown + CSV_SHOW, "...");
+  } else {
+    snprintf(shown, sizeof shown, "%s", text ? text : "");
+  }
+  free(text);
+  char name[96] = "";
+  if (r->names) snprintf(name, sizeof name, " ('%s')", r->names[col]);
+  return td_fail(TD_EINVAL, "csv: %s: line %lld, column %d%s: cannot parse '%s' as %s", r->path,
+                 (long long)s->line, (int)col + 1, name, shown, what);
+}
+
+TD_EXPORT int64_t td_csv_read(td_csv *r, int64_t max_rows, int32_t ndest, const int32_t *columns,
+                              td_tensor *const *outs, const int64_t *out_cols) {
+  const char *call = "csv_read";
+  if (!r) return td_fail(TD_EINVAL, "%s: the reader is NULL", call);
+  if (max_rows < 0)
+    return td_fail(TD_EINVAL, "%s: max_rows %lld is negative", call, (long long)max_rows);
+  if (ndest < 0 || (ndest > 0 && (!columns || !outs || !out_cols)))
+    return td_fail(TD_EINVAL, "%s: %d destinations without their arrays", call, (int)ndest);
+  for (int32_t i = 0; i < ndest; i++) {
+    const td_tensor *t = outs[i];
+    if (columns[i] < 0 || columns[i] >= r->ncols)
+      return td_fail(TD_EINDEX, "%s: column %d is out of range (the file has %d columns)", call,
+                     (int)columns[i] + 1, (int)r->ncols);
+    if (!t) return td_fail(TD_EINVAL, "%s: destination %d is NULL", call, (int)i);
+    if (!td_check_cpu(call, t, "destination") || !td_check_writable(call, t))
+      return td_last_status();
+    if (t->dtype == TD_BOOL || !td_check_dtype(call, t->dtype))
+      return td_fail(TD_EDTYPE, "%s: destination %d has dtype %s; expected a numeric dtype", call,
+                     (int)i, td_dtype_name(t->dtype) ? td_dtype_name(t->dtype) : "unknown");
+    if (t->ndim < 1 || t->ndim > 2 || t->shape[0] < max_rows)
+      return td_fail(TD_ESHAPE, "%s: destination %d needs 1 or 2 dims and at least %lld rows", call,
+                     (int)i, (long long)max_rows);
+    int64_t width = t->ndim == 2 ? t->shape[1] : 1;
+    if (out_cols[i] < 0 || out_cols[i] >= width)
+      return td_fail(TD_EINDEX, "%s: destination %d: column %lld is out of range (width %lld)",
+                     call, (int)i, (long long)out_cols[i], (long long)width);
+  }
+  int64_t rows = 0;
+  while (rows < max_rows) {
+    int32_t st = next_record(r, false);
+    if (st < 0) return st;
+    if (st == REC_END) break;
+    if (r->nspans != r->ncols)
+      return td_fail(TD_EINVAL, "csv: %s: line %lld has %d fields, expected %d%s", r->path,
+                     (long long)r->rec_line, (int)r->nspans, (int)r->ncols,
+                     r->has_header ? " (as in the header)" : " (as in the first line)");
+    for (int32_t i = 0; i < ndest; i++) {
+      const td_tensor *t = outs[i];
+      const csv_span *s = &r->spans[columns[i]];
+      const char *text = r->buf + s->off;
+      char *dst =
+          td_tensor_ptr(t) +
+          (rows * t->strides[0] + (t->ndim == 2 ? out_cols[i] * t->strides[1] : 0)) * t->itemsize;
+      if (td_dtype_is_floating(t->dtype)) {
+        double v;
+        if (!parse_double(text, s->len, &v))
+          return cell_error(r, s, columns[i], td_dtype_name(t->dtype));
+        store(dst, t->dtype, v, 0);
+      } else {
+        int64_t v = 0, lo, hi;
+        int ok = parse_int(text, s->len, &v);
+        int_range(t->dtype, &lo, &hi);
+        if (ok == 0) return cell_error(r, s, columns[i], td_dtype_name(t->dtype));
+        if (ok < 0 || v < lo || v > hi) {
+          char what[64];
+          snprintf(what, sizeof what, "%s (out of range)", td_dtype_name(t->dtype));
+          return cell_error(r, s, columns[i], what);
+        }
+        store(dst, t->dtype, 0, v);
+      }
+    }
+    rows++;
+  }
+  return rows;
+}

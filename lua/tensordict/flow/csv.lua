@@ -1,0 +1,256 @@
+-- flow/csv.lua: CsvSource, batches of rows of a numeric CSV file. The parsing is in C
+-- (core/src/csv.c: large reads, RFC 4180 quotes, exact fast number parsing); this file
+-- maps columns to leaves and batches to TensorDicts.
+local ffi = require("ffi")
+local C = require("tensordict.lib").C
+local util = require("tensordict.util")
+local tensor = require("tensordict.tensor")
+local create = require("tensordict.create")
+local dtypes = require("tensordict.dtype")
+local td_core = require("tensordict.td_core")
+local core = require("tensordict.flow.core")
+
+local describe = util.describe
+local is_tensor, is_td, H = tensor.is_tensor, td_core.is_td, tensor.handle
+
+local CsvSource = core.define("CsvSource", {
+  kind = "source",
+  doc = "Batches of rows of a numeric CSV file: one leaf per column ([batch]) or per group of columns ([batch, k]).",
+  params = {
+    { "path", "string", required = true, doc = "the CSV file (it must exist when the node is made)" },
+    { "batch_size", "integer", required = true, min = 1, doc = "rows per batch (the last one may be smaller)" },
+    { "columns", "any", doc = "which columns, as what: a list of names or 1-based numbers, or a table "
+      .. "key -> dtype | {names...} | {columns = {...}, dtype =} (default: every column)" },
+    { "header", "boolean", default = true,
+      doc = "the first line names the columns (without it they are col1, col2, ...)" },
+    { "delimiter", "string", default = ",", doc = "one ASCII character (\"\\t\" for TSV)" },
+    { "dtype", "dtype", default = "float32", doc = "the dtype of columns that do not name one (any numeric dtype)" },
+  },
+})
+
+-- Opens a reader (closed by the GC unless closed first with close_reader).
+local function open_reader(self)
+  local r = C.td_csv_open(self.p.path, self.p.delimiter:byte(), self.p.header and 1 or 0)
+  if r == nil then self:fail("%s", (ffi.string(C.td_last_error()):gsub("^csv: ", ""))) end
+  return ffi.gc(r, C.td_csv_close)
+end
+
+local function close_reader(r)
+  if r ~= nil then
+    ffi.gc(r, nil)
+    C.td_csv_close(r)
+  end
+end
+
+local function is_list(t)
+  local n = 0
+  for _ in pairs(t) do n = n + 1 end
+  return n == #t
+end
+
+-- Resolves the columns parameter against the file's header into leaves:
+-- { key =, dtype =, cols = {0-based column numbers}, grouped = bool }.
+function CsvSource:resolve(r)
+  local p = self.p
+  local ncols = C.td_csv_num_columns(r)
+  local names, index = {}, {}
+  for c = 1, ncols do
+    local nm = C.td_csv_column_name_borrow(r, c - 1)
+    nm = nm ~= nil and ffi.string(nm) or ("col" .. c)
+    if nm == "" then nm = "col" .. c end
+    names[c] = nm
+    if index[nm] then index[nm] = -1 else index[nm] = c end -- -1: the name repeats
+  end
+  self.column_names = names
+  local function column(ref, where)
+    if util.is_int(ref) then
+      if ref < 1 or ref > ncols then
+        self:fail("columns%s: column %d is out of range (%s has %d columns)", where, ref, p.path, ncols)
+      end
+      return ref
+    end
+    if type(ref) ~= "string" then
+      self:fail("columns%s: expected a column name or a 1-based number, got %s", where, describe(ref))
+    end
+    local c = index[ref]
+    if c == -1 then
+      self:fail("columns%s: the name '%s' names several columns of %s; select it by number", where, ref, p.path)
+    end
+    if not c then
+      local hint = core.nearest(ref, names)
+      local list = {}
+      for i = 1, math.min(#names, 30) do list[i] = "'" .. names[i] .. "'" end
+      self:fail("columns%s: no column '%s' in %s%s (columns: %s)", where, ref, p.path,
+        hint and (" (did you mean '" .. hint .. "'?)") or "",
+        ncols == 0 and "none: the file is empty" or table.concat(list, ", "))
+    end
+    return c
+  end
+  local function dtype_of(v, where)
+    local ok, code = pcall(dtypes.code, v, "dtype")
+    if type(v) ~= "string" or not ok then
+      self:fail("columns%s: expected a dtype name, got %s", where, describe(v))
+    end
+    if code == dtypes.BOOL then self:fail("columns%s: bool is not a numeric dtype", where) end
+    return dtypes.name(code)
+  end
+  local leaves = {}
+  local cols = p.columns
+  if cols == nil then
+    for c = 1, ncols do
+      if index[names[c]] == -1 then
+        self:fail("the column name '%s' repeats in %s; select columns by number (columns = {1, 2, ...})",
+          names[c], p.path)
+      end
+      leaves[c] = { key = names[c], dtype = p.dtype, cols = { c - 1 } }
+    end
+  elseif type(cols) == "string" or util.is_int(cols) then
+    local c = column(cols, "")
+    leaves[1] = { key = names[c], dtype = p.dtype, cols = { c - 1 } }
+  elseif type(cols) == "table" and not is_tensor(cols) and not is_td(cols) and is_list(cols) then
+    for i, ref in ipairs(cols) do
+      local c = column(ref, ("[%d]"):format(i))
+      leaves[i] = { key = names[c], dtype = p.dtype, cols = { c - 1 } }
+    end
+  elseif type(cols) == "table" and not is_tensor(cols) and not is_td(cols) then
+    local keys = {}
+    for k in pairs(cols) do
+      if type(k) ~= "string" then
+        self:fail("columns: a table mixing a list and named entries; got the key %s", describe(k))
+      end
+      keys[#keys + 1] = k
+    end
+    table.sort(keys) -- a Lua table has no order: sorted, as TensorDicts from tables are
+    for _, k in ipairs(keys) do
+      local v, where = cols[k], ("." .. k)
+      if type(v) == "string" then
+        leaves[#leaves + 1] = { key = k, dtype = dtype_of(v, where), cols = { column(k, where) - 1 } }
+      elseif type(v) == "table" and not is_tensor(v) and not is_td(v) then
+        local list, dt = v, p.dtype
+        if v.columns ~= nil then
+          list = v.columns
+          if v.dtype ~= nil then dt = dtype_of(v.dtype, where .. ".dtype") end
+          if type(list) ~= "table" then
+            self:fail("columns%s.columns: expected a list of columns, got %s", where, describe(list))
+          end
+        end
+        if #list == 0 then self:fail("columns%s: an empty list of columns", where) end
+        local leaf = { key = k, dtype = dt, cols = {}, grouped = true }
+        for i, ref in ipairs(list) do leaf.cols[i] = column(ref, ("%s[%d]"):format(where, i)) - 1 end
+        leaves[#leaves + 1] = leaf
+      else
+        self:fail("columns%s: expected a dtype name, a list of columns or {columns =, dtype =}, got %s",
+          where, describe(v))
+      end
+    end
+  else
+    self:fail("columns: expected a list of columns or a table of leaves, got %s", describe(cols))
+  end
+  local seen = {}
+  for _, leaf in ipairs(leaves) do
+    if seen[leaf.key] then self:fail("columns: two leaves are named '%s'", leaf.key) end
+    seen[leaf.key] = true
+  end
+  -- The destination arrays td_csv_read takes (one entry per column of every leaf).
+  local n = 0
+  for _, leaf in ipairs(leaves) do n = n + #leaf.cols end
+  self.ndest = n
+  self.dest_cols = ffi.new("int32_t[?]", math.max(n, 1))
+  self.dest_outs = ffi.new("td_tensor *[?]", math.max(n, 1))
+  self.dest_offs = ffi.new("int64_t[?]", math.max(n, 1))
+  local j = 0
+  for _, leaf in ipairs(leaves) do
+    for i, c in ipairs(leaf.cols) do
+      self.dest_cols[j], self.dest_offs[j] = c, leaf.grouped and i - 1 or 0
+      j = j + 1
+    end
+  end
+  return leaves
+end
+
+function CsvSource:init()
+  local p = self.p
+  local d = p.delimiter
+  if #d ~= 1 or d == '"' or d == "\n" or d == "\r" or d:byte() > 127 then
+    self:fail("delimiter must be one ASCII character other than a quote or a line end, got %q", p.delimiter)
+  end
+  local r = open_reader(self)
+  local ok, leaves = pcall(self.resolve, self, r)
+  close_reader(r)
+  if not ok then error(leaves, 0) end
+  self.leaves = leaves
+  self.out_keys = {}
+  for i, leaf in ipairs(leaves) do self.out_keys[i] = leaf.key end
+  self.readers = {}
+end
+
+function CsvSource:keys() return self.out_keys end
+
+-- Data rows in the file: one scan the first time, remembered.
+function CsvSource:len()
+  if self.rows == nil then
+    local r = open_reader(self)
+    local n = C.td_csv_count_rows(r)
+    close_reader(r)
+    if n < 0 then self:fail("%s", (ffi.string(C.td_last_error()):gsub("^csv: ", ""))) end
+    self.rows = tonumber(n)
+  end
+  return self.rows
+end
+
+-- A fresh pass over the file each call. Each pass holds its reader in a state table
+-- that close() can empty, so an iterator used after close() ends instead of reading a
+-- closed reader.
+function CsvSource:iter()
+  local state = { r = open_reader(self) }
+  self.readers[state] = true
+  local leaves, b = self.leaves, self.p.batch_size
+  local cols, outs, offs, ndest = self.dest_cols, self.dest_outs, self.dest_offs, self.ndest
+  local function finish()
+    self.readers[state] = nil
+    close_reader(state.r)
+    state.r = nil
+  end
+  return function()
+    local r = state.r
+    if r == nil then return nil end
+    local tensors, j = {}, 0
+    for i, leaf in ipairs(leaves) do
+      local t = leaf.grouped and create.empty({ b, #leaf.cols }, leaf.dtype) or create.empty({ b }, leaf.dtype)
+      tensors[i] = t
+      for _ = 1, #leaf.cols do
+        outs[j] = H(t)
+        j = j + 1
+      end
+    end
+    local n = C.td_csv_read(r, b, ndest, cols, outs, offs)
+    if n < 0 then
+      local msg = ffi.string(C.td_last_error()):gsub("^csv: ", "")
+      finish()
+      self:fail("%s", msg)
+    end
+    n = tonumber(n)
+    if n == 0 then
+      finish()
+      return nil
+    end
+    local td = td_core.construct(nil, { n })
+    for i, leaf in ipairs(leaves) do
+      local t = tensors[i]
+      if n < b then t = t[{ { 1, n } }] end
+      td:set(leaf.key, t)
+    end
+    if n < b then finish() end -- a short batch is the last one
+    return td
+  end
+end
+
+function CsvSource:close()
+  for state in pairs(self.readers) do
+    close_reader(state.r)
+    state.r = nil
+  end
+  self.readers = {}
+end
+
+return { CsvSource = CsvSource }
