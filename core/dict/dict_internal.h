@@ -244,10 +244,22 @@ typedef struct td_mm_mark {
   td_tensor *t; /* a tensor leaf's new header over its mapping */
 } td_mm_mark;
 
+/* Where a save's temporary folder is (td_mm_begin) and where it goes (td_mm_end). */
+typedef struct td_mm_place {
+  char *prefix;             /* as given, for messages */
+  char *target;             /* the folder that is replaced (a link at prefix resolved);
+                               cut into parent and name */
+  const char *name, *parent;
+  int parentfd;
+  bool made;                /* the temporary folder exists and is not swapped in */
+  char tmp[TD_MM_NAME_MAX + 64], old[TD_MM_NAME_MAX + 64];
+} td_mm_place;
+
 typedef struct td_mm_save {
   const char *call;
   int32_t flags;
   bool like;
+  bool adopt; /* leaf files exist in the temporary folder: trim and sync them, no mapping */
   td_mm_dir *dirs;
   int32_t ndirs, dcap;
   td_mm_job *jobs;
@@ -256,11 +268,31 @@ typedef struct td_mm_save {
   int32_t nmarks, mcap;
   atomic_int failed;
   int rootfd; /* the temporary folder, while it is written */
+  td_mm_place place;
 } td_mm_save;
 /* Writes S's folders and files into a temporary sibling of prefix (a cleaned path),
  * fsyncs them unless TD_MEMMAP_NO_FSYNC, and swaps the result in at prefix; each leaf
  * job's file ends mapped read-write in its `mapped`. 0 or a negative code. */
 int32_t td_mm_write(td_mm_save *S, const char *prefix, int32_t num_threads);
+/* td_mm_write in steps. begin: the checks of prefix (existsok, what is there), missing
+ * parents, stale temporaries removed, the empty temporary folder made and open in
+ * S->rootfd. make_dirs: the planned sub-folders from index from (>= 1) on. end: the jobs
+ * run, everything synced, the folder swapped in at prefix; the place is released either
+ * way. cancel: the temporary folder removed and the place released (idempotent). */
+int32_t td_mm_begin(td_mm_save *S, const char *prefix);
+int32_t td_mm_make_dirs(td_mm_save *S, int32_t from);
+int32_t td_mm_end(td_mm_save *S, int32_t num_threads);
+void td_mm_cancel(td_mm_save *S);
+/* Writes t's bytes in C order at fd's position (a strided t gathered through *buf, a
+ * heap block made on first need; the caller releases it). false: errno, or *status. */
+bool td_mm_write_tensor(int fd, const td_tensor *t, td_storage **buf, int32_t *status);
+/* The plan of a save of d at prefix (a path from td_mm_clean_prefix) into S: folders,
+ * leaf files, meta.json texts. */
+int32_t td_mm_plan(td_mm_save *S, const td_dict *d, const char *prefix);
+/* prefix without trailing slashes, checked (empty, "." and ".." refused): malloc'd, or
+ * NULL with the error set. */
+char *td_mm_clean_prefix(const char *call, const char *prefix);
+void td_mm_save_free(td_mm_save *S);
 /* "<call>: out of memory" for a save: planning and writing fail the same way. */
 int32_t td_mm_oom(const td_mm_save *S);
 

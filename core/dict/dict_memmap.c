@@ -495,7 +495,7 @@ static int32_t plan_dict(td_mm_save *S, const td_dict *d, int32_t dir, const td_
 
 /* ------------------------------------------------------------------------- results */
 
-static void save_free(td_mm_save *S) {
+void td_mm_save_free(td_mm_save *S) {
   for (int32_t k = 0; k < S->ndirs; k++)
     free(S->dirs[k].name), free(S->dirs[k].rel), free(S->dirs[k].path);
   for (int32_t k = 0; k < S->njobs; k++) {
@@ -587,8 +587,7 @@ static void swap_leaves(td_mm_save *S, td_dict *d, int32_t dir, int32_t *k) {
   td_dict_touch(d);
 }
 
-/* The prefix without trailing slashes, checked; NULL on error. */
-static char *clean_prefix(const char *call, const char *prefix) {
+char *td_mm_clean_prefix(const char *call, const char *prefix) {
   if (!prefix || !*prefix) {
     td_fail(TD_EINVAL, "%s: the prefix is empty", call);
     return NULL;
@@ -609,17 +608,8 @@ static char *clean_prefix(const char *call, const char *prefix) {
   return p;
 }
 
-/* Plans and writes d under prefix; S holds the mapped files afterwards. */
-static int32_t save(td_mm_save *S, const td_dict *d, const char *prefix, int32_t num_threads) {
-  if (!d) return td_fail(TD_EINVAL, "%s: the TensorDict is NULL", S->call);
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
-  return td_fail(TD_EINVAL, "%s: the memmap layout is little-endian; this host is not", S->call);
-#endif
-  if (S->flags & ~(TD_MEMMAP_EXISTSOK | TD_MEMMAP_NO_FSYNC))
-    return td_fail(TD_EINVAL, "%s: unknown flags %d", S->call, (int)S->flags);
-  char *p = clean_prefix(S->call, prefix);
-  if (!p) return td_last_status();
-  char *root_path = strdup(p), *root_rel = strdup(".");
+int32_t td_mm_plan(td_mm_save *S, const td_dict *d, const char *prefix) {
+  char *root_path = strdup(prefix), *root_rel = strdup(".");
   int32_t st = root_path && root_rel ? 0 : td_mm_oom(S);
   bool ok = true;
   if (!st) GROW(S->dirs, S->ndirs, S->dcap, ok);
@@ -630,6 +620,20 @@ static int32_t save(td_mm_save *S, const td_dict *d, const char *prefix, int32_t
     st = plan_dict(S, d, 0, NULL, 0);
   }
   free(root_path), free(root_rel);
+  return st;
+}
+
+/* Plans and writes d under prefix; S holds the mapped files afterwards. */
+static int32_t save(td_mm_save *S, const td_dict *d, const char *prefix, int32_t num_threads) {
+  if (!d) return td_fail(TD_EINVAL, "%s: the TensorDict is NULL", S->call);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+  return td_fail(TD_EINVAL, "%s: the memmap layout is little-endian; this host is not", S->call);
+#endif
+  if (S->flags & ~(TD_MEMMAP_EXISTSOK | TD_MEMMAP_NO_FSYNC))
+    return td_fail(TD_EINVAL, "%s: unknown flags %d", S->call, (int)S->flags);
+  char *p = td_mm_clean_prefix(S->call, prefix);
+  if (!p) return td_last_status();
+  int32_t st = td_mm_plan(S, d, p);
   if (!st) st = td_mm_write(S, p, num_threads);
   int32_t k = 0;
   if (!st) st = make_leaves(S, d, &k);
@@ -645,7 +649,7 @@ static td_dict *save_new(const char *call, const td_dict *d, const char *prefix,
     int32_t k = 0;
     if ((r = build(&S, d, 0, &k))) td_dict_set_locked(r, 1);
   }
-  save_free(&S);
+  td_mm_save_free(&S);
   return r;
 }
 
@@ -669,7 +673,7 @@ TD_EXPORT int32_t td_dict_memmap_(td_dict *d, const char *prefix, int32_t flags,
     td_dict_set_device(d, TD_DEVICE_CPU, 0); /* every leaf is a CPU mapping now */
     td_dict_set_locked(d, 1);                /* as Python's memmap_ locks */
   }
-  save_free(&S);
+  td_mm_save_free(&S);
   return st;
 }
 

@@ -10,6 +10,10 @@
  *  - the folders are fsynced children first, then renameat2(RENAME_EXCHANGE) swaps the
  *    new folder in at prefix (RENAME_NOREPLACE when nothing is there), the parent is
  *    fsynced and the old folder, now at the temporary name, is removed.
+ * The steps are also callable apart (td_mm_begin, td_mm_make_dirs, td_mm_end,
+ * td_mm_cancel): an append (dict_append.c) writes its leaf files into the temporary
+ * folder over many calls, then ends the save with S->adopt set (the files are trimmed
+ * and synced where they are, not written).
  * A crash at any moment leaves the old folder or the new one at prefix, never a
  * temporary. Only where the file system lacks RENAME_EXCHANGE is the old folder moved
  * away before the new one moves in, and a crash between the two leaves it beside.
@@ -185,7 +189,7 @@ static void job_fail(td_mm_save *S, td_mm_job *j, int32_t status, const char *wh
 
 /* Writes a strided view in C order: contiguous runs as they are, the rest gathered into
  * buf by the copy kernel, a block of whole rows (or one row, recursively) at a time. */
-static bool write_strided(int fd, const td_tensor *t, td_storage **buf, int32_t *status) {
+bool td_mm_write_tensor(int fd, const td_tensor *t, td_storage **buf, int32_t *status) {
   int64_t bytes = td_tensor_numel(t) * t->itemsize;
   if (bytes == 0) return true;
   if (td_tensor_is_contiguous(t)) return write_all(fd, td_tensor_ptr(t), bytes);
@@ -216,14 +220,14 @@ static bool write_strided(int fd, const td_tensor *t, td_storage **buf, int32_t 
     for (int64_t r = 0; r < rows; r += k) {
       int32_t st = td_tensor_slice(t, 0, r, r + k, 1, &v);
       if (st) return *status = st, false;
-      if (!write_strided(fd, &v, buf, status)) return false;
+      if (!td_mm_write_tensor(fd, &v, buf, status)) return false;
     }
     return true;
   }
   for (int64_t r = 0; r < rows; r++) {
     int32_t st = td_tensor_select(t, 0, r, &v);
     if (st) return *status = st, false;
-    if (!write_strided(fd, &v, buf, status)) return false;
+    if (!td_mm_write_tensor(fd, &v, buf, status)) return false;
   }
   return true;
 }
@@ -244,7 +248,9 @@ static void run_job(td_mm_save *S, td_mm_job *j) {
   if (atomic_load(&S->failed)) return;
   char why[512];
   int dfd = open_dir(S, j->dir);
-  int fd = dfd < 0 ? -1 : openat(dfd, j->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0666);
+  /* An adopted leaf's file is in the folder already (an append wrote it). */
+  int oflags = S->adopt && j->leaf ? O_RDWR : O_RDWR | O_CREAT | O_EXCL;
+  int fd = dfd < 0 ? -1 : openat(dfd, j->name, oflags | O_CLOEXEC | O_NOFOLLOW, 0666);
   close_dir(S, dfd);
   if (fd < 0) {
     snprintf(why, sizeof why, "cannot create the file: %s", strerror(errno));
@@ -254,12 +260,12 @@ static void run_job(td_mm_save *S, td_mm_job *j) {
   int32_t status = TD_EIO;
   if (!j->leaf) {
     ok = write_all(fd, j->text, (int64_t)j->text_len);
-  } else if (S->like) {
-    ok = ftruncate(fd, j->nbytes) == 0; /* zeros, without writing them */
+  } else if (S->like || S->adopt) {
+    ok = ftruncate(fd, j->nbytes) == 0; /* zeros, without writing them; or a trim */
   } else {
     td_storage *buf = NULL;
     td_clear_error();
-    ok = write_strided(fd, j->leaf, &buf, &status);
+    ok = td_mm_write_tensor(fd, j->leaf, &buf, &status);
     td_storage_release(buf);
     if (!ok && status != TD_EIO) {
       close(fd);
@@ -272,7 +278,7 @@ static void run_job(td_mm_save *S, td_mm_job *j) {
     ok = false;
     snprintf(why, sizeof why, "cannot sync the file: %s", strerror(errno));
   }
-  if (ok && j->leaf && !(j->mapped = td_mm_map_fd(fd, j->nbytes, 1, why, sizeof why)))
+  if (ok && j->leaf && !S->adopt && !(j->mapped = td_mm_map_fd(fd, j->nbytes, 1, why, sizeof why)))
     ok = false;
   close(fd);
   if (!ok) job_fail(S, j, status, why);
@@ -344,75 +350,104 @@ static bool replaceable(const char *path) {
   return empty;
 }
 
-int32_t td_mm_write(td_mm_save *S, const char *prefix, int32_t num_threads) {
+/* The temporary folder's place is released: the folder removed unless it was swapped
+ * in, the descriptors closed. Safe to call twice. */
+void td_mm_cancel(td_mm_save *S) {
+  td_mm_place *P = &S->place;
+  if (S->rootfd >= 0) close(S->rootfd);
+  S->rootfd = -1;
+  if (P->made && P->parentfd >= 0) rm_tree(P->parentfd, P->tmp, 0);
+  P->made = false;
+  if (P->parentfd >= 0) close(P->parentfd);
+  P->parentfd = -1;
+  free(P->target), free(P->prefix);
+  P->target = P->prefix = NULL;
+}
+
+int32_t td_mm_begin(td_mm_save *S, const char *prefix) {
+  td_mm_place *P = &S->place;
+  *P = (td_mm_place){.parentfd = -1};
+  S->rootfd = -1;
   /* Where: a link at prefix is followed (the folder it names is replaced). */
-  char *target = NULL;
   struct stat st;
   bool exists = lstat(prefix, &st) == 0;
+  if (!(P->prefix = strdup(prefix))) return td_mm_oom(S);
   if (exists && S_ISLNK(st.st_mode)) {
-    if (!(target = realpath(prefix, NULL)))
-      return td_fail(TD_EIO, "%s: '%s' is a link to nothing: %s", S->call, prefix,
-                     strerror(errno));
-    exists = stat(target, &st) == 0;
-  } else if (!(target = strdup(prefix))) {
+    if (!(P->target = realpath(prefix, NULL))) {
+      int32_t rc = td_fail(TD_EIO, "%s: '%s' is a link to nothing: %s", S->call, prefix,
+                           strerror(errno));
+      td_mm_cancel(S);
+      return rc;
+    }
+    exists = stat(P->target, &st) == 0;
+  } else if (!(P->target = strdup(prefix))) {
+    td_mm_cancel(S);
     return td_mm_oom(S);
   }
-  if (exists && !(S->flags & TD_MEMMAP_EXISTSOK)) {
-    free(target);
-    return td_fail(TD_EIO, "%s: '%s' exists (pass existsok)", S->call, prefix);
+  int32_t rc = 0;
+  if (exists && !(S->flags & TD_MEMMAP_EXISTSOK))
+    rc = td_fail(TD_EIO, "%s: '%s' exists (pass existsok)", S->call, prefix);
+  else if (exists && (!S_ISDIR(st.st_mode) || !replaceable(P->target)))
+    rc = td_fail(TD_EIO,
+                 S_ISDIR(st.st_mode)
+                     ? "%s: '%s' exists and is not a memmap folder (no meta.json); refusing "
+                       "to replace it"
+                     : "%s: '%s' exists and is not a folder",
+                 S->call, prefix);
+  if (rc) {
+    td_mm_cancel(S);
+    return rc;
   }
-  if (exists && (!S_ISDIR(st.st_mode) || !replaceable(target))) {
-    free(target);
-    return td_fail(TD_EIO,
-                   S_ISDIR(st.st_mode)
-                       ? "%s: '%s' exists and is not a memmap folder (no meta.json); refusing "
-                         "to replace it"
-                       : "%s: '%s' exists and is not a folder",
-                   S->call, prefix);
-  }
-  char *slash = strrchr(target, '/');
-  const char *name = slash ? slash + 1 : target;
-  const char *parent = !slash ? "." : slash == target ? "/" : target;
+  char *target = P->target, *slash = strrchr(target, '/');
+  P->name = slash ? slash + 1 : target;
+  P->parent = !slash ? "." : slash == target ? "/" : target;
   if (slash && slash != target) *slash = '\0';
-  int32_t rc = slash && slash != target ? make_parents(S, parent) : 0;
-  int parentfd = rc ? -1 : open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (!rc && parentfd < 0)
-    rc = td_fail(TD_EIO, "%s: cannot open the folder '%s': %s", S->call, parent, strerror(errno));
-  char tmp[TD_MM_NAME_MAX + 64], old[TD_MM_NAME_MAX + 64];
+  rc = slash && slash != target ? make_parents(S, P->parent) : 0;
+  if (!rc && (P->parentfd = open(P->parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+    rc = td_fail(TD_EIO, "%s: cannot open the folder '%s': %s", S->call, P->parent,
+                 strerror(errno));
   if (!rc) {
-    remove_stale(parentfd, name);
+    remove_stale(P->parentfd, P->name);
     int pid = (int)getpid();
-    snprintf(tmp, sizeof tmp, ".%s.tmp-%d-%d", name, pid, atomic_fetch_add(&tmp_counter, 1));
-    snprintf(old, sizeof old, ".%s.tmp-%d-%d", name, pid, atomic_fetch_add(&tmp_counter, 1));
-    if (strlen(tmp) > TD_MM_NAME_MAX)
+    snprintf(P->tmp, sizeof P->tmp, ".%s.tmp-%d-%d", P->name, pid, atomic_fetch_add(&tmp_counter, 1));
+    snprintf(P->old, sizeof P->old, ".%s.tmp-%d-%d", P->name, pid, atomic_fetch_add(&tmp_counter, 1));
+    if (strlen(P->tmp) > TD_MM_NAME_MAX)
       rc = td_fail(TD_EINVAL, "%s: the name '%s' is too long for a temporary beside it",
-                   S->call, name);
+                   S->call, P->name);
   }
-  bool made = false;
   if (!rc) {
-    if (mkdirat(parentfd, tmp, 0777) != 0)
+    if (mkdirat(P->parentfd, P->tmp, 0777) != 0)
       rc = td_fail(TD_EIO, "%s: cannot create a folder beside '%s': %s", S->call, prefix,
                    strerror(errno));
     else
-      made = true;
+      P->made = true;
   }
-  /* The folders (parents come first in the plan); files are created relative to them. */
-  if (!rc && (S->rootfd = openat(parentfd, tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+  if (!rc && (S->rootfd = openat(P->parentfd, P->tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
     rc = td_fail(TD_EIO, "%s: cannot open the folder beside '%s': %s", S->call, prefix,
                  strerror(errno));
-  for (int32_t k = 1; !rc && k < S->ndirs; k++)
+  if (rc) td_mm_cancel(S);
+  return rc;
+}
+
+int32_t td_mm_make_dirs(td_mm_save *S, int32_t from) {
+  /* Parents come first in the plan; each is made relative to the temporary root. */
+  for (int32_t k = from > 1 ? from : 1; k < S->ndirs; k++)
     if (mkdirat(S->rootfd, S->dirs[k].rel, 0777) != 0)
-      rc = td_fail(TD_EIO, "%s: cannot create the folder '%s': %s", S->call, S->dirs[k].path,
-                   strerror(errno));
-  if (!rc) {
-    atomic_store(&S->failed, 0);
-    if (num_threads == 1 || S->njobs < 2)
-      run_jobs(0, S->njobs, S);
-    else
-      td_parallel_for(S->njobs, 1, run_jobs, S);
-    for (int32_t k = 0; k < S->njobs && !rc; k++)
-      if (S->jobs[k].status) rc = td_fail(S->jobs[k].status, "%s", S->jobs[k].msg);
-  }
+      return td_fail(TD_EIO, "%s: cannot create the folder '%s': %s", S->call, S->dirs[k].path,
+                     strerror(errno));
+  return 0;
+}
+
+int32_t td_mm_end(td_mm_save *S, int32_t num_threads) {
+  td_mm_place *P = &S->place;
+  int32_t rc = 0;
+  atomic_store(&S->failed, 0);
+  if (num_threads == 1 || S->njobs < 2)
+    run_jobs(0, S->njobs, S);
+  else
+    td_parallel_for(S->njobs, 1, run_jobs, S);
+  for (int32_t k = 0; k < S->njobs && !rc; k++)
+    if (S->jobs[k].status) rc = td_fail(S->jobs[k].status, "%s", S->jobs[k].msg);
   /* Every folder's entries durable, children before their parents. */
   for (int32_t k = S->ndirs - 1; !rc && !(S->flags & TD_MEMMAP_NO_FSYNC) && k >= 0; k--) {
     int dfd = open_dir(S, k);
@@ -424,20 +459,27 @@ int32_t td_mm_write(td_mm_save *S, const char *prefix, int32_t num_threads) {
   if (S->rootfd >= 0) close(S->rootfd);
   S->rootfd = -1;
   bool replaced = false;
-  if (!rc) rc = swap_in(S, parentfd, tmp, name, old, prefix, &replaced);
+  if (!rc) rc = swap_in(S, P->parentfd, P->tmp, P->name, P->old, P->prefix, &replaced);
   if (!rc) {
-    made = replaced; /* what is left at a temporary name is the old folder */
-    if (sync_fd(S, parentfd) != 0)
-      rc = td_fail(TD_EIO, "%s: cannot sync the folder '%s': %s", S->call, parent,
+    P->made = false; /* what is left at a temporary name is the old folder */
+    if (sync_fd(S, P->parentfd) != 0)
+      rc = td_fail(TD_EIO, "%s: cannot sync the folder '%s': %s", S->call, P->parent,
                    strerror(errno));
     if (replaced) { /* the old folder: at tmp (exchanged) or at old (moved away) */
-      rm_tree(parentfd, tmp, 0);
-      rm_tree(parentfd, old, 0);
-      made = false;
+      rm_tree(P->parentfd, P->tmp, 0);
+      rm_tree(P->parentfd, P->old, 0);
     }
   }
-  if (made) rm_tree(parentfd, tmp, 0);
-  if (parentfd >= 0) close(parentfd);
-  free(target);
+  td_mm_cancel(S);
   return rc;
+}
+
+int32_t td_mm_write(td_mm_save *S, const char *prefix, int32_t num_threads) {
+  int32_t rc = td_mm_begin(S, prefix);
+  if (rc) return rc;
+  if ((rc = td_mm_make_dirs(S, 1))) {
+    td_mm_cancel(S);
+    return rc;
+  }
+  return td_mm_end(S, num_threads);
 }

@@ -1,0 +1,305 @@
+-- flow/memmap.lua: the file-backed nodes. MemmapSource reads a memmap folder (Python
+-- tensordict's layout, Python-written folders too) in batches of rows; MemmapSink
+-- appends batches into a folder that is committed atomically at finish; ReplayBuffer is
+-- a preallocated ring on disk (the RL use case) that is also a sink.
+-- The C side is core/dict/dict_append.c (appends and preallocation) on top of the
+-- memmap saver (dict_memmap*.c): temporary sibling, fsync, rename. docs/flow-memmap.md.
+local ffi = require("ffi")
+local C = require("tensordict.lib").C
+local util = require("tensordict.util")
+local td_core = require("tensordict.td_core")
+local td_memmap = require("tensordict.td_memmap")
+local random = require("tensordict.random")
+local create = require("tensordict.create")
+local core = require("tensordict.flow.core")
+local fs = require("tensordict.fs")
+
+local describe = util.describe
+local is_td, D, wrap = td_core.is_td, td_core.D, td_core.wrap
+
+-- The library's last error without the C call's own prefix ("append: ", "commit: "...),
+-- for a node to put its name in front.
+local function c_message()
+  local msg = ffi.string(C.td_last_error())
+  return (msg:gsub("^%a[%w_]*: ", "", 1))
+end
+
+-- Raises as node, the error of a failed call (the library's message, or a Lua error).
+local function node_error(node, err)
+  err = tostring(err):gsub("^.-tensordict: ", "")
+  node:fail("%s", err)
+end
+
+local function leaf_keys(td)
+  return td:keys({ include_nested = true, leaves_only = true })
+end
+
+local function keys_list(td)
+  local parts = {}
+  for i, k in ipairs(leaf_keys(td)) do parts[i] = core.key_text(k) end
+  return #parts == 0 and "none" or table.concat(parts, ", ")
+end
+
+---------------------------------------------------------------------- MemmapSource
+
+local MemmapSource = core.define("MemmapSource", {
+  kind = "source",
+  doc = "Reads a memmap folder (Python tensordict's layout) in batches of rows, lazily: "
+    .. "a batch is a view of the mapped files, or a gathered copy when shuffled.",
+  params = {
+    { "path", "string", required = true, doc = "the folder (a meta.json and one file per leaf)" },
+    { "batch_size", "integer", required = true, min = 1, doc = "rows per batch (the last one may be smaller)" },
+    { "shuffle", "boolean", default = false, doc = "visit the rows in a seeded random order" },
+    { "seed", "integer", doc = "the order's seed (default: the pipeline seed, ctx.seed)" },
+    { "keys", "keys", doc = "the leaves to read (key paths allowed; default: all)" },
+    { "drop_last", "boolean", default = false, doc = "drop a last batch of fewer than batch_size rows" },
+  },
+  examples = {
+    'flow.MemmapSource{path = "data/train", batch_size = 256, shuffle = true, keys = {"obs", {"next", "reward"}}}',
+  },
+})
+
+-- The folder, mapped read-only and restricted to keys; raises naming the path.
+function MemmapSource:load()
+  if self.td then return self.td end
+  local path = self.p.path
+  local ok, td = pcall(td_memmap.load_memmap, path)
+  if not ok then node_error(self, td) end
+  if td:batch_dims() == 0 then
+    self:fail("'%s' has batch size []; its rows are taken along the first batch dim", path)
+  end
+  local keys = self.p.keys
+  if keys then
+    for _, k in ipairs(keys) do
+      if td:get(k) == nil then
+        self:fail("key %s is not in '%s' (its keys: %s)", core.key_text(k), path, keys_list(td))
+      end
+    end
+    td = td:select(unpack(keys))
+  end
+  self.td = td
+  return td
+end
+
+function MemmapSource:init()
+  -- The keys it yields, known without reading when keys is given; else read from the
+  -- folder's meta.json when it is there (a spec may name a folder made later).
+  if self.p.keys then
+    self.out_keys = self.p.keys
+  else
+    local ok, td = pcall(td_memmap.load_memmap, self.p.path)
+    self.out_keys = ok and leaf_keys(td) or {}
+  end
+end
+
+function MemmapSource:open() self:load() end
+function MemmapSource:close() self.td = nil end
+
+-- Rows yielded (batch_size divides them when drop_last).
+function MemmapSource:len()
+  local n, b = #self:load(), self.p.batch_size
+  if self.p.drop_last then n = n - n % b end
+  return n
+end
+
+function MemmapSource:iter(ctx)
+  local td, b, p = self:load(), self.p.batch_size, self.p
+  local n = #td
+  local order = p.shuffle and random.randperm(n, "int64", random.Generator(p.seed or (ctx and ctx.seed) or 0))
+  local start = 1
+  return function()
+    if start > n or (p.drop_last and start + b - 1 > n) then return nil end
+    local stop = math.min(n, start + b - 1)
+    local rows = { start, stop }
+    start = stop + 1
+    if order then return td[order[{ rows }]] end
+    return td[{ rows }]
+  end
+end
+
+------------------------------------------------------------------------ MemmapSink
+
+local MemmapSink = core.define("MemmapSink", {
+  kind = "sink",
+  doc = "Appends batches into a memmap folder, committed atomically at finish (temporary "
+    .. "sibling, fsync, rename); after an error, abort or a crash the path holds its old "
+    .. "state or nothing.",
+  params = {
+    { "path", "string", required = true, doc = "the folder to write" },
+    { "existsok", "boolean", default = false, doc = "replace a memmap folder already at path (else open fails)" },
+    { "fsync", "boolean", default = true, doc = "sync files and folders before the rename (crash-safe)" },
+  },
+  examples = { 'flow.MemmapSink{path = "out/episodes", existsok = true}' },
+})
+
+local append_free = C.td_memmap_append_free
+
+-- Before any data moves (tdflow check): a path that exists without existsok.
+function MemmapSink:preflight()
+  if not self.p.existsok and fs.exists(self.p.path) then
+    return { ("path '%s' exists (pass existsok = true to replace it, e.g. --set sink.existsok=true)")
+      :format(self.p.path) }
+  end
+end
+
+-- Starts the append: checks the path (existsok), removes temporaries that processes
+-- now gone left beside it, makes this one's temporary folder.
+function MemmapSink:open()
+  if self.app then self:abort() end
+  local flags = 0
+  if self.p.existsok then flags = flags + C.TD_MEMMAP_EXISTSOK end
+  if not self.p.fsync then flags = flags + C.TD_MEMMAP_NO_FSYNC end
+  local a = C.td_memmap_append_open(self.p.path, flags)
+  if a == nil then
+    local msg = c_message():gsub("%(pass existsok%)", "(pass existsok = true to replace it)")
+    self:fail("%s", msg)
+  end
+  self.app = ffi.gc(a, append_free)
+end
+
+function MemmapSink:write(td)
+  if not is_td(td) then self:fail("write: expected a TensorDict, got %s", describe(td)) end
+  if not self.app then self:open() end
+  if C.td_memmap_append_write(self.app, D(td)) < 0 then self:fail("%s", c_message()) end
+end
+
+-- Rows written so far.
+function MemmapSink:rows()
+  return self.app and tonumber(C.td_memmap_append_rows(self.app)) or 0
+end
+
+-- Commits and returns the folder loaded (T.load_memmap(path), read-only): every row
+-- written, in order. Without any batch the folder is an empty TensorDict of batch [0].
+function MemmapSink:finish()
+  if not self.app then self:open() end
+  local a = self.app
+  self.app = nil
+  local st = C.td_memmap_append_commit(a, 0)
+  local msg = st < 0 and c_message()
+  append_free(ffi.gc(a, nil))
+  if msg then self:fail("%s", msg) end
+  return td_memmap.load_memmap(self.p.path)
+end
+
+-- Removes the temporary folder: the path keeps what it held. Idempotent.
+function MemmapSink:abort()
+  local a = self.app
+  if a == nil then return end
+  self.app = nil
+  append_free(ffi.gc(a, nil))
+end
+
+---------------------------------------------------------------------- ReplayBuffer
+
+local GENERATOR_MT = getmetatable(random.Generator(0))
+
+local ReplayBuffer = core.define("ReplayBuffer", {
+  kind = "sink",
+  doc = "A ring of capacity rows on disk (memmap_like of the first batch's structure): "
+    .. "extend(td) writes rows, wrapping around; sample(n, gen) draws n rows uniformly "
+    .. "with replacement. As a sink, write extends and finish returns the buffer.",
+  params = {
+    { "path", "string", required = true, doc = "the folder of the ring (capacity rows, zero-filled at first)" },
+    { "capacity", "integer", required = true, min = 1, doc = "rows kept; older rows are overwritten" },
+    { "existsok", "boolean", default = false, doc = "replace a memmap folder already at path" },
+    { "fsync", "boolean", default = true, doc = "sync the preallocated files (crash-safe creation)" },
+  },
+  examples = { 'local rb = flow.ReplayBuffer{path = "rb", capacity = 100000}; rb:extend(td); local b = rb:sample(256, g)' },
+})
+
+function ReplayBuffer:init()
+  self.pos, self.filled = 0, 0
+end
+
+-- A pipeline's open: refuses a path that exists (unless existsok) before data moves.
+function ReplayBuffer:open()
+  if self.buf or self.p.existsok then return end
+  local f = io.open(self.p.path, "rb")
+  if f then
+    f:close()
+    self:fail("'%s' exists (pass existsok = true to replace it)", self.p.path)
+  end
+end
+
+-- Rows filled (at most capacity). (`#rb` cannot work: a node is a Lua table.)
+function ReplayBuffer:len() return self.filled end
+
+-- The ring itself (capacity rows, read-write mapped), nil before the first extend.
+function ReplayBuffer:storage() return self.buf end
+
+local function make_ring(self, td)
+  local flags = 0
+  if self.p.existsok then flags = flags + C.TD_MEMMAP_EXISTSOK end
+  if not self.p.fsync then flags = flags + C.TD_MEMMAP_NO_FSYNC end
+  local d = C.td_dict_memmap_rows_like(D(td), self.p.capacity, self.p.path, flags, 0)
+  if d == nil then
+    local msg = c_message():gsub("%(pass existsok%)", "(pass existsok = true to replace it)")
+    self:fail("extend: %s", msg)
+  end
+  self.buf = wrap(d)
+end
+
+-- rb:extend(td): td's rows go after the newest ones, wrapping around; of a batch of
+-- more than capacity rows only the last capacity are kept. Returns rb.
+function ReplayBuffer:extend(td)
+  if not is_td(td) then self:fail("extend: expected a TensorDict, got %s", describe(td)) end
+  if td:batch_dims() == 0 then
+    self:fail("extend: a batch needs at least one batch dim (rows), got batch size []")
+  end
+  if not self.buf then make_ring(self, td) end
+  local buf, cap = self.buf, self.p.capacity
+  if C.td_dict_check_rows_like(D(buf), D(td), "the buffer") < 0 then
+    self:fail("extend: %s", c_message())
+  end
+  local n = #td
+  if n == 0 then return self end
+  if n > cap then td, n = td[{ { n - cap + 1, n } }], cap end
+  local pos = self.pos
+  local first = math.min(n, cap - pos)
+  buf[{ { pos + 1, pos + first } }] = first == n and td or td[{ { 1, first } }]
+  if first < n then buf[{ { 1, n - first } }] = td[{ { first + 1, n } }] end
+  self.pos = (pos + n) % cap
+  self.filled = math.min(cap, self.filled + n)
+  return self
+end
+
+-- rb:sample(n [, gen]): n rows drawn uniformly with replacement from the filled ones
+-- (gen a T.Generator, else the global generator): a new TensorDict of batch {n}.
+function ReplayBuffer:sample(n, gen)
+  if not util.is_int(n) or n < 0 then
+    self:fail("sample: n must be a non-negative integer, got %s", describe(n))
+  end
+  if self.filled == 0 then self:fail("sample: the buffer is empty (extend it first)") end
+  if gen ~= nil and getmetatable(gen) ~= GENERATOR_MT then
+    self:fail("sample: gen must be a T.Generator (or nil: the global one), got %s", describe(gen))
+  end
+  -- 0-based positions, drawn in range into a kept index tensor (reused while n stays
+  -- the same), go straight to the C gather (one per leaf): the index grammar's checks
+  -- and 1-based conversion would cost more than the copy of a few hundred rows.
+  local idx = self.idx
+  if idx == nil or self.idx_n ~= n then
+    idx = create.empty({ n }, "int64")
+    self.idx, self.idx_n = idx, n
+  end
+  if C.td_randint_(idx.h, 0, self.filled, gen and gen.g or nil) < 0 then self:fail("sample: %s", c_message()) end
+  local out = wrap(C.td_dict_index(D(self.buf), nil, 0, idx.h, 0))
+  C.td_dict_set_locked(D(out), 0) -- the ring is locked (a memmap); the sample is the caller's
+  return out
+end
+
+-- The sink side: write extends; finish syncs and returns the buffer (rb itself).
+function ReplayBuffer:write(td) return self:extend(td) end
+
+function ReplayBuffer:finish()
+  if self.buf then self.buf:sync() end
+  return self
+end
+
+-- Nothing to undo: the ring is a working buffer, never a committed result.
+function ReplayBuffer:abort() end
+
+function ReplayBuffer:close()
+  if self.buf then self.buf:sync() end
+end
+
+return { MemmapSource = MemmapSource, MemmapSink = MemmapSink, ReplayBuffer = ReplayBuffer }

@@ -1,0 +1,59 @@
+-- fs.lua: the few file-system questions the Lua side asks (a folder's entries, does a
+-- path exist, is it a folder), answered through libc with the FFI: LuaJIT has no
+-- library for them and the host should not depend on one for three calls.
+local ffi = require("ffi")
+local once = require("tensordict.once")
+
+once("fs_cdefs", function()
+  ffi.cdef [[
+    typedef struct td_lua_dir td_lua_dir;
+    struct td_lua_dirent {
+      uint64_t d_ino;
+      int64_t d_off;
+      uint16_t d_reclen;
+      uint8_t d_type;
+      char d_name[256];
+    };
+    td_lua_dir *opendir(const char *name);
+    struct td_lua_dirent *readdir(td_lua_dir *dirp);
+    int closedir(td_lua_dir *dirp);
+    int access(const char *path, int mode);
+    int isatty(int fd);
+  ]]
+  return true
+end)
+
+local M = {}
+
+-- The names in folder path (without . and ..), sorted; nil when it cannot be opened.
+function M.list(path)
+  local dir = ffi.C.opendir(path)
+  if dir == nil then return nil end
+  local names = {}
+  while true do
+    local e = ffi.C.readdir(dir)
+    if e == nil then break end
+    local name = ffi.string(e.d_name)
+    if name ~= "." and name ~= ".." then names[#names + 1] = name end
+  end
+  ffi.C.closedir(dir)
+  table.sort(names)
+  return names
+end
+
+function M.exists(path) return ffi.C.access(path, 0) == 0 end
+
+function M.is_dir(path)
+  local dir = ffi.C.opendir(path)
+  if dir == nil then return false end
+  ffi.C.closedir(dir)
+  return true
+end
+
+-- True when file descriptor fd (2: stderr) is a terminal.
+function M.isatty(fd) return ffi.C.isatty(fd) == 1 end
+
+-- The folder holding a file path ("." for a bare name).
+function M.dirname(path) return path:match("^(.*)/[^/]*$") or "." end
+
+return M
