@@ -46,6 +46,10 @@ static void read_limit(void) {
   pthread_atfork(NULL, NULL, reset_lock_in_child);
 }
 
+/* Forking code calls this first: the child's lock reset is registered with the limit,
+ * lazily, and a fork before the first large block must not go without it. */
+void td_heap_cache_before_fork(void) { pthread_once(&limit_once, read_limit); }
+
 void *td_heap_alloc(int64_t nbytes, int64_t *capacity) {
   void *p = NULL;
   if (nbytes < LARGE_BLOCK) {

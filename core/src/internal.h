@@ -34,6 +34,8 @@ struct td_storage {
  * reused); *capacity receives its real size, which td_heap_free needs back. */
 void *td_heap_alloc(int64_t nbytes, int64_t *capacity);
 void td_heap_free(void *data, int64_t capacity);
+/* Registers the cache's fork handler now (call before any fork). */
+void td_heap_cache_before_fork(void);
 
 /* ---- errors (error.c) ---- */
 /* Records status and a printf-style message for td_last_error(); returns status. */

@@ -23,6 +23,7 @@ local td_join = require("tensordict.td_join")
 local td_memmap = require("tensordict.td_memmap")
 require("tensordict.reduce") -- methods only
 require("tensordict.gather") -- methods only
+require("tensordict.td_map") -- td:map over worker processes
 
 local T = {}
 

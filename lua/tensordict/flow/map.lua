@@ -1,0 +1,154 @@
+-- flow/map.lua: Map, a stream node that runs fn on batches in worker processes
+-- (lua/tensordict/workers.lua): forked once at open (they inherit this Lua state, so
+-- closures and upvalues work), reused for every batch, batches and results through
+-- shared memory. Results come out in input order unless ordered = false. Batch k (the
+-- k-th pushed since open, from 1) seeds the global generator from (seed, k) before fn
+-- runs, so the output is the same for any worker count, workers = 0 (inline) included.
+local util = require("tensordict.util")
+local td_core = require("tensordict.td_core")
+local core = require("tensordict.flow.core")
+local workers = require("tensordict.workers")
+
+local describe, is_td = util.describe, td_core.is_td
+
+local Map = core.define("Map", {
+  doc = "Runs fn(batch) -> batch or nil in worker processes, batches through shared memory.",
+  params = {
+    { "fn", "function", required = true, doc = "fn(td) -> TensorDict or nil (drops the batch); runs in a worker" },
+    { "workers", "integer", min = 0, doc = "worker processes (default: ctx.workers, else 2); 0 runs fn inline" },
+    { "ordered", "boolean", default = true, doc = "emit results in input order (false: as they finish)" },
+    { "seed", "integer", min = 0, doc = "seeds batch k's generator from (seed, k) (default: the pipeline seed)" },
+    { "in_keys", "keys", doc = "only these keys are shipped to fn (default: the whole batch)" },
+    { "out_keys", "keys", doc = "these keys of fn's result are written into the batch, which is emitted (default: fn's result is emitted)" },
+  },
+})
+
+function Map:init()
+  self.in_keys = self.p.in_keys or {}
+  self.out_keys = self.p.out_keys or {}
+  self.count = 0       -- batches pushed since open
+  self.held = {}       -- k -> the pushed batch, while k is in flight (out_keys needs it)
+  self.ready = {}      -- k -> result (false: dropped), waiting for its turn
+  self.next_out = 1    -- the next batch number to emit in order
+end
+
+-- What fn sees of a batch.
+local function shipped(self, td)
+  local keys = self.p.in_keys
+  if not keys then return td end
+  core.require_keys(self, td, keys)
+  return td:select(unpack(keys))
+end
+
+-- fn's result checked, for a worker (a check error carries no traceback).
+local function run_fn(self, td)
+  local r = self.p.fn(td)
+  if r ~= nil and not is_td(r) then
+    workers.check_error(("fn returned %s, expected a TensorDict or nil"):format(describe(r)))
+  end
+  if r ~= nil and self.p.out_keys then
+    for _, key in ipairs(self.p.out_keys) do
+      if r:get(key) == nil then
+        workers.check_error(("fn's result has no key %s (out_keys); its keys: %s")
+          :format(core.key_text(key), core.keys_text(r)))
+      end
+    end
+  end
+  return r
+end
+
+-- What is emitted for batch td given fn's result r.
+local function output(self, td, r)
+  if r == nil or not self.p.out_keys then return r end
+  local out = core.writable(td)
+  for _, key in ipairs(self.p.out_keys) do out:set(key, r:get(key)) end
+  return out
+end
+
+function Map:open(ctx)
+  self:close()
+  ctx = ctx or {}
+  self.seed = self.p.seed or ctx.seed or 0
+  local n = self.p.workers
+  if n == nil then n = ctx.workers or 2 end
+  self.count, self.held, self.ready, self.next_out = 0, {}, {}, 1
+  self.broken = false
+  if n > 0 then
+    self.pool = workers.open(n, function(_, td) return run_fn(self, td) end, self.seed, "Map", "batch")
+  end
+end
+
+function Map:close()
+  local pool = self.pool
+  self.pool = nil
+  if pool then pool:close() end
+  self.held, self.ready = {}, {}
+end
+
+-- A failed batch closes the workers (none outlives a failure) and raises.
+local function failed(self, err)
+  self:close()
+  self.broken = true
+  err = workers.clean_error(err):gsub("^Map: ", "")
+  self:fail("%s", err)
+end
+
+-- Emits the results whose turn has come (all of them when not ordered).
+local function emit_ready(self, emit)
+  while self.ready[self.next_out] ~= nil do
+    local r = self.ready[self.next_out]
+    self.ready[self.next_out] = nil
+    self.next_out = self.next_out + 1
+    if r then emit(r) end
+  end
+end
+
+-- One reply (waiting up to timeout_ms; nil: as long as it takes); false when none came.
+local function collect(self, emit, timeout_ms)
+  local ok, k, r = pcall(self.pool.next, self.pool, timeout_ms)
+  if not ok then failed(self, k) end
+  if k == nil then return false end
+  local td = self.held[k]
+  self.held[k] = nil
+  local out = output(self, td, r)
+  if self.p.ordered then
+    self.ready[k] = out or false
+    emit_ready(self, emit)
+  elseif out then
+    emit(out)
+  end
+  return true
+end
+
+function Map:push(td, emit)
+  if not is_td(td) then self:fail("expected a TensorDict batch, got %s", describe(td)) end
+  if self.broken then self:fail("a batch failed earlier and the workers were stopped; open() the node again") end
+  if self.seed == nil then self.seed = self.p.seed or 0 end
+  self.count = self.count + 1
+  local k = self.count
+  local ship = shipped(self, td)
+  if not self.pool then -- inline: the same seeding as a worker
+    workers.seed_batch(self.seed, k)
+    local ok, r = xpcall(run_fn, workers.traceback, self, ship)
+    if not ok then self:fail("batch %d failed: %s", k, r) end
+    self.next_out = k + 1
+    local out = output(self, td, r)
+    if out then emit(out) end
+    return
+  end
+  while self.pool:idle() == 0 do collect(self, emit) end
+  self.held[k] = td
+  local ok, err = pcall(self.pool.submit, self.pool, k, ship)
+  if not ok then failed(self, err) end
+  while self.pool:busy() > 0 and collect(self, emit, 0) do end
+end
+
+-- Everything in flight, emitted (in order when ordered).
+function Map:drain(emit)
+  if not self.pool then return end
+  while self.pool:busy() > 0 do collect(self, emit) end
+end
+
+function Map:flush(emit) self:drain(emit) end
+
+return { Map = Map }

@@ -1,0 +1,278 @@
+-- flow_map_spec.lua: flow.Map, the stream node that runs fn in worker processes
+-- (lua/tensordict/flow/map.lua): order, ordered = false, in_keys/out_keys, 0-row and
+-- partial batches, shipping, determinism for any worker count, failures (errors, exits,
+-- signals, Ctrl-C), closing, direct calls and spec round trips.
+local T = require("tensordict")
+local H = require("helpers")
+local ffi = require("ffi")
+local C = require("tensordict.lib").C
+local flow = require("tensordict.flow")
+local Map = require("tensordict.flow.map").Map
+
+pcall(ffi.cdef, [[
+int getpid(void);
+int kill(int pid, int sig);
+]])
+
+-- rows 1..n: x = i (float32), nested n.z = -i (int64), s = "tag" (uniform).
+local function data(n)
+  local x = n > 0 and T.arange(1, n, "float32") or T.zeros({ 0 }, "float32")
+  return T.TensorDict({ x = x, n = { z = -x:to("int64") }, s = "tag" }, { n })
+end
+
+local function run(node, n, batch, opts)
+  return flow.run(flow.TensorSource { td = data(n), batch_size = batch }, node, flow.Collect {}, opts)
+end
+
+local function bytes(t)
+  t = t:contiguous()
+  local n = 1
+  for _, s in ipairs(t:shape()) do n = n * s end
+  return ffi.string(C.td_tensor_data_borrow(t.h), n * C.td_dtype_itemsize(t.h.dtype))
+end
+
+local function children()
+  -- /proc, not pgrep: a tool run under the sanitizers' LD_PRELOAD may hang
+  local pid = ffi.C.getpid()
+  local f = io.open(("/proc/%d/task/%d/children"):format(pid, pid))
+  local out = {}
+  for w in f:read("*a"):gmatch("%d+") do out[#out + 1] = tonumber(w) end
+  f:close()
+  return out
+end
+
+local function xs(list)
+  local out = {}
+  for _, td in ipairs(list) do
+    for _, v in ipairs(td.x:totable()) do out[#out + 1] = v end
+  end
+  return out
+end
+
+local function square(b) return T.TensorDict({ x = b.x * b.x, n = { z = b.n.z * 2 }, s = b.s }, b:batch_size()) end
+
+describe("flow.Map", function()
+  it("runs fn in workers and emits results in input order", function()
+    for _, w in ipairs({ 0, 1, 2, 3 }) do
+      local out = run(Map { fn = square, workers = w }, 10, 3)
+      assert.equals(4, #out)
+      assert.same({ 1, 4, 9, 16, 25, 36, 49, 64, 81, 100 }, xs(out))
+      assert.same({ 3, 3, 3, 1 }, { #out[1], #out[2], #out[3], #out[4] }) -- the last partial
+      assert.same({ -2, -4, -6 }, out[1].n.z:totable())
+      assert.equals("int64", out[1].n.z:dtype())
+      assert.equals("tag", out[4].s)
+    end
+    assert.same({}, children())
+  end)
+
+  it("emits as results finish with ordered = false (same rows, any order)", function()
+    local out = run(Map { fn = square, workers = 3, ordered = false }, 20, 2)
+    local got = xs(out)
+    table.sort(got)
+    local want = {}
+    for i = 1, 20 do want[i] = i * i end
+    assert.same(want, got)
+  end)
+
+  it("drops batches for which fn returns nil", function()
+    local out = run(Map { fn = function(b) if b.x[1] % 4 == 1 then return nil end return b end, workers = 2 }, 8, 2)
+    assert.same({ 3, 4, 7, 8 }, xs(out))
+  end)
+
+  it("passes 0-row batches through", function()
+    local node = Map { fn = square, workers = 2 }
+    node:open({ seed = 0 })
+    local r = node(data(0))
+    node:close()
+    assert.same({ 0 }, r:batch_size())
+    assert.same({ 0 }, r.n.z:shape())
+  end)
+
+  it("ships only in_keys and writes out_keys back into the batch", function()
+    local seen
+    local node = Map {
+      fn = function(b) return T.TensorDict({ y = b.x + 1, nk = #b:keys() }, b:batch_size()) end,
+      workers = 2, in_keys = { "x" }, out_keys = { "y", "nk" },
+    }
+    assert.same({ "x" }, node.in_keys)
+    assert.same({ "y", "nk" }, node.out_keys)
+    local out = run(node, 4, 2)
+    assert.same({ 2, 3 }, out[1].y:totable())
+    assert.equals(1, out[1].nk)            -- fn saw x only
+    assert.same({ -1, -2 }, out[1].n.z:totable()) -- the batch kept its other keys
+    seen = out
+    assert.equals(2, #seen)
+    H.raises(function() run(Map { fn = square, in_keys = { "nope" } }, 4, 2) end, "Map: key 'nope' is missing")
+    H.raises(function() run(Map { fn = square, workers = 2, out_keys = { "y" } }, 4, 2) end,
+      "failed in worker", "fn's result has no key 'y' (out_keys); its keys:")
+  end)
+
+  it("gives identical bytes for 0 (inline), 1, 2 and 3 workers", function()
+    local function noisy(b) return T.TensorDict({ r = T.randn(#b, 4) + b.x:unsqueeze(2) }, { #b }) end
+    local ref
+    for _, w in ipairs({ 0, 1, 2, 3 }) do
+      local out = run(Map { fn = noisy, workers = w }, 40, 6, { seed = 7 })
+      local all = T.cat(out, 1)
+      if not ref then ref = bytes(all.r) else assert.equals(ref, bytes(all.r)) end
+    end
+    local other = T.cat(run(Map { fn = noisy, workers = 2 }, 40, 6, { seed = 8 }), 1)
+    assert.not_equals(ref, bytes(other.r))
+    local own = T.cat(run(Map { fn = noisy, workers = 2, seed = 7 }, 40, 6, { seed = 99 }), 1)
+    assert.equals(ref, bytes(own.r)) -- Map's seed wins over the pipeline's
+  end)
+
+  it("ships every dtype and strided leaves", function()
+    local src = {}
+    for _, dt in ipairs(T.dtypes) do src[dt] = T.arange(0, 11):to(dt):view(4, 3) end
+    src.tr = T.arange(1, 12):view(3, 4):transpose(1, 2)
+    local td = T.TensorDict(src, { 4 })
+    local out = flow.run(flow.TensorSource { td = td, batch_size = 3 }, Map { fn = function(b) return b end },
+      flow.Collect { cat = true })
+    for k in pairs(src) do assert.equals(bytes(td[k]), bytes(out[k])) end
+  end)
+
+  it("raises a worker's error with the batch number, message and traceback, and closes", function()
+    local node = Map { fn = function(b) if b.x[1] == 5 then error("bad batch " .. b.x[1]) end return b end, workers = 2 }
+    local err = H.raises(function() run(node, 10, 2) end,
+      "Map: batch 3 failed in worker", "bad batch 5", "stack traceback:", "flow_map_spec.lua:")
+    assert.truthy(err:find("(Map)", 1, true) or err:find("Map:", 1, true))
+    assert.is_nil(node.pool)
+    assert.same({}, children())
+    H.raises(function() node(data(2)) end, "Map: a batch failed earlier and the workers were stopped")
+    node:open({})
+    assert.same({ 1, 2 }, node(data(2)).x:totable())
+    node:close()
+  end)
+
+  it("reports os.exit and SIGKILL in a worker", function()
+    H.raises(function()
+      run(Map { fn = function(b) if b.x[1] == 3 then os.exit(5) end return b end, workers = 2 }, 6, 2)
+    end, "Map: batch 2 failed: worker", "exited with status 5")
+    H.raises(function()
+      run(Map { fn = function(b)
+        if b.x[1] == 3 then ffi.C.kill(ffi.C.getpid(), 9) end
+        return b
+      end, workers = 2 }, 6, 2)
+    end, "Map: batch 2 failed: worker", "killed by signal SIGKILL")
+    assert.same({}, children())
+  end)
+
+  it("names a wrong result", function()
+    H.raises(function() run(Map { fn = function() return "x" end, workers = 2 }, 4, 2) end,
+      "failed in worker", "fn returned 'x', expected a TensorDict or nil")
+    H.raises(function() run(Map { fn = function() return 5 end, workers = 0 }, 4, 2) end,
+      "Map: batch 1 failed: fn returned 5, expected a TensorDict or nil")
+  end)
+
+  it("never overwrites what a worker's fn kept from an earlier batch", function()
+    local kept -- a container viewing the previous batch's shared memory
+    local node = Map { fn = function(b)
+      local prev = kept and kept.x:clone() or T.zeros(#b, "float32")
+      kept = b:select("x")
+      return T.TensorDict({ x = b.x, prev = prev }, b:batch_size())
+    end, workers = 1 }
+    local out = run(node, 8, 2)
+    assert.same({ 0, 0 }, out[1].prev:totable())
+    assert.same({ 1, 2 }, out[2].prev:totable())
+    assert.same({ 3, 4 }, out[3].prev:totable())
+    assert.same({ 5, 6 }, out[4].prev:totable())
+    assert.same({ 7, 8 }, out[4].x:totable())
+  end)
+
+  it("makes a leaf kept from an earlier batch raise instead of changing", function()
+    local leaf
+    local node = Map { fn = function(b)
+      if leaf then leaf:totable() end
+      leaf = b.x
+      return b
+    end, workers = 1 }
+    H.raises(function() run(node, 4, 2) end, "Map: batch 2 failed in worker 1", "tensor used after free()")
+  end)
+
+  it("runs inline when called directly before open, with the same seeding", function()
+    local function noisy(b) return T.TensorDict({ r = T.rand(#b) }, { #b }) end
+    local node = Map { fn = noisy, workers = 2, seed = 3 }
+    local a = node(data(5))
+    local opened = Map { fn = noisy, workers = 2, seed = 3 }
+    opened:open({ seed = 0 })
+    local b = opened(data(5))
+    local b2 = opened(data(5))
+    opened:close()
+    opened:close() -- idempotent
+    assert.equals(bytes(a.r), bytes(b.r))
+    assert.not_equals(bytes(b.r), bytes(b2.r)) -- batch 2 has its own stream
+    assert.same({}, children())
+  end)
+
+  it("checks its parameters and round-trips its spec", function()
+    H.raises(function() Map {} end, "Map:", "fn")
+    H.raises(function() Map { fn = square, workers = -1 } end, "Map:", "workers")
+    flow.register_function("flow_map_spec.square", square)
+    local node = Map { fn = "flow_map_spec.square", workers = 3, ordered = false }
+    local spec = node:spec()
+    assert.same({ type = "Map", fn = "flow_map_spec.square", workers = 3, ordered = false }, spec)
+    local again = flow.build(spec)
+    assert.same(spec, again:spec())
+    assert.same({ 1, 4 }, xs(run(again, 2, 2)))
+  end)
+
+  it("is fork safe after the parent used the thread pool and the heap cache", function()
+    T.set_num_threads(2)
+    local big = T.rand(2 ^ 21)
+    local want = big:sum()
+    local node = Map { fn = function(b)
+      local t = T.empty({ 2 ^ 22 })
+      t:fill_(1)
+      return T.TensorDict({ ok = T.full({ #b }, (big:sum() == want and t:sum() == 2 ^ 22) and 1 or 0, "int64") }, { #b })
+    end, workers = 2 }
+    local out = run(node, 4, 1)
+    for _, td in ipairs(out) do assert.same({ 1 }, td.ok:totable()) end
+  end)
+
+  it("stops its workers when the parent gets SIGINT inside flow.run", function()
+    local dir = os.tmpname()
+    os.remove(dir)
+    os.execute("mkdir -p '" .. dir .. "'")
+    local script = dir .. "/child.lua"
+    local f = assert(io.open(script, "w"))
+    f:write([[
+local T = require("tensordict")
+local flow = require("tensordict.flow")
+local Map = require("tensordict.flow.map").Map
+local ffi = require("ffi")
+ffi.cdef("int getpid(void);")
+local dir = ...
+local td = T.TensorDict({ x = T.arange(1, 8) }, { 8 })
+local node = Map { fn = function(b)
+  local mark = io.open(dir .. "/started-" .. ffi.C.getpid(), "w")
+  mark:close()
+  while true do end
+end, workers = 2 }
+local ok, err = pcall(flow.run, flow.TensorSource { td = td, batch_size = 1 }, node, flow.Collect {})
+io.write("error: ", tostring(err), "\n")
+local pid = ffi.C.getpid()
+local kids = io.open(("/proc/%d/task/%d/children"):format(pid, pid))
+io.write("children:", kids:read("*a"), "\n")
+kids:close()
+]])
+    f:close()
+    local cmd = ("cd '%s' && LUA_PATH='lua/?.lua;lua/?/init.lua;;' luajit '%s' '%s' > '%s/out' 2>&1 & pid=$!; "
+      .. "for i in $(seq 1 200); do [ $(ls '%s' | grep -c started) -ge 2 ] && break; sleep 0.05; done; "
+      .. "kill -INT $pid; wait $pid; echo $?")
+      :format(os.getenv("PWD") or ".", script, dir, dir, dir)
+    local p = io.popen(cmd)
+    local status = p:read("*a")
+    p:close()
+    local o = io.open(dir .. "/out")
+    local out = o:read("*a")
+    o:close()
+    assert.truthy(out:find("Map: interrupted", 1, true), out)
+    assert.truthy(out:find("children:\n", 1, true), out)
+    assert.equals("0", status:match("%d+"))
+    for name in io.popen("ls '" .. dir .. "'"):lines() do
+      local pid = name:match("^started%-(%d+)$")
+      if pid then assert.is_false(os.execute("kill -0 " .. pid .. " 2>/dev/null") == 0) end
+    end
+    os.execute("rm -rf '" .. dir .. "'")
+  end)
+end)
