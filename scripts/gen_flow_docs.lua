@@ -1,9 +1,10 @@
 #!/usr/bin/env luajit
--- gen_flow_docs.lua: the node reference of docs/flow.md, made from the registry (each
--- type's doc line and parameters), so the docs cannot drift from the code.
+-- gen_flow_docs.lua: the node reference of docs/flow.md and docs/recipes.md, made from
+-- the registry (each type's doc line and parameters, plugins' types included), so the
+-- docs cannot drift from the code.
 --   luajit scripts/gen_flow_docs.lua            prints the reference
---   luajit scripts/gen_flow_docs.lua --write    replaces it in docs/flow.md
--- tests/spec/flow_docs_spec.lua fails when docs/flow.md is out of date.
+--   luajit scripts/gen_flow_docs.lua --write    replaces it in both documents
+-- tests/spec/flow_docs_spec.lua fails when either is out of date.
 local here = (arg and arg[0] or ""):match("^(.*)/scripts/[^/]*$") or "."
 package.path = here .. "/lua/?.lua;" .. here .. "/lua/?/init.lua;" .. package.path
 local flow = require("tensordict.flow")
@@ -68,15 +69,21 @@ function M.updated(text)
   return text:sub(1, a - 1) .. M.reference() .. text:sub(b + 1)
 end
 
+-- The documents that carry the reference.
+M.DOCS = { "docs/flow.md", "docs/recipes.md" }
+
 if arg and arg[0] and arg[0]:match("gen_flow_docs%.lua$") then
   if arg[1] == "--write" then
-    local path = here .. "/docs/flow.md"
-    local f = assert(io.open(path, "rb"))
-    local text = f:read("*a")
-    f:close()
-    f = assert(io.open(path, "wb"))
-    f:write(M.updated(text))
-    f:close()
+    require("tensordict.plugins").load_all() -- plugin types are documented too
+    for _, doc in ipairs(M.DOCS) do
+      local path = here .. "/" .. doc
+      local f = assert(io.open(path, "rb"))
+      local text = f:read("*a")
+      f:close()
+      f = assert(io.open(path, "wb"))
+      f:write(M.updated(text))
+      f:close()
+    end
   else
     io.write(M.reference(), "\n")
   end

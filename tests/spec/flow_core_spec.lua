@@ -499,3 +499,47 @@ describe("flow: in-memory source and sink", function()
     assert.are.same(range(1, 5), one.y:totable())
   end)
 end)
+
+describe("flow.Seq profiling", function()
+  it("counts each step's batches and rows in and out, nested steps under their paths", function()
+    local seq = flow.Seq {
+      flow.Filter { where = "ok" },
+      flow.Seq { flow.Rebatch { size = 4 }, flow.Apply { keys = "x", fn = double } },
+    }
+    seq:set_profile(true)
+    flow.run(flow.TensorSource { td = data(20), batch_size = 5 }, seq, flow.Collect {})
+    local prof = seq:profile()
+    assert.are.equal(3, #prof)
+    assert.are.same({ "steps[1]", "Filter", 4, 20, 4, 10 },
+      { prof[1].where, prof[1].type, prof[1].batches_in, prof[1].rows_in, prof[1].batches_out, prof[1].rows_out })
+    assert.are.same({ "steps[2].steps[1]", "Rebatch", 4, 10, 3, 10 },
+      { prof[2].where, prof[2].type, prof[2].batches_in, prof[2].rows_in, prof[2].batches_out, prof[2].rows_out })
+    assert.are.same({ "steps[2].steps[2]", "Apply", 3, 10, 3, 10 },
+      { prof[3].where, prof[3].type, prof[3].batches_in, prof[3].rows_in, prof[3].batches_out, prof[3].rows_out })
+    for _, p in ipairs(prof) do assert.is_true(p.seconds >= 0) end
+    seq:set_profile(false)
+    assert.are.same({}, seq:profile())
+  end)
+end)
+
+describe("flow.run and close(failed)", function()
+  it("tells nodes whether the run failed, and Normalize saves its stats only after success", function()
+    local seen = {}
+    local Probe = flow.define("SpecCloseProbe", { params = { { "fail", "boolean", default = false } } })
+    function Probe:forward(td) if self.p.fail then self:fail("no") end return td end
+    function Probe:close(failed) seen[#seen + 1] = failed end
+    flow.run(flow.TensorSource { td = data(2), batch_size = 1 }, flow.Seq { Probe {} }, flow.Collect {})
+    pcall(flow.run, flow.TensorSource { td = data(2), batch_size = 1 }, flow.Seq { Probe { fail = true } }, flow.Collect {})
+    assert.are.same({ false, true }, seen)
+    local path = os.tmpname()
+    os.remove(path)
+    local fs = require("tensordict.fs")
+    local failing = flow.Seq { flow.Normalize { keys = "x", path = path }, Probe { fail = true } }
+    pcall(flow.run, flow.TensorSource { td = data(4), batch_size = 2 }, failing, flow.Collect {})
+    assert.is_false(fs.exists(path))
+    flow.run(flow.TensorSource { td = data(4), batch_size = 2 }, flow.Seq { flow.Normalize { keys = "x", path = path } },
+      flow.Collect {})
+    assert.is_true(fs.exists(path .. "/meta.json"))
+    os.execute("rm -rf " .. path)
+  end)
+end)

@@ -170,7 +170,12 @@ KINDS["function"] = {
   expect = "a function or the name of a registered function",
   check = function(v)
     if type(v) == "function" then return v end
-    if type(v) == "string" then return M.resolve_function(v), "unknown function" end
+    if type(v) == "string" then
+      local fn = M.resolve_function(v)
+      if fn then return fn end
+      local hint = M.nearest(v, sorted_keys(M.functions))
+      return nil, "unknown function" .. (hint and ("; did you mean '" .. hint .. "'?") or "")
+    end
     return nil
   end,
 }
@@ -231,8 +236,9 @@ function M.check_params(cls, params, where)
       local names = {}
       for _, spec in ipairs(cls.params) do names[#names + 1] = spec[1] end
       local hint = type(k) == "string" and M.nearest(k, names)
-      problems[#problems + 1] = ("%s%s: unknown parameter%s (parameters: %s)"):format(where,
-        tostring(k), hint and (" (did you mean '" .. hint .. "'?)") or "", table.concat(names, ", "))
+      problems[#problems + 1] = ("%s%s: unknown parameter%s (%s)"):format(where,
+        tostring(k), hint and (" (did you mean '" .. hint .. "'?)") or "",
+        #names > 0 and ("parameters: " .. table.concat(names, ", ")) or (cls.type_name .. " takes no parameters"))
     end
   end
   if params.type ~= nil and params.type ~= cls.type_name then

@@ -24,8 +24,14 @@ flow.Seq = require("tensordict.flow.seq")
 flow.run = require("tensordict.flow.run").run
 
 -- Built-in node types: each module defines its types with core.define.
-for _, name in ipairs({ "apply", "batching", "masking", "sources" }) do
-  for type_name, cls in pairs(require("tensordict.flow." .. name)) do flow[type_name] = cls end
+-- flow.builtin maps their names to the module file that defines them.
+flow.builtin = { Seq = "seq.lua" }
+for _, name in ipairs({ "apply", "batching", "masking", "sources", "map", "memmap", "stats",
+  "csv", "synthetic" }) do
+  for export, value in pairs(require("tensordict.flow." .. name)) do
+    flow[export] = value -- node types, and helpers such as flow.RunningStats
+    if core.registry[export] == value then flow.builtin[export] = name .. ".lua" end
+  end
 end
 
 -- flow.<Type> reaches every registered type, plugins' included.

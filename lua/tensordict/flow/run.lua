@@ -134,7 +134,7 @@ function M.run(source, node, sink, opts)
   for i = #opened, 1, -1 do
     local x = opened[i]
     if x.close then
-      local cok, cerr = pcall(x.close, x)
+      local cok, cerr = pcall(x.close, x, not ok)
       if not cok and not close_err then close_err = cerr end
     end
   end

@@ -4,6 +4,7 @@
 -- Batches flow through push/emit, so stream nodes (Batch, Rebatch, Map) may emit any
 -- number of batches per input; a failing node is named by its position (steps[3]).
 local core = require("tensordict.flow.core")
+local now = require("tensordict.util").now
 
 local Seq = core.define("Seq", {
   kind = "node",
@@ -84,6 +85,92 @@ function Seq:check_keys(ks, where)
   return problems
 end
 
+local function rows(td)
+  if td:batch_dims() == 0 then return 1 end
+  return #td
+end
+
+-- Profiled stages: each step's own time (what runs downstream of it is not counted),
+-- batches and rows in and out. Built instead of the plain ones when profiling is on.
+local function profiled_stages(self, emit, stages)
+  local nodes, n, prof = self.nodes, #self.nodes, self.prof
+  for j = n, 1, -1 do
+    local node, nxt, st = nodes[j], stages[j + 1], prof[j]
+    local forward = node.forward
+    local started = 0
+    if forward then
+      stages[j] = function(td)
+        self.at = j
+        st.batches_in, st.rows_in = st.batches_in + 1, st.rows_in + rows(td)
+        local t0 = now()
+        local r = forward(node, td)
+        st.seconds = st.seconds + (now() - t0)
+        if r ~= nil then
+          st.batches_out, st.rows_out = st.batches_out + 1, st.rows_out + rows(r)
+          return nxt(r)
+        end
+      end
+    else
+      local down = function(r)
+        st.seconds = st.seconds + (now() - started)
+        st.batches_out, st.rows_out = st.batches_out + 1, st.rows_out + rows(r)
+        nxt(r)
+        self.at = j
+        started = now()
+      end
+      local timed = function(call)
+        started = now()
+        call()
+        st.seconds = st.seconds + (now() - started)
+      end
+      stages[j] = function(td)
+        self.at = j
+        st.batches_in, st.rows_in = st.batches_in + 1, st.rows_in + rows(td)
+        started = now()
+        node:push(td, down)
+        st.seconds = st.seconds + (now() - started)
+      end
+      stages[-j] = down
+      -- flush and drain run timed too (Map's waits count as its time)
+      stages["timed" .. j] = timed
+    end
+  end
+  self.emit_for, self.stages = emit, stages
+  return stages
+end
+
+-- seq:set_profile(true) starts counting each step's time and rows (nested Seqs too);
+-- seq:profile() returns them as a flat list of {where, type, seconds, batches_in,
+-- rows_in, batches_out, rows_out}, steps of nested Seqs under their paths.
+function Seq:set_profile(on)
+  self.prof = nil
+  if on then
+    self.prof = {}
+    for j = 1, #self.nodes do
+      self.prof[j] = { seconds = 0, batches_in = 0, rows_in = 0, batches_out = 0, rows_out = 0 }
+    end
+  end
+  for _, node in ipairs(self.nodes) do
+    if getmetatable(node) == getmetatable(self) then node:set_profile(on) end
+  end
+  self.emit_for, self.stages = nil, nil
+end
+
+function Seq:profile(where, out)
+  where, out = where or "steps", out or {}
+  for j, node in ipairs(self.nodes) do
+    local here = ("%s[%d]"):format(where, j)
+    if getmetatable(node) == getmetatable(self) then
+      node:profile(here .. ".steps", out)
+    elseif self.prof then
+      local st = self.prof[j]
+      out[#out + 1] = { where = here, type = node.type_name, seconds = st.seconds,
+        batches_in = st.batches_in, rows_in = st.rows_in, batches_out = st.batches_out, rows_out = st.rows_out }
+    end
+  end
+  return out
+end
+
 -- The chain of stage functions ending in emit: stage j runs step j and hands its
 -- output to stage j + 1. Built once per downstream emit function.
 local function stages_for(self, emit)
@@ -96,6 +183,7 @@ local function stages_for(self, emit)
   else
     stages[n + 1] = emit
   end
+  if self.prof then return profiled_stages(self, emit, stages) end
   for j = n, 1, -1 do
     local node, nxt = nodes[j], stages[j + 1]
     local forward = node.forward
@@ -123,27 +211,28 @@ function Seq:push(td, emit)
   return stages_for(self, emit)[1](td)
 end
 
--- Work still in flight (Map's batches) is emitted; held rows (Batch) stay.
-function Seq:drain(emit)
+-- Calls method (drain or flush) on every step that has it, in order, each emitting
+-- into the steps after it (timed when profiling).
+local function each_step(self, emit, method)
   local stages = stages_for(self, emit)
   for j, node in ipairs(self.nodes) do
-    if node.drain then
+    if node[method] then
       self.at = j
-      node:drain(stages[-j] or stages[j + 1])
+      local timed, down = stages["timed" .. j], stages[-j] or stages[j + 1]
+      if timed then
+        timed(function() node[method](node, down) end)
+      else
+        node[method](node, down)
+      end
     end
   end
 end
 
+-- Work still in flight (Map's batches) is emitted; held rows (Batch) stay.
+function Seq:drain(emit) each_step(self, emit, "drain") end
+
 -- End of stream: each step in order emits what it holds into the steps after it.
-function Seq:flush(emit)
-  local stages = stages_for(self, emit)
-  for j, node in ipairs(self.nodes) do
-    if node.flush then
-      self.at = j
-      node:flush(stages[-j] or stages[j + 1])
-    end
-  end
-end
+function Seq:flush(emit) each_step(self, emit, "flush") end
 
 function Seq:open(ctx)
   for j, node in ipairs(self.nodes) do
@@ -155,12 +244,13 @@ function Seq:open(ctx)
 end
 
 -- Closes every step, even when one fails to close; the first error is raised after.
-function Seq:close()
+-- failed: the run ended with an error (nodes then keep nothing, e.g. saved statistics).
+function Seq:close(failed)
   local first
   for j = #self.nodes, 1, -1 do
     local node = self.nodes[j]
     if node.close then
-      local ok, err = pcall(node.close, node)
+      local ok, err = pcall(node.close, node, failed)
       if not ok and not first then first = err end
     end
   end

@@ -82,4 +82,17 @@ end
 
 function Collect:abort() self.batches = {} end
 
-return { TensorSource = TensorSource, Collect = Collect }
+---------------------------------------------------------------------------- Discard
+
+local Discard = core.define("Discard", {
+  kind = "sink",
+  doc = "Takes batches and keeps nothing: finish() returns the rows it saw (for runs kept for their side effects or timing).",
+  params = {},
+})
+
+function Discard:open() self.rows = 0 end
+function Discard:write(td) self.rows = (self.rows or 0) + (td:batch_dims() == 0 and 1 or #td) end
+function Discard:finish() return self.rows or 0 end
+function Discard:abort() self.rows = 0 end
+
+return { TensorSource = TensorSource, Collect = Collect, Discard = Discard }
