@@ -5,6 +5,8 @@
 #   make bench      benchmarks, each a ratio against a reference measured in the same run
 #   make install    PREFIX=/usr/local (also LUADIR, LIBDIR, INCDIR for luarocks)
 #   make deps       installs the Debian packages the project needs
+#   make run        the main job: recipes/demo.json and recipes/iris.lua through tdflow
+#   make demo       a tour of the kernels and TensorDicts (scripts/demo.lua)
 
 CC      ?= cc
 BUILD   ?= build
@@ -19,6 +21,7 @@ PREFIX  ?= /usr/local
 LIBDIR  ?= $(PREFIX)/lib
 INCDIR  ?= $(PREFIX)/include
 LUADIR  ?= $(PREFIX)/share/lua/5.1
+BINDIR  ?= $(PREFIX)/bin
 
 LIB_SRCS  = $(wildcard core/src/*.c core/kernels/*.c core/dict/*.c)
 LIB_OBJS  = $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
@@ -70,7 +73,15 @@ bench: deps
 	@$(MAKE) --no-print-directory all $(CBENCHES)
 	BUILD=$(BUILD) bash scripts/run-bench.sh
 
-demo run: deps
+# The main job: the demo recipe (1M particle states) and the iris recipe through tdflow.
+run: deps
+	@$(MAKE) --no-print-directory all
+	scripts/tdflow run recipes/demo.json
+	scripts/tdflow run recipes/iris.lua
+	@echo "Explore the result: scripts/tdrepl, then td = T.load_memmap('/tmp/tdflow-demo/particles')"
+
+# A tour of the kernels and the TensorDict API on the embedded iris data.
+demo: deps
 	@$(MAKE) --no-print-directory all
 	luajit scripts/demo.lua
 
@@ -79,11 +90,16 @@ deps:
 
 install: all
 	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCDIR) $(DESTDIR)$(LUADIR)/tensordict \
-	  $(DESTDIR)$(LUADIR)/tensordict/flow $(DESTDIR)$(LIBDIR)/pkgconfig
+	  $(DESTDIR)$(LUADIR)/tensordict/flow $(DESTDIR)$(LUADIR)/tensordict/host \
+	  $(DESTDIR)$(LUADIR)/tensordict/plugins $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/pkgconfig
 	install -m 755 $(LIB) $(DESTDIR)$(LIBDIR)/libtensordict.so
 	install -m 644 core/include/tensordict.h $(DESTDIR)$(INCDIR)/tensordict.h
 	install -m 644 lua/tensordict/*.lua $(DESTDIR)$(LUADIR)/tensordict/
 	install -m 644 lua/tensordict/flow/*.lua $(DESTDIR)$(LUADIR)/tensordict/flow/
+	install -m 644 lua/tensordict/host/*.lua $(DESTDIR)$(LUADIR)/tensordict/host/
+	install -m 644 plugins/*.lua $(DESTDIR)$(LUADIR)/tensordict/plugins/
+	install -m 755 scripts/tdflow $(DESTDIR)$(BINDIR)/tdflow
+	install -m 755 scripts/tdrepl $(DESTDIR)$(BINDIR)/tdrepl
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCDIR@|$(INCDIR)|' \
 	  scripts/tensordict.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/tensordict.pc
 

@@ -19,3 +19,9 @@ echo "== bench_vs_torch (PyTorch side by side, where installed)"
 TENSORDICT_LIB=${TENSORDICT_LIB:-$PWD/$BUILD/libtensordict.so} luajit tests/bench/bench_vs_torch.lua
 echo "== bench_flow (pipeline nodes: flow.run's cost per node per batch)"
 TENSORDICT_LIB=${TENSORDICT_LIB:-$PWD/$BUILD/libtensordict.so} luajit tests/bench/bench_flow.lua
+echo "== bench_pipeline (source -> Normalize -> Filter -> Map x2 -> Rebatch -> MemmapSink; Python tensordict side by side where TD_PYTHON has it)"
+TENSORDICT_LIB=${TENSORDICT_LIB:-$PWD/$BUILD/libtensordict.so} luajit tests/bench/bench_pipeline.lua
+echo "== bench_flow_memmap (MemmapSink, ReplayBuffer; writes ~1.4 GiB under TD_BENCH_DIR)"
+TENSORDICT_LIB=${TENSORDICT_LIB:-$PWD/$BUILD/libtensordict.so} luajit tests/bench/bench_flow_memmap.lua
+echo "== bench_flow_map (Map: 2 workers vs 1, and shipping a 4 MiB batch vs memcpy twice)"
+TENSORDICT_LIB=${TENSORDICT_LIB:-$PWD/$BUILD/libtensordict.so} luajit tests/bench/bench_flow_map.lua

@@ -681,44 +681,6 @@ int64_t td_csv_count_rows(const td_csv *r);
 int64_t td_csv_read(td_csv *r, int64_t max_rows, int32_t ndest, const int32_t *columns,
                     td_tensor *const *outs, const int64_t *out_cols);
 
-/* ---- running statistics and CSV reading (core/kernels/stats.c, core/src/csv.c) ---- */
-/* x's leading batch_dims dims index rows; the other dims, flattened row-major, are
- * features. A running state is a row count and two contiguous float64 tensors of one
- * element per feature: the mean and M2 (the sum of squared deviations from the mean).
- * Any dtype and strides; float64 accumulation; one pass (Welford within fixed-size
- * tiles, Chan's formula between them, merged in a fixed order), so the result is the
- * same for any thread count. NaN propagates. */
-int32_t td_stats_update(const td_tensor *x, int32_t batch_dims, int64_t *count,
-                        td_tensor *mean, td_tensor *m2);
-/* Merges the state (count_b, mean_b, m2_b) into (count, mean, m2) (Chan et al.). */
-int32_t td_stats_merge(int64_t *count, td_tensor *mean, td_tensor *m2, int64_t count_b,
-                       const td_tensor *mean_b, const td_tensor *m2_b);
-/* out = (x - mean) / sqrt(var + eps) per feature, computed in float64; out has x's
- * shape and a floating dtype (it may be x itself). */
-int32_t td_stats_normalize(const td_tensor *x, int32_t batch_dims, const td_tensor *mean,
-                           const td_tensor *var, double eps, td_tensor *out);
-
-/* A streaming reader of numeric CSV (RFC 4180 quotes, \n, \r\n or \r line ends). */
-typedef struct td_csv td_csv;
-/* Opens path; with has_header the first record names the columns. An empty file gives
- * a reader of 0 columns and 0 rows. */
-td_csv *td_csv_open(const char *path, int32_t delimiter, int32_t has_header);
-void td_csv_close(td_csv *r);
-int32_t td_csv_num_columns(const td_csv *r);
-/* The header's name of column col (0-based), borrowed; NULL without a header. */
-const char *td_csv_column_name_borrow(const td_csv *r, int32_t col);
-/* The line number (1-based) where the next record starts. */
-int64_t td_csv_line(const td_csv *r);
-/* Data rows in the whole file (one scan of its own; the reader does not move). */
-int64_t td_csv_count_rows(const td_csv *r);
-/* Parses up to max_rows records; field columns[i] (0-based) of row k goes to
- * outs[i][k] (1-D) or outs[i][k, out_cols[i]] (2-D), parsed for that tensor's dtype
- * (floats, or integers exactly with a range check). Returns the rows read (0 at the
- * end) or a negative TD_E* code; a bad cell's message names the file, the line, the
- * column (number and header name) and the cell's text. */
-int64_t td_csv_read(td_csv *r, int64_t max_rows, int32_t ndest, const int32_t *columns,
-                    td_tensor *const *outs, const int64_t *out_cols);
-
 /* ---- growing memmap folders: flow.MemmapSink, flow.ReplayBuffer (core/dict/dict_append.c) ----
  * An append writes batches (rows along batch dim 0) into a temporary sibling of prefix
  * and commits like td_dict_memmap (trimmed files, meta.json, fsync, rename over prefix):
@@ -750,74 +712,31 @@ td_dict *td_dict_memmap_rows_like(const td_dict *d, int64_t rows, const char *pr
  * ("key 'obs': shape [5, 4] does not match [2, 3] of <what>"). */
 int32_t td_dict_check_rows_like(const td_dict *ref, const td_dict *batch, const char *what);
 
-/* ---- running statistics and CSV reading (core/kernels/stats.c, core/src/csv.c) ---- */
-/* x's leading batch_dims dims index rows; the other dims, flattened row-major, are
- * features. A running state is a row count and two contiguous float64 tensors of one
- * element per feature: the mean and M2 (the sum of squared deviations from the mean).
- * Any dtype and strides; float64 accumulation; one pass (Welford within fixed-size
- * tiles, Chan's formula between them, merged in a fixed order), so the result is the
- * same for any thread count. NaN propagates. */
-int32_t td_stats_update(const td_tensor *x, int32_t batch_dims, int64_t *count,
-                        td_tensor *mean, td_tensor *m2);
-/* Merges the state (count_b, mean_b, m2_b) into (count, mean, m2) (Chan et al.). */
-int32_t td_stats_merge(int64_t *count, td_tensor *mean, td_tensor *m2, int64_t count_b,
-                       const td_tensor *mean_b, const td_tensor *m2_b);
-/* out = (x - mean) / sqrt(var + eps) per feature, computed in float64; out has x's
- * shape and a floating dtype (it may be x itself). */
-int32_t td_stats_normalize(const td_tensor *x, int32_t batch_dims, const td_tensor *mean,
-                           const td_tensor *var, double eps, td_tensor *out);
-
-/* A streaming reader of numeric CSV (RFC 4180 quotes, \n, \r\n or \r line ends). */
-typedef struct td_csv td_csv;
-/* Opens path; with has_header the first record names the columns. An empty file gives
- * a reader of 0 columns and 0 rows. */
-td_csv *td_csv_open(const char *path, int32_t delimiter, int32_t has_header);
-void td_csv_close(td_csv *r);
-int32_t td_csv_num_columns(const td_csv *r);
-/* The header's name of column col (0-based), borrowed; NULL without a header. */
-const char *td_csv_column_name_borrow(const td_csv *r, int32_t col);
-/* The line number (1-based) where the next record starts. */
-int64_t td_csv_line(const td_csv *r);
-/* Data rows in the whole file (one scan of its own; the reader does not move). */
-int64_t td_csv_count_rows(const td_csv *r);
-/* Parses up to max_rows records; field columns[i] (0-based) of row k goes to
- * outs[i][k] (1-D) or outs[i][k, out_cols[i]] (2-D), parsed for that tensor's dtype
- * (floats, or integers exactly with a range check). Returns the rows read (0 at the
- * end) or a negative TD_E* code; a bad cell's message names the file, the line, the
- * column (number and header name) and the cell's text. */
-int64_t td_csv_read(td_csv *r, int64_t max_rows, int32_t ndest, const int32_t *columns,
-                    td_tensor *const *outs, const int64_t *out_cols);
-
-/* ---- growing memmap folders: flow.MemmapSink, flow.ReplayBuffer (core/dict/dict_append.c) ----
- * An append writes batches (rows along batch dim 0) into a temporary sibling of prefix
- * and commits like td_dict_memmap (trimmed files, meta.json, fsync, rename over prefix):
- * until then, and after abort or a crash, prefix holds what it held before. */
-typedef struct td_memmap_append td_memmap_append;
-/* Checks prefix (it must not exist unless TD_MEMMAP_EXISTSOK; a folder there must be a
- * memmap folder or empty), removes temporaries of dead processes beside it, makes the
- * temporary folder. flags: TD_MEMMAP_EXISTSOK, TD_MEMMAP_NO_FSYNC. NULL on error. */
-td_memmap_append *td_memmap_append_open(const char *prefix, int32_t flags);
-/* Appends batch's rows. The first batch fixes the keys, dtypes and the dims after the
- * first; a batch that differs is refused whole (nothing written, the append stays
- * usable). A failed write leaves the append refusing everything but abort. */
-int32_t td_memmap_append_write(td_memmap_append *a, const td_dict *batch);
-/* Rows appended so far. */
-int64_t td_memmap_append_rows(const td_memmap_append *a);
-/* Commits: the folder at prefix holds every row (no batch: an empty container of batch
- * size [0]). The append is done afterwards, whatever the result. */
-int32_t td_memmap_append_commit(td_memmap_append *a, int32_t num_threads);
-/* Removes the temporary folder; prefix keeps what it held. Idempotent. */
-void td_memmap_append_abort(td_memmap_append *a);
-/* Aborts unless committed, then frees. */
-void td_memmap_append_free(td_memmap_append *a);
-/* td_dict_memmap_like of d's structure with rows along batch dim 0 (d's own row count
- * does not matter, 0 included): a preallocated, zero-filled buffer on disk. */
-td_dict *td_dict_memmap_rows_like(const td_dict *d, int64_t rows, const char *prefix,
-                                  int32_t flags, int32_t num_threads);
-/* 0 when batch can be rows of ref: the same keys and kinds, dtypes, CPU leaves, dims
- * after the first, non-tensor values. Else an error naming the key and both shapes
- * ("key 'obs': shape [5, 4] does not match [2, 3] of <what>"). */
-int32_t td_dict_check_rows_like(const td_dict *ref, const td_dict *batch, const char *what);
+/* ---- JSON documents through cJSON, for recipes (core/src/json.c) ---- *
+ * C never calls Lua, so Lua walks the parsed tree with these accessors. A parse error's
+ * message names the line and column ("line 3, column 14: invalid JSON near '...'"). */
+typedef struct td_json td_json;
+typedef struct td_json_node td_json_node;
+enum td_json_type {
+  TD_JSON_NULL = 0,
+  TD_JSON_FALSE = 1,
+  TD_JSON_TRUE = 2,
+  TD_JSON_NUMBER = 3,
+  TD_JSON_STRING = 4,
+  TD_JSON_ARRAY = 5,
+  TD_JSON_OBJECT = 6
+};
+td_json *td_json_parse(const char *text, int64_t len);
+void td_json_free(td_json *doc);
+const td_json_node *td_json_root(const td_json *doc);
+int32_t td_json_type(const td_json_node *node);
+/* The first element or member (NULL when empty), and the one after node (NULL at the end). */
+const td_json_node *td_json_child(const td_json_node *node);
+const td_json_node *td_json_next(const td_json_node *node);
+/* A member's name (borrowed), a number's value, a string's text (borrowed). */
+const char *td_json_key(const td_json_node *node);
+double td_json_number(const td_json_node *node);
+const char *td_json_string(const td_json_node *node);
 
 /* ---- worker processes and shipping containers (core/src/workers.c, core/dict/dict_ship.c) ---- */
 /* A container packed into one flat region (structure, then each leaf C-contiguous and
@@ -879,6 +798,12 @@ int32_t td_worker_input_busy(td_workers *w);
 int32_t td_worker_send(td_workers *w);
 /* Worker: leaves the process at once (_exit: no atexit handlers, no finalisers). */
 void td_worker_exit(int32_t code);
+
+/* ---- Ctrl-C for hosts (core/src/signals.c) ---- *
+ * td_signal_watch installs a handler that counts deliveries of signo (no SA_RESTART:
+ * blocking waits return EINTR); td_signal_count tells how many came so far. */
+int32_t td_signal_watch(int32_t signo);
+int32_t td_signal_count(int32_t signo);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,83 @@
+-- host/inspect.lua: `tdflow inspect PATH`: a memmap folder or a consolidated file
+-- (Python-written ones too) as a tree: keys, dtypes, shapes, bytes, batch sizes, dim
+-- names and non-tensor values. Nothing is read beyond the metadata.
+local T = require("tensordict")
+local fs = require("tensordict.fs")
+local json = require("tensordict.json")
+local util = require("tensordict.util")
+
+local M = {}
+
+local DTYPE_BYTES = { bool = 1, uint8 = 1, int8 = 1, int16 = 2, int32 = 4, int64 = 8, float16 = 2,
+  bfloat16 = 2, float32 = 4, float64 = 8 }
+
+local function human(bytes)
+  local units = { "B", "KiB", "MiB", "GiB", "TiB" }
+  local i = 1
+  while bytes >= 1024 and i < #units do bytes, i = bytes / 1024, i + 1 end
+  return i == 1 and ("%d B"):format(bytes) or ("%.1f %s"):format(bytes, units[i])
+end
+M.human = human
+
+local function leaf_bytes(t)
+  return t:numel() * DTYPE_BYTES[t:dtype()]
+end
+
+local function batch_text(td)
+  local text = util.format_list(td:batch_size())
+  local names = td:names()
+  if names then
+    local parts = {}
+    for i, n in ipairs(names) do parts[i] = n or "_" end
+    text = text .. " names " .. util.format_list(parts)
+  end
+  return text
+end
+
+local function value_text(v)
+  local ok, text = pcall(json.encode, v)
+  text = ok and text or tostring(v)
+  if #text > 60 then text = text:sub(1, 57) .. "..." end
+  return text
+end
+
+-- The tree's lines for td (indent: the prefix drawn before each line).
+local function walk(td, indent, lines, totals)
+  local keys = td:keys()
+  for i, k in ipairs(keys) do
+    local last = i == #keys
+    local branch, child_indent = last and "`-- " or "|-- ", indent .. (last and "    " or "|   ")
+    local v = td:get(k)
+    if T.is_tensordict(v) then
+      lines[#lines + 1] = ("%s%s%s/  TensorDict batch %s"):format(indent, branch, k, batch_text(v))
+      walk(v, child_indent, lines, totals)
+    elseif T.is_tensor(v) then
+      local bytes = leaf_bytes(v)
+      totals.leaves, totals.bytes = totals.leaves + 1, totals.bytes + bytes
+      lines[#lines + 1] = ("%s%s%-16s %-8s %-20s %s"):format(indent, branch, k, v:dtype(),
+        util.format_list(v:shape()), human(bytes))
+    else
+      totals.values = totals.values + 1
+      lines[#lines + 1] = ("%s%s%-16s %s (non-tensor)"):format(indent, branch, k, value_text(v))
+    end
+  end
+end
+
+-- The text of the tree for path; raises a clear error when path holds no container.
+function M.text(path)
+  local td, what
+  if fs.is_dir(path) then
+    td, what = T.load_memmap(path), "memmap folder"
+  elseif fs.exists(path) then
+    td, what = T.from_consolidated(path), "consolidated file"
+  else
+    util.fail(("inspect: %s: no such file or folder"):format(path))
+  end
+  local lines, totals = {}, { leaves = 0, bytes = 0, values = 0 }
+  walk(td, "", lines, totals)
+  table.insert(lines, 1, ("%s  (%s, batch size %s, %d tensor leaves, %s%s)"):format(path, what, batch_text(td),
+    totals.leaves, human(totals.bytes), totals.values > 0 and (", " .. totals.values .. " non-tensor values") or ""))
+  return table.concat(lines, "\n")
+end
+
+return M

@@ -1,0 +1,266 @@
+-- tdflow_spec.lua: the host's command line run as a user runs it (scripts/tdflow in a
+-- child process): exit codes, messages for bad recipes (every one asserting its text),
+-- the per-node report, --report JSON, --set, inspect and plugins.
+local json = require("tensordict.json")
+
+local dir = os.tmpname()
+os.remove(dir)
+os.execute("mkdir -p " .. dir)
+
+local function write(name, text)
+  local path = dir .. "/" .. name
+  local f = assert(io.open(path, "wb"))
+  f:write(text)
+  f:close()
+  return path
+end
+
+-- Runs scripts/tdflow with args; returns stdout, stderr, exit code.
+local function tdflow(args, env)
+  local out, err = dir .. "/stdout", dir .. "/stderr"
+  local cmd = ("%s scripts/tdflow %s >%s 2>%s; echo $?"):format(env or "", args, out, err)
+  local p = io.popen(cmd)
+  local code = tonumber(p:read("*a"))
+  p:close()
+  local function slurp(path)
+    local f = io.open(path, "rb")
+    local s = f:read("*a")
+    f:close()
+    return s
+  end
+  return slurp(out), slurp(err), code
+end
+
+local function expect(args, code, ...)
+  local out, err, got = tdflow(args)
+  local text = out .. err
+  assert.are.equal(code, got, ("tdflow %s exited %d:\n%s"):format(args, got, text))
+  for _, needle in ipairs({ ... }) do
+    if not text:find(needle, 1, true) then
+      error(("tdflow %s: output does not contain %q:\n%s"):format(args, needle, text), 2)
+    end
+  end
+  return out, err
+end
+
+-- A valid base recipe (JSON) the bad ones change one thing of.
+local SOURCE = '{"use": "ParticleSource", "n": 40, "steps": 2, "seed": 1}'
+local function recipe(fields)
+  return ('{"batch_size": 16, "source": %s, %s}'):format(SOURCE, fields)
+end
+
+describe("tdflow: bad recipes", function()
+  local cases = {
+    { "malformed JSON", '{\n  "steps": [1,\n  2,, 3]\n}', "line 3, column 5: invalid JSON near ', 3]'" },
+    { "text after the value", '{"seed": 1} x', "line 1, column 13: text after the JSON value near 'x'" },
+    { "a top-level array", "[1, 2]", "a recipe is a JSON object, got an array" },
+    { "an unknown field", recipe('"stpes": []'), "stpes: unknown recipe field (did you mean 'steps'?)" },
+    { "no source", '{"steps": []}', "source: required: where the batches come from" },
+    { "an unknown source type", '{"source": {"use": "ParticelSource", "n": 4, "steps": 1, "batch_size": 2}}',
+      "source.use: unknown node type \"ParticelSource\" (did you mean 'ParticleSource'?)" },
+    { "a node as the source", '{"source": {"use": "Take", "n": 2}}', "source.use: Take is a node, not a source" },
+    { "a node as the sink", recipe('"sink": {"use": "Take", "n": 2}'), "sink.use: Take is a node, not a sink" },
+    { "a step without use", recipe('"steps": [{"keys": ["pos"]}]'), "steps[1].use: required: the node type (got nil)" },
+    { "an unknown step type", recipe('"steps": [{"use": "Take", "n": 1}, {"use": "Fliter", "where": "x"}]'),
+      "steps[2].use: unknown node type \"Fliter\" (did you mean 'Filter'?)" },
+    { "a missing parameter", recipe('"steps": [{"use": "Apply", "fn": "Tensor.neg"}]'),
+      "steps[1].keys: required (a list of keys (strings or arrays of strings))" },
+    { "a mistyped parameter", recipe('"steps": [{"use": "Take", "n": 1}, {"use": "Take", "n": 1}, {"use": "Rebatch", "size": "x"}]'),
+      'steps[3].size: expected an integer, got "x"' },
+    { "a parameter below its minimum", recipe('"steps": [{"use": "Rebatch", "size": 0}]'),
+      "steps[1].size: expected integer >= 1, got 0" },
+    { "an unknown parameter", recipe('"steps": [{"use": "Apply", "kyes": ["pos"], "fn": "Tensor.neg"}]'),
+      "steps[1].kyes: unknown parameter (did you mean 'keys'?) (parameters: keys, fn, out_keys)" },
+    { "an unknown function", recipe('"steps": [{"use": "Apply", "keys": ["pos"], "fn": "Tensor.nope"}]'),
+      'steps[1].fn: expected a function or the name of a registered function, got "Tensor.nope" (unknown function' },
+    { "an unknown variable", recipe('"vars": {"size": 4}, "steps": [{"use": "Rebatch", "size": "$vars.sise"}]'),
+      "steps[1].size: unknown variable $vars.sise (did you mean $vars.size?) (vars: size)" },
+    { "vars that are not an object", recipe('"vars": 3'), "vars: expected an object, got 3" },
+    { "a negative seed", recipe('"seed": -1'), "seed: expected a non-negative integer, got -1" },
+    { "a zero batch size", '{"batch_size": 0, "source": ' .. SOURCE .. "}", "batch_size: expected a positive integer, got 0" },
+    { "a key no step produces", recipe('"steps": [{"use": "Apply", "keys": ["pos"], "fn": "Tensor.neg"}, {"use": "Apply", "keys": ["nope"], "fn": "Tensor.neg"}]'),
+      "steps[2] (Apply): key 'nope' is neither given by the source nor produced upstream (source keys: 'id', 'mass', 'pos', 'vel', 'energy')" },
+    { "a key removed upstream", recipe('"steps": [{"use": "Exclude", "keys": ["vel"]}, {"use": "Apply", "keys": ["vel"], "fn": "Tensor.neg"}]'),
+      "steps[2] (Apply): key 'vel' is neither given by the source nor produced upstream" },
+    { "an error inside a nested Seq", recipe('"steps": [{"use": "Seq", "steps": [{"use": "Take", "n": 1}, {"use": "Tkae", "n": 1}]}]'),
+      "steps[1].steps[2].use: unknown node type \"Tkae\" (did you mean 'Take'?)" },
+    { "a key given twice", recipe('"steps": [{"use": "Take", "n": 1, "n": 2}]'), "steps[1].n: given twice in the same object" },
+    { "a bad dtype", recipe('"steps": [{"use": "Cast", "dtype": "float17"}]'), "steps[1].dtype: expected a dtype name (" },
+    { "steps that are not a list", recipe('"steps": {"use": "Take", "n": 1}'), "steps: expected a list of steps" },
+    { "a step that is not a table", recipe('"steps": [3]'), 'steps[1]: expected a step {"use": "Type", ...}, got 3' },
+    { "a node type's own check", recipe('"steps": [{"use": "Apply", "keys": ["pos", "vel"], "out_keys": ["a"], "fn": "Tensor.neg"}]'),
+      "steps[1] (Apply): keys has 2 keys but out_keys has 1; they pair up one to one" },
+    { "several problems at once", recipe('"seed": "x", "steps": [{"use": "Fliter"}, {"use": "Take"}]'),
+      "3 problems:", "seed: expected a non-negative integer", "steps[1].use: unknown node type", "steps[2].n: required" },
+  }
+  for _, case in ipairs(cases) do
+    it("reports " .. case[1] .. " with exit code 2", function()
+      local path = write("bad.json", case[2])
+      for _, cmd in ipairs({ "check", "run" }) do
+        expect(cmd .. " " .. path, 2, unpack(case, 3))
+      end
+    end)
+  end
+
+  it("reports recipe files that cannot be read or run", function()
+    expect("check " .. dir .. "/missing.json", 2, "cannot read " .. dir .. "/missing.json")
+    expect("check " .. write("bad.lua", "return {"), 2, "bad.lua:1: unexpected symbol near '<eof>'")
+    expect("check " .. write("boom.lua", "error('no data here')"), 2, "boom.lua failed: ", "no data here")
+    expect("check " .. write("num.lua", "return 3"), 2, "num.lua must return a table, got 3")
+  end)
+
+  it("reports bad --set values and unknown commands", function()
+    local path = write("ok.json", recipe('"steps": []'))
+    expect("check " .. path .. " --set steps.1", 2, "--set steps.1: expected PATH=VALUE, e.g. steps.2.scale=0.5")
+    expect("check " .. path .. " --set batch_size.x=1", 2, "--set batch_size.x=1: batch_size is 16, not a table")
+    expect("bogus", 2, "tdflow: unknown command 'bogus'", "Run 'tdflow --help' for usage.")
+    expect("run", 2, "missing argument 'recipe'")
+    expect("run " .. path .. " --workers x", 2, "--workers expects a non-negative integer, got 'x'")
+  end)
+
+  it("refuses a sink path that exists unless --set sink.existsok=true", function()
+    local out_path = dir .. "/exists"
+    os.execute("mkdir -p " .. out_path)
+    local path = write("exists.json", recipe(('"sink": {"use": "MemmapSink", "path": "%s"}'):format(out_path)))
+    expect("check " .. path, 2, ("sink (MemmapSink): path '%s' exists (pass existsok = true to replace it, "
+      .. "e.g. --set sink.existsok=true)"):format(out_path))
+    expect("run " .. path, 2, "sink (MemmapSink): path '" .. out_path .. "' exists")
+    expect("run " .. path .. " --quiet --set sink.existsok=true", 0)
+    local T = require("tensordict")
+    local td = T.load_memmap(out_path)
+    assert.are.same({ 40 }, td:batch_size())
+    assert.are.same({ 40, 2, 3 }, td.pos:shape())
+  end)
+
+  it("exits 1 with the failing step's place when a step fails at run time", function()
+    local path = write("fail.lua", [[
+      return { batch_size = 8, source = { use = "ParticleSource", n = 20, steps = 1, seed = 0 },
+        steps = { { use = "Take", n = 100 }, { use = "Lambda", fn = function(td) error("boom at " .. #td) end } } }
+    ]])
+    expect("run " .. path, 1, "tdflow: steps[2] (Lambda): ", "boom at 8")
+  end)
+
+  it("exits 1 naming the batch and the worker when a Map worker dies, and commits nothing", function()
+    local out_path = dir .. "/crashed"
+    local path = write("crash.lua", ([[
+      return { batch_size = 8, workers = 2, source = { use = "ParticleSource", n = 40, steps = 1, seed = 0 },
+        steps = { { use = "Map", fn = function(td)
+          if td.id[1] > 16 then os.exit(3) end
+          return td
+        end } },
+        sink = { use = "MemmapSink", path = %q } }
+    ]]):format(out_path))
+    expect("run " .. path, 1, "tdflow: steps[1] (Map): batch 3 failed", "exited with status 3")
+    assert.is_false(require("tensordict.fs").exists(out_path))
+  end)
+end)
+
+describe("tdflow run", function()
+  it("runs a recipe, prints the per-node report and writes it as JSON", function()
+    local path = write("good.json", recipe([["vars": {"n": 3},
+      "steps": [{"use": "Apply", "keys": ["pos"], "fn": "Tensor.neg", "out_keys": ["neg"]},
+                {"use": "Rebatch", "size": 24}, {"use": "Take", "n": "$vars.n"}],
+      "sink": {"use": "Discard"}]]))
+    local report = dir .. "/report.json"
+    local out = expect("run " .. path .. " --report " .. report, 0, "step", "share", "rows/s",
+      "source               ParticleSource", "steps[1]             Apply", "steps[2]             Rebatch",
+      "steps[3]             Take", "sink                 Discard", "output: 3 rows")
+    assert.is_truthy(out:find("total: %d+ rows in, 3 rows out"), out)
+    local f = assert(io.open(report, "rb"))
+    local rep = json.decode(f:read("*a"))
+    f:close()
+    assert.are.equal(5, #rep.nodes)
+    assert.are.equal("steps[2]", rep.nodes[3].where)
+    assert.are.equal("Rebatch", rep.nodes[3].type)
+    assert.are.equal(3, rep.rows_out)
+    local share = 0
+    for _, n in ipairs(rep.nodes) do share = share + n.share end
+    assert.is_true(math.abs(share - 1) < 1e-9)
+  end)
+
+  it("takes --set, --seed and --quiet, and check says ok", function()
+    local path = write("set.json", recipe('"steps": [{"use": "Take", "n": 100}]'))
+    local out, err = expect("run " .. path .. " --quiet --set steps.1.n=5 --seed 3", 0)
+    assert.are.equal("", out)
+    assert.are.equal("", err)
+    expect("check " .. path, 0, "tdflow: " .. path .. ": ok (checked in")
+    expect("check " .. path .. " --set steps.1.n=x", 2, 'steps[1].n: expected an integer, got "x"')
+  end)
+end)
+
+describe("tdflow inspect and plugins", function()
+  it("shows a Python-written memmap folder as a tree", function()
+    local out = expect("inspect tests/fixtures/python-all-dtypes", 0,
+      "tests/fixtures/python-all-dtypes  (memmap folder, batch size [")
+    assert.is_truthy(out:find("float32", 1, true), out)
+    assert.is_truthy(out:find("bfloat16", 1, true), out)
+    expect("inspect " .. dir .. "/nothing", 1, "inspect: " .. dir .. "/nothing: no such file or folder")
+  end)
+
+  it("lists the core plugin's node types with their docs", function()
+    expect("plugins", 0, "core 1", "core_plugin.lua", "node types:", "Apply", "Calls fn on each selected leaf",
+      "Rebatch", "TensorSource")
+  end)
+
+  it("names a plugin that fails to load and exits 2", function()
+    local pdir = dir .. "/plugins_bad"
+    os.execute("mkdir -p " .. pdir)
+    local f = assert(io.open(pdir .. "/broken.lua", "wb"))
+    f:write("return {")
+    f:close()
+    local out, err, code = tdflow("plugins", "TDFLOW_PLUGIN_PATH=" .. pdir)
+    assert.are.equal(2, code, out .. err)
+    assert.is_truthy(err:find("plugin " .. pdir .. "/broken.lua: does not load: ", 1, true), err)
+  end)
+
+  it("names both files when two plugins define the same node type", function()
+    local pdir = dir .. "/plugins_dup"
+    os.execute("mkdir -p " .. pdir)
+    local f = assert(io.open(pdir .. "/dup.lua", "wb"))
+    f:write([[
+      local flow = require("tensordict.flow")
+      return { name = "dup", version = "1", nodes = { Apply = flow.Take } }
+    ]])
+    f:close()
+    local out, err, code = tdflow("plugins", "TDFLOW_PLUGIN_PATH=" .. pdir)
+    assert.are.equal(2, code, out .. err)
+    assert.is_truthy(err:find("plugin " .. pdir .. "/dup.lua: node type 'Apply' is defined already by ", 1, true), err)
+    assert.is_truthy(err:find("core_plugin.lua", 1, true), err)
+  end)
+end)
+
+describe("tdflow and Ctrl-C", function()
+  it("stops the workers, aborts the sink and exits 130 on SIGINT", function()
+    local out_path = dir .. "/interrupted"
+    local path = write("slow.lua", ([[
+      return { batch_size = 64, workers = 2,
+        source = { use = "ParticleSource", n = 100000, steps = 1, seed = 0 },
+        steps = { { use = "Map", fn = function(td)
+          local t = os.clock() + 0.05
+          while os.clock() < t do end
+          return td
+        end } },
+        sink = { use = "MemmapSink", path = %q } }
+    ]]):format(out_path))
+    local cmd = ("scripts/tdflow run %s >%s/int.out 2>%s/int.err & pid=$!; sleep 1.5; "
+      .. "kids=$(cat /proc/$pid/task/$pid/children); kill -INT $pid; wait $pid; echo \"$? $(echo $kids | wc -w)\"; "
+      .. "sleep 0.2; left=0; for k in $kids; do kill -0 $k 2>/dev/null && left=$((left + 1)); done; "
+      .. "echo $left"):format(path, dir, dir)
+    local p = io.popen(cmd)
+    local text = p:read("*a")
+    p:close()
+    local code, kids, left = text:match("^(%d+) (%d+)%s+(%d+)")
+    assert.are.equal("130", code, text)
+    assert.are.equal("2", kids, "two workers were running: " .. text)
+    assert.are.equal("0", left, "workers left behind: " .. text)
+    local f = io.open(dir .. "/int.err", "rb")
+    local err = f:read("*a")
+    f:close()
+    assert.is_truthy(err:find("tdflow: interrupted: workers stopped, the sink aborted (nothing was committed)", 1, true), err)
+    local fs = require("tensordict.fs")
+    assert.is_false(fs.exists(out_path))
+    for _, name in ipairs(fs.list(dir)) do
+      assert.is_falsy(name:find("interrupted", 1, true) and name ~= "interrupted", "temporary left: " .. name)
+    end
+  end)
+end)
