@@ -55,7 +55,11 @@ end
 M.traceback = traceback
 
 -- The loop a worker runs until the parent goes away; never returns.
-local function worker_loop(w, handler, seed)
+local function worker_loop(w, handler, seed, threads)
+  -- The workers share the parent's cores: each runs its kernels on its share of the
+  -- parent's threads, so n workers do not each start a pool as large as the machine
+  -- (what PyTorch's DataLoader workers do with torch.set_num_threads(1)).
+  C.td_set_num_threads(threads)
   -- os.exit in a worker leaves at once, without the parent's atexit handlers or
   -- finalisers (the parent sees the status).
   os.exit = function(code)
@@ -120,9 +124,10 @@ function M.open(n, handler, seed, call, unit)
   end
   local w = C.td_workers_new(n)
   if w == nil then util.c_fail() end
+  local threads = math.max(1, math.floor(C.td_get_num_threads() / n))
   local who = C.td_workers_fork(w)
   if who >= 0 then
-    local ok, err = pcall(worker_loop, w, handler, seed or 0)
+    local ok, err = pcall(worker_loop, w, handler, seed or 0, threads)
     io.stderr:write("tensordict: worker loop failed: ", tostring(err), "\n")
     C.td_worker_exit(ok and 0 or 4)
   end

@@ -543,3 +543,20 @@ describe("flow.run and close(failed)", function()
     os.execute("rm -rf " .. path)
   end)
 end)
+
+describe("flow.Map workers' threads", function()
+  it("gives each worker its share of the parent's threads", function()
+    local before = T.get_num_threads()
+    T.set_num_threads(2)
+    local function threads_seen(workers)
+      local out = flow.run(flow.TensorSource { td = data(4), batch_size = 2 },
+        flow.Seq { flow.Map { fn = function(td) td.threads = T.full({ #td }, T.get_num_threads()); return td end,
+          workers = workers } }, flow.Collect { cat = true })
+      return out.threads:totable()
+    end
+    assert.are.same({ 1, 1, 1, 1 }, threads_seen(2))
+    assert.are.same({ 2, 2, 2, 2 }, threads_seen(1))
+    assert.are.equal(2, T.get_num_threads())
+    T.set_num_threads(before)
+  end)
+end)

@@ -29,7 +29,7 @@ flow.builtin = { Seq = "seq.lua" }
 for _, name in ipairs({ "apply", "batching", "masking", "sources", "map", "memmap", "stats",
   "csv", "synthetic" }) do
   for export, value in pairs(require("tensordict.flow." .. name)) do
-    flow[export] = value -- node types, and helpers such as flow.RunningStats
+    if export ~= "row_batches" then flow[export] = value end -- types, and helpers such as flow.RunningStats
     if core.registry[export] == value then flow.builtin[export] = name .. ".lua" end
   end
 end

@@ -13,6 +13,7 @@ local random = require("tensordict.random")
 local create = require("tensordict.create")
 local core = require("tensordict.flow.core")
 local fs = require("tensordict.fs")
+local row_batches = require("tensordict.flow.sources").row_batches
 
 local describe = util.describe
 local is_td, D, wrap = td_core.is_td, td_core.D, td_core.wrap
@@ -103,18 +104,7 @@ function MemmapSource:len()
 end
 
 function MemmapSource:iter(ctx)
-  local td, b, p = self:load(), self.p.batch_size, self.p
-  local n = #td
-  local order = p.shuffle and random.randperm(n, "int64", random.Generator(p.seed or (ctx and ctx.seed) or 0))
-  local start = 1
-  return function()
-    if start > n or (p.drop_last and start + b - 1 > n) then return nil end
-    local stop = math.min(n, start + b - 1)
-    local rows = { start, stop }
-    start = stop + 1
-    if order then return td[order[{ rows }]] end
-    return td[{ rows }]
-  end
+  return row_batches(self:load(), self.p.batch_size, self.p, ctx)
 end
 
 ------------------------------------------------------------------------ MemmapSink

@@ -36,15 +36,19 @@ end
 
 function TensorSource:keys() return self.out_keys end
 
-function TensorSource:iter(ctx)
-  local td, b, p = self.p.td, self.p.batch_size, self.p
+-- An iterator over batches of b rows of td along its first batch dim: views, or, with
+-- p.shuffle, gathered copies in a new seeded permutation per epoch (p.seed, else the
+-- pipeline's). p.drop_last drops a last short batch; p.epochs (default 1) passes.
+-- MemmapSource uses it too.
+local function row_batches(td, b, p, ctx)
   local n = #td
   local gen = p.shuffle and random.Generator(p.seed or (ctx and ctx.seed) or 0)
+  local epochs = p.epochs or 1
   local epoch, start, order = 0, n + 1, nil
   return function()
     if start > n or (p.drop_last and start + b - 1 > n) then
       epoch = epoch + 1
-      if epoch > p.epochs then return nil end
+      if epoch > epochs then return nil end
       start = 1
       if gen then order = random.randperm(n, "int64", gen) end
       if n == 0 or (p.drop_last and b > n) then return nil end
@@ -55,6 +59,10 @@ function TensorSource:iter(ctx)
     if order then return td[order[{ rows }]] end
     return td[{ rows }]
   end
+end
+
+function TensorSource:iter(ctx)
+  return row_batches(self.p.td, self.p.batch_size, self.p, ctx)
 end
 
 ---------------------------------------------------------------------------- Collect
@@ -95,4 +103,4 @@ function Discard:write(td) self.rows = (self.rows or 0) + (td:batch_dims() == 0 
 function Discard:finish() return self.rows or 0 end
 function Discard:abort() self.rows = 0 end
 
-return { TensorSource = TensorSource, Collect = Collect, Discard = Discard }
+return { TensorSource = TensorSource, Collect = Collect, Discard = Discard, row_batches = row_batches }

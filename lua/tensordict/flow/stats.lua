@@ -346,6 +346,17 @@ function StatsSet:clone()
   return c
 end
 
+-- Sets value in a tree of plain tables at key k (a key path nests).
+local function put_path(root, k, value)
+  local path = type(k) == "table" and k or { k }
+  local node = root
+  for i = 1, #path - 1 do
+    node[path[i]] = node[path[i]] or {}
+    node = node[path[i]]
+  end
+  node[path[#path]] = value
+end
+
 -- The statistics as a TensorDict (batch size []): per key a nested TensorDict with
 -- mean and var (float64, the feature shape; var the population variance) and count
 -- (a 0-dim int64 tensor). Key paths nest.
@@ -354,14 +365,8 @@ function StatsSet:to_tensordict()
   for _, k in ipairs(self.keys) do
     local rs = self.by_id[core.key_id(k)]
     if rs.shape then
-      local path = type(k) == "table" and k or { k }
-      local node = root
-      for i = 1, #path - 1 do
-        node[path[i]] = node[path[i]] or {}
-        node = node[path[i]]
-      end
       local st = rs:state()
-      node[path[#path]] = { mean = st.mean, var = st.var, count = create.full({}, st.count, "int64") }
+      put_path(root, k, { mean = st.mean, var = st.var, count = create.full({}, st.count, "int64") })
     end
   end
   return td_core.construct(root, {})
@@ -379,15 +384,7 @@ function StatsSet:to_plain()
   local root = {}
   for _, k in ipairs(self.keys) do
     local rs = self.by_id[core.key_id(k)]
-    if rs.shape then
-      local path = type(k) == "table" and k or { k }
-      local node = root
-      for i = 1, #path - 1 do
-        node[path[i]] = node[path[i]] or {}
-        node = node[path[i]]
-      end
-      node[path[#path]] = rs:to_plain()
-    end
+    if rs.shape then put_path(root, k, rs:to_plain()) end
   end
   return root
 end
