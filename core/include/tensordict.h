@@ -240,6 +240,10 @@ td_tensor *td_tensor_to_dtype(const td_tensor *t, int32_t dtype);
 
 /* One element as a double: index has ndim entries (ignored for ndim 0). */
 int32_t td_tensor_read_f64(const td_tensor *t, const int64_t *index, double *out);
+/* Every NaN of a contiguous float64 tensor becomes the one quiet NaN: LuaJIT keeps its
+ * own values in NaN bits, so doubles handed to Lua must not carry other payloads
+ * (td_tensor_read_f64 does the same for its one value). */
+int32_t td_tensor_canonicalize_nan_(td_tensor *t);
 int32_t td_tensor_write_f64(td_tensor *t, const int64_t *index, double value);
 
 /* ---- threads ------------------------------------------------------------------------ */

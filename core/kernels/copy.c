@@ -408,6 +408,21 @@ TD_EXPORT int32_t td_tensor_read_f64(const td_tensor *t, const int64_t *index, d
   char *ptrs[2] = {(char *)out, p};
   const int64_t strides[2] = {(int64_t)sizeof(double), t->itemsize};
   cast_loops[TD_FLOAT64][t->dtype](ptrs, strides, 1, NULL);
+  if (isnan(*out)) *out = NAN; /* see td_tensor_canonicalize_nan_ */
+  return TD_OK;
+}
+
+/* LuaJIT tags its values inside NaN bits: a double NaN with another payload (a float
+ * NaN with every bit set, as data files or SLEEF may hold, widens to one) would read as
+ * a bogus object, not a number. Values handed to Lua get the one quiet NaN. */
+TD_EXPORT int32_t td_tensor_canonicalize_nan_(td_tensor *t) {
+  if (!t) return td_fail(TD_EINVAL, "canonicalize_nan_: the tensor is NULL");
+  if (t->dtype != TD_FLOAT64 || !td_tensor_is_contiguous(t))
+    return td_fail(TD_EINVAL, "canonicalize_nan_: expected a contiguous float64 tensor");
+  double *p = (double *)td_tensor_data_borrow(t);
+  int64_t n = td_tensor_numel(t);
+  for (int64_t i = 0; i < n; i++)
+    if (isnan(p[i])) p[i] = NAN;
   return TD_OK;
 }
 

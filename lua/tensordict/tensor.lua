@@ -144,6 +144,7 @@ function Tensor.totable(self)
   -- One C cast into a contiguous float64 copy, then plain reads.
   local copy = adopt(C.td_tensor_empty(ndim, h.shape, FLOAT64))
   check(C.td_tensor_copy_(copy.h, h))
+  check(C.td_tensor_canonicalize_nan_(copy.h)) -- NaN payloads would read as bogus values
   local data = ffi.cast("const double *", C.td_tensor_data_borrow(copy.h))
   local as_bool = h.dtype == BOOL
   local pos = 0

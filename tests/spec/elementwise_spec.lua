@@ -291,3 +291,23 @@ describe("threads", function()
     H.raises(function() T.set_num_threads(0) end, "set_num_threads")
   end)
 end)
+
+describe("NaN payloads", function()
+  it("reach Lua as NaN whatever their bits (LuaJIT keeps its own values in NaN bits)", function()
+    local bits = T.full({ 4 }, -1, "int32") -- a float NaN with every bit set
+    local path = os.tmpname()
+    T.from_file(path, { 4 }, "int32", "w+"):copy_(bits):free()
+    local f = T.from_file(path, { 4 }, "float32", "r")
+    for _, v in ipairs({ f[1], f:totable()[2], f:to("float64")[3], f:sum(), f:max(), f[{ { 1, 1 } }]:item() }) do
+      assert.are.equal("number", type(v))
+      assert.is_true(v ~= v)
+    end
+    f:free()
+    os.remove(path)
+    -- the vectorised log of negative numbers makes such NaNs
+    local l = T.tensor({ -1, -2, 4 }):log()
+    assert.is_true(l[1] ~= l[1])
+    assert.are.same({ true, true, false }, l:isnan():totable())
+    assert.is_true(math.abs(l[3] - math.log(4)) < 1e-6)
+  end)
+end)
