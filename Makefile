@@ -15,7 +15,7 @@ SAN     ?=
 CFLAGS  ?=
 TD_CFLAGS = -std=c11 $(OPT) -g -fPIC -fvisibility=hidden -Wall -Wextra -Werror \
             -D_GNU_SOURCE -Icore/include $(SAN) $(CFLAGS)
-LDLIBS  = -lm -lpthread -lopenblas -lcjson
+LDLIBS  = -lm -lpthread -lopenblas -lcjson -lsleef
 
 PREFIX  ?= /usr/local
 LIBDIR  ?= $(PREFIX)/lib
@@ -40,6 +40,11 @@ lib: $(LIB)
 $(BUILD)/obj/%.o: %.c $(LIB_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(TD_CFLAGS) -c $< -o $@
+
+# The SLEEF loops for wider vectors are built for those instruction sets and only run
+# where the CPU has them (core/kernels/elementwise_vecmath.c chooses at run time).
+$(BUILD)/obj/core/kernels/elementwise_vecmath_avx2.o: TD_CFLAGS += -mavx2 -mfma
+$(BUILD)/obj/core/kernels/elementwise_vecmath_avx512.o: TD_CFLAGS += -mavx512f
 
 $(LIB): $(LIB_OBJS)
 	$(CC) $(TD_CFLAGS) -shared -Wl,-soname,libtensordict.so $^ -o $@ $(LDLIBS)

@@ -116,6 +116,8 @@ td_inner_loop td_ew_float_scalar_loop(int32_t op, int32_t dtype);
 /* Unary op on operand 1 (dtype) into operand 0 (dtype, or bool for the predicates);
  * NULL when the op is an identity or a constant for dtype, or refused. */
 td_inner_loop td_ew_unary_loop(int32_t op, int32_t dtype);
+/* exp .. sigmoid of float32 / float64 through SLEEF; NULL for other ops and dtypes. */
+td_inner_loop td_ew_vecmath_loop(int32_t op, int32_t dtype);
 
 /* ---- building blocks of the typed loops ------------------------------------------------
  * Every loop computes in a "family" type: its own type for bool and the integers, float

@@ -133,7 +133,11 @@ static const td_inner_loop loops[TD_OP_ISINF + 1][TD_NUM_DTYPES] = {
     [TD_OP_ISINF] = {EW_FLOAT(ENTRY, isinf)},
 };
 
-td_inner_loop td_ew_unary_loop(int32_t op, int32_t dtype) { return loops[op][dtype]; }
+/* Transcendentals of float32 / float64 go through SLEEF (elementwise_vecmath.c). */
+td_inner_loop td_ew_unary_loop(int32_t op, int32_t dtype) {
+  td_inner_loop vec = td_ew_vecmath_loop(op, dtype);
+  return vec ? vec : loops[op][dtype];
+}
 
 /* ---- entry points ------------------------------------------------------------------------- */
 
@@ -174,7 +178,7 @@ static td_tensor *unary_new(const char *call, int32_t op, const td_tensor *a) {
   td_tensor *out = td_tensor_empty(a->ndim, a->shape, o);
   if (out) {
     const td_tensor *ops[2] = {out, x};
-    td_ew_run(2, ops, loops[op][c], NULL);
+    td_ew_run(2, ops, td_ew_unary_loop(op, c), NULL);
   }
   td_tensor_release(x);
   return out;
@@ -204,7 +208,7 @@ TD_EXPORT int32_t td_unary_(int32_t op, td_tensor *a) {
   if (plan == RUN_FALSE) return td_tensor_fill_(a, 0);
   if (c == a->dtype && o == a->dtype) { /* element i read, then written: no snapshot */
     const td_tensor *ops[2] = {a, a};
-    td_ew_run(2, ops, loops[op][c], NULL);
+    td_ew_run(2, ops, td_ew_unary_loop(op, c), NULL);
     return TD_OK;
   }
   td_tensor *r = unary_new(call, op, a); /* another dtype: compute, then cast into a */

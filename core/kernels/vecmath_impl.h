@@ -1,0 +1,71 @@
+/*
+ * vecmath_impl.h: the SLEEF loops of elementwise_vecmath*.c, written once and compiled
+ * once per instruction set (SSE2, AVX2, AVX-512), each file defining first:
+ *   VM_TABLE          the name of the table function it gets
+ *   VF, VD, WF, WD    the float and double vector types and their lane counts
+ *   LDF, STF, LDD, STD unaligned loads and stores
+ *   SLF(f), SLD(f)    SLEEF's function f for those widths (Sleef_expf8_u10, ...)
+ *   F_ONE, F_ZERO, F_ADD, F_SUB, F_DIV and the D_ forms, for sigmoid
+ * Every element goes through the same vector function wherever it lies: the tail of a
+ * row and strided rows pass through a small buffer, so results depend neither on the
+ * layout nor on how rows are split between threads.
+ */
+static inline VF sigmoid_vf(VF x) { return F_DIV(F_ONE, F_ADD(F_ONE, SLF(exp)(F_SUB(F_ZERO, x)))); }
+static inline VD sigmoid_vd(VD x) { return D_DIV(D_ONE, D_ADD(D_ONE, SLD(exp)(D_SUB(D_ZERO, x)))); }
+
+#define VM_LOOP(NAME, T, W, LDV, STV, FN)                                                 \
+  static void NAME(char **p, const int64_t *s, int64_t n, void *ctx) {                  \
+    (void)ctx;                                                                           \
+    char *d = p[0];                                                                      \
+    const char *x = p[1];                                                                \
+    int64_t i = 0;                                                                       \
+    if (s[0] == (int64_t)sizeof(T) && s[1] == (int64_t)sizeof(T)) {                      \
+      for (; i + W <= n; i += W) STV((T *)d + i, FN(LDV((const T *)x + i)));             \
+      d += i * (int64_t)sizeof(T);                                                       \
+      x += i * (int64_t)sizeof(T);                                                       \
+    }                                                                                    \
+    while (i < n) {                                                                      \
+      T in[W] = {0}, out[W];                                                             \
+      int64_t k = n - i < W ? n - i : W;                                                 \
+      for (int64_t j = 0; j < k; j++) in[j] = *(const T *)(x + j * s[1]);                \
+      STV(out, FN(LDV(in)));                                                             \
+      for (int64_t j = 0; j < k; j++) *(T *)(d + j * s[0]) = out[j];                     \
+      i += k;                                                                            \
+      d += k * s[0];                                                                     \
+      x += k * s[1];                                                                     \
+    }                                                                                    \
+  }
+
+#define VM_PAIR(OP, FNF, FND)                        \
+  VM_LOOP(vm_##OP##_f32, float, WF, LDF, STF, FNF)   \
+  VM_LOOP(vm_##OP##_f64, double, WD, LDD, STD, FND)
+
+VM_PAIR(exp, SLF(exp), SLD(exp))
+VM_PAIR(log, SLF(log), SLD(log))
+VM_PAIR(log1p, SLF(log1p), SLD(log1p))
+VM_PAIR(expm1, SLF(expm1), SLD(expm1))
+VM_PAIR(sin, SLF(sin), SLD(sin))
+VM_PAIR(cos, SLF(cos), SLD(cos))
+VM_PAIR(tanh, SLF(tanh), SLD(tanh))
+VM_PAIR(sigmoid, sigmoid_vf, sigmoid_vd)
+
+#define VM_CASE(OP, NAME) \
+  case TD_OP_##OP:        \
+    return dtype == TD_FLOAT32 ? vm_##NAME##_f32 : vm_##NAME##_f64;
+
+td_inner_loop VM_TABLE(int32_t op, int32_t dtype);
+td_inner_loop VM_TABLE(int32_t op, int32_t dtype) {
+  if (dtype != TD_FLOAT32 && dtype != TD_FLOAT64) return NULL;
+  switch (op) {
+    VM_CASE(EXP, exp)
+    VM_CASE(LOG, log)
+    VM_CASE(LOG1P, log1p)
+    VM_CASE(EXPM1, expm1)
+    VM_CASE(SIN, sin)
+    VM_CASE(COS, cos)
+    VM_CASE(TANH, tanh)
+    VM_CASE(SIGMOID, sigmoid)
+    default:
+      return NULL;
+  }
+}
