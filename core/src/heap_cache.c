@@ -1,5 +1,5 @@
 /*
- * heap_cache.c: heap blocks for storages, with large ones kept for reuse.
+ * heap_cache.c: heap blocks for storages, with medium and large ones kept for reuse.
  *
  * A fresh multi-megabyte block costs a page fault per 4 KiB on first touch, which
  * dominates an op that writes its result once (a 256 MiB index_select spends ~150 ms
@@ -17,8 +17,9 @@
 
 #include "internal.h"
 
-enum { SMALL_ALIGN = 64, CACHE_SLOTS = 64 };
-#define LARGE_BLOCK ((int64_t)1 << 20) /* from here on blocks are cached */
+enum { SMALL_ALIGN = 64, PAGE = 4096, CACHE_SLOTS = 64 };
+#define MEDIUM_BLOCK ((int64_t)64 << 10) /* from here on blocks are cached */
+#define LARGE_BLOCK ((int64_t)1 << 20)   /* from here on 2 MiB aligned, huge pages */
 #define HUGE_PAGE ((int64_t)2 << 20)
 
 typedef struct block {
@@ -26,12 +27,20 @@ typedef struct block {
   int64_t capacity;
 } block;
 
-static struct {
-  pthread_mutex_t lock;
+/* Freed blocks of one size class waiting for reuse. */
+typedef struct tier {
   block slots[CACHE_SLOTS];
   int32_t count;
   int64_t bytes, limit;
-} cache = {.lock = PTHREAD_MUTEX_INITIALIZER, .limit = -1};
+} tier;
+
+/* medium: [64 KiB, 1 MiB) in 64 KiB steps, at most a sixteenth of the large limit (a
+ * pipeline's per-batch temporaries: a 512 KiB result otherwise costs 128 page faults,
+ * several times the work of an add); large: 1 MiB and more in 2 MiB steps. */
+static struct {
+  pthread_mutex_t lock;
+  tier medium, large;
+} cache = {.lock = PTHREAD_MUTEX_INITIALIZER, .medium = {.limit = -1}, .large = {.limit = -1}};
 
 static pthread_once_t limit_once = PTHREAD_ONCE_INIT;
 
@@ -42,43 +51,59 @@ static void read_limit(void) {
   int64_t limit = env ? strtoll(env, NULL, 10) : (int64_t)1 << 30;
   long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   if (pages > 0 && page > 0 && limit > (int64_t)pages * page / 4) limit = (int64_t)pages * page / 4;
-  cache.limit = limit < 0 ? 0 : limit;
+  cache.large.limit = limit < 0 ? 0 : limit;
+  cache.medium.limit = cache.large.limit / 16;
   pthread_atfork(NULL, NULL, reset_lock_in_child);
 }
 
 /* Forking code calls this first: the child's lock reset is registered with the limit,
- * lazily, and a fork before the first large block must not go without it. */
+ * lazily, and a fork before the first cached block must not go without it. */
 void td_heap_cache_before_fork(void) { pthread_once(&limit_once, read_limit); }
+
+/* The smallest cached block of t that fits rounded without wasting half, taken out;
+ * NULL when none does. Called with the lock held. */
+static void *tier_take(tier *t, int64_t rounded, int64_t *capacity) {
+  int32_t best = -1;
+  for (int32_t i = 0; i < t->count; i++) {
+    int64_t c = t->slots[i].capacity;
+    if (c >= rounded && c <= 2 * rounded && (best < 0 || c < t->slots[best].capacity)) best = i;
+  }
+  if (best < 0) return NULL;
+  block b = t->slots[best];
+  t->slots[best] = t->slots[--t->count];
+  t->bytes -= b.capacity;
+  *capacity = b.capacity;
+  return b.data;
+}
+
+/* Keeps a freed block in t when there is room; false otherwise. Lock held. */
+static bool tier_put(tier *t, void *data, int64_t capacity) {
+  if (t->count >= CACHE_SLOTS || t->bytes + capacity > t->limit) return false;
+  t->slots[t->count++] = (block){data, capacity};
+  t->bytes += capacity;
+  return true;
+}
 
 void *td_heap_alloc(int64_t nbytes, int64_t *capacity) {
   void *p = NULL;
-  if (nbytes < LARGE_BLOCK) {
+  if (nbytes < MEDIUM_BLOCK) {
     int64_t rounded = (nbytes + SMALL_ALIGN - 1) / SMALL_ALIGN * SMALL_ALIGN;
     if (rounded == 0) rounded = SMALL_ALIGN;
     if (posix_memalign(&p, SMALL_ALIGN, (size_t)rounded) != 0) return NULL;
     *capacity = rounded;
     return p;
   }
-  int64_t rounded = (nbytes + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
+  bool large = nbytes >= LARGE_BLOCK;
+  int64_t step = large ? HUGE_PAGE : MEDIUM_BLOCK;
+  int64_t rounded = (nbytes + step - 1) / step * step;
   pthread_once(&limit_once, read_limit);
   pthread_mutex_lock(&cache.lock);
-  int32_t best = -1; /* the smallest cached block that fits without wasting half */
-  for (int32_t i = 0; i < cache.count; i++) {
-    int64_t c = cache.slots[i].capacity;
-    if (c >= rounded && c <= 2 * rounded && (best < 0 || c < cache.slots[best].capacity)) best = i;
-  }
-  if (best >= 0) {
-    block b = cache.slots[best];
-    cache.slots[best] = cache.slots[--cache.count];
-    cache.bytes -= b.capacity;
-    pthread_mutex_unlock(&cache.lock);
-    *capacity = b.capacity;
-    return b.data;
-  }
+  p = tier_take(large ? &cache.large : &cache.medium, rounded, capacity);
   pthread_mutex_unlock(&cache.lock);
-  if (posix_memalign(&p, (size_t)HUGE_PAGE, (size_t)rounded) != 0) return NULL;
+  if (p) return p;
+  if (posix_memalign(&p, (size_t)(large ? HUGE_PAGE : PAGE), (size_t)rounded) != 0) return NULL;
 #ifdef MADV_HUGEPAGE
-  madvise(p, (size_t)rounded, MADV_HUGEPAGE); /* advice only: failure changes nothing */
+  if (large) madvise(p, (size_t)rounded, MADV_HUGEPAGE); /* advice only: failure changes nothing */
 #endif
   *capacity = rounded;
   return p;
@@ -86,33 +111,34 @@ void *td_heap_alloc(int64_t nbytes, int64_t *capacity) {
 
 void td_heap_free(void *data, int64_t capacity) {
   if (!data) return;
-  if (capacity >= LARGE_BLOCK) {
+  if (capacity >= MEDIUM_BLOCK) {
     pthread_once(&limit_once, read_limit);
     pthread_mutex_lock(&cache.lock);
-    if (cache.count < CACHE_SLOTS && cache.bytes + capacity <= cache.limit) {
-      cache.slots[cache.count++] = (block){data, capacity};
-      cache.bytes += capacity;
-      pthread_mutex_unlock(&cache.lock);
-      return;
-    }
+    bool kept = tier_put(capacity >= LARGE_BLOCK ? &cache.large : &cache.medium, data, capacity);
     pthread_mutex_unlock(&cache.lock);
+    if (kept) return;
   }
   free(data);
 }
 
+static int64_t tier_release(tier *t) {
+  int64_t freed = t->bytes;
+  for (int32_t i = 0; i < t->count; i++) free(t->slots[i].data);
+  t->count = 0;
+  t->bytes = 0;
+  return freed;
+}
+
 TD_EXPORT int64_t td_release_cached_memory(void) {
   pthread_mutex_lock(&cache.lock);
-  int64_t freed = cache.bytes;
-  for (int32_t i = 0; i < cache.count; i++) free(cache.slots[i].data);
-  cache.count = 0;
-  cache.bytes = 0;
+  int64_t freed = tier_release(&cache.medium) + tier_release(&cache.large);
   pthread_mutex_unlock(&cache.lock);
   return freed;
 }
 
 TD_EXPORT int64_t td_cached_bytes(void) {
   pthread_mutex_lock(&cache.lock);
-  int64_t bytes = cache.bytes;
+  int64_t bytes = cache.medium.bytes + cache.large.bytes;
   pthread_mutex_unlock(&cache.lock);
   return bytes;
 }

@@ -6,7 +6,7 @@
 local C = require("tensordict.lib").C
 
 local M = {}
-local MIN_THRESHOLD = 256 * 1024 * 1024
+local MIN_THRESHOLD = 32 * 1024 * 1024
 local threshold = MIN_THRESHOLD
 
 function M.after_alloc()
