@@ -560,3 +560,23 @@ describe("flow.Map workers' threads", function()
     T.set_num_threads(before)
   end)
 end)
+
+describe("key flow past functions that add undeclared keys", function()
+  it("counts every key as present after a Lambda or Map without out_keys", function()
+    local seq = flow.Seq {
+      flow.Lambda { fn = function(td) td.extra = td.y * 2; return td end },
+      flow.Apply { keys = "extra", fn = double },
+    }
+    assert.are.same({}, seq:check_keys(flow.KeySet.new({ "x", "y" })))
+    local declared = flow.Seq {
+      flow.Lambda { fn = function(td) td.extra = td.y * 2; return td end, out_keys = "extra" },
+      flow.Apply { keys = "extra", fn = double },
+      flow.Apply { keys = "nope", fn = double },
+    }
+    local problems = declared:check_keys(flow.KeySet.new({ "x", "y" }))
+    assert.are.equal(1, #problems)
+    assert.are.equal("nope", problems[1].key)
+    local mapped = flow.Seq { flow.Map { fn = function(td) return td end, workers = 0 }, flow.Apply { keys = "z", fn = double } }
+    assert.are.same({}, mapped:check_keys(flow.KeySet.new({ "x" })))
+  end)
+end)

@@ -101,6 +101,7 @@ local Lambda = core.define("Lambda", {
 
 function Lambda:init()
   self.in_keys, self.out_keys = self.p.in_keys, self.p.out_keys
+  self.keys_unknown = #self.p.out_keys == 0 -- fn may add any key
 end
 
 function Lambda:forward(td)

@@ -425,6 +425,7 @@ function KeySet.new(keys)
 end
 
 function KeySet:has(key)
+  if self.open then return true end -- a node upstream adds keys nobody declared
   local ids = self.ids
   if type(key) == "string" then
     if ids[key] then return true end
@@ -487,10 +488,14 @@ function KeySet:list(only_produced)
   return out
 end
 
--- What node does to the keys of a batch: its own keys_after, or "adds out_keys".
+-- What node does to the keys of a batch: its own keys_after, or "adds out_keys". A
+-- node whose function may add keys it does not declare (Lambda, Map without out_keys)
+-- sets keys_unknown: after it every key counts as present, so checks stay quiet rather
+-- than wrong.
 function M.keys_after(node, ks)
   if node.keys_after then return node:keys_after(ks) end
   for _, k in ipairs(node.out_keys) do ks:add(k, true) end
+  if node.keys_unknown then ks.open = true end
 end
 
 function M.type_names() return sorted_keys(M.registry) end

@@ -26,6 +26,7 @@ local Map = core.define("Map", {
 function Map:init()
   self.in_keys = self.p.in_keys or {}
   self.out_keys = self.p.out_keys or {}
+  self.keys_unknown = self.p.out_keys == nil -- fn's result may hold any key
   self.count = 0       -- batches pushed since open
   self.held = {}       -- k -> the pushed batch, while k is in flight (out_keys needs it)
   self.ready = {}      -- k -> result (false: dropped), waiting for its turn
