@@ -78,7 +78,7 @@ bench: deps
 	@$(MAKE) --no-print-directory all $(CBENCHES)
 	BUILD=$(BUILD) bash scripts/run-bench.sh
 
-# The main job: the demo recipe (1M particle states) and the iris recipe through tdflow.
+# The main job: the demo recipe (4M particle states) and the iris recipe through tdflow.
 run: deps
 	@$(MAKE) --no-print-directory all
 	scripts/tdflow run recipes/demo.json
