@@ -56,6 +56,12 @@ $(BUILD)/tests/%: tests/c/%.c $(wildcard tests/c/*.h) $(LIB) $(LIB_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(TD_CFLAGS) -Icore/src $< -o $@ -L$(BUILD) -ltensordict -Wl,-rpath,$(abspath $(BUILD)) $(LDLIBS)
 
+# The embedding test loads the library through LuaJIT's FFI, as a host does: it must not
+# link it, or closing the Lua state would not unload it.
+$(BUILD)/tests/test_embed: tests/c/test_embed.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(TD_CFLAGS) $< -o $@ $$(pkg-config --cflags --libs luajit)
+
 $(BUILD)/bench/%: tests/bench/%.c tests/bench/bench.h $(LIB) $(LIB_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(TD_CFLAGS) -Icore/src $< -o $@ -L$(BUILD) -ltensordict -Wl,-rpath,$(abspath $(BUILD)) $(LDLIBS) -lopenblas

@@ -8,6 +8,9 @@ passed=0 failed=0 skipped=0
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 
+# The library the tests load (the embedding test and the specs load it through the FFI).
+export TENSORDICT_LIB=${TENSORDICT_LIB:-$PWD/$BUILD/libtensordict.so}
+
 # C tests print their own "N passed, N failed" line.
 for t in "$BUILD"/tests/test_*; do
   [[ -x "$t" ]] || continue
@@ -26,7 +29,6 @@ for t in "$BUILD"/tests/test_*; do
 done
 
 # busted specs, TAP output: "ok N", "not ok N", "ok N - # SKIP".
-export TENSORDICT_LIB=${TENSORDICT_LIB:-$PWD/$BUILD/libtensordict.so}
 ${TD_PRELOAD:+env LD_PRELOAD=$TD_PRELOAD} busted --lua=luajit -o TAP ${BUSTED_ARGS:-} >"$log" 2>&1
 rc=$?
 p=$(grep -cE '^ok [0-9]+ - ' "$log" | tr -d ' ')

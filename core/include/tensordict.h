@@ -120,6 +120,9 @@ int64_t td_live_bytes(void);
  * default): how many bytes wait there, and a call that returns them to the system. */
 int64_t td_cached_bytes(void);
 int64_t td_release_cached_memory(void);
+/* Joins the library's worker threads and returns its cached blocks; both come back on
+ * demand. Unloading the library does the same (a host closing its Lua state). */
+void td_shutdown(void);
 
 /* ---- tensors --------------------------------------------------------------------- */
 

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "parallel.h"
 
 enum { SMALL_ALIGN = 64, PAGE = 4096, CACHE_SLOTS = 64 };
 #define MEDIUM_BLOCK ((int64_t)64 << 10) /* from here on blocks are cached */
@@ -134,6 +135,18 @@ TD_EXPORT int64_t td_release_cached_memory(void) {
   int64_t freed = tier_release(&cache.medium) + tier_release(&cache.large);
   pthread_mutex_unlock(&cache.lock);
   return freed;
+}
+
+/* A host that closes its Lua state unloads the library: the cached blocks would leak
+ * (64 MiB of RSS per state), so they go back to the system then. */
+__attribute__((destructor)) static void release_cache_at_unload(void) { td_release_cached_memory(); }
+
+/* td_shutdown: what a host calls before closing its last Lua state, or whenever it
+ * wants the library idle: threads joined, cached blocks returned. Both come back on
+ * demand. */
+TD_EXPORT void td_shutdown(void) {
+  td_parallel_shutdown();
+  td_release_cached_memory();
 }
 
 TD_EXPORT int64_t td_cached_bytes(void) {

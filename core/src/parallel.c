@@ -115,6 +115,20 @@ static void set_defaults(void) {
   pthread_atfork(NULL, NULL, forget_pool_in_child);
 }
 
+/* Stops and joins the workers (they start again on the next parallel call). A host
+ * that closes its Lua state unloads this library: threads left sleeping inside it
+ * would wake in unmapped code ("The futex facility returned an unexpected error code"),
+ * so the destructor below stops them, and td_shutdown does it on request. trylock:
+ * at exit a job may still hold the lock (exit called from inside one); then the
+ * process is going anyway and nothing is unmapped under the workers. */
+void td_parallel_shutdown(void) {
+  if (pthread_mutex_trylock(&submit_lock) != 0) return;
+  if (pool.started > 0) stop_workers();
+  pthread_mutex_unlock(&submit_lock);
+}
+
+__attribute__((destructor)) static void stop_pool_at_unload(void) { td_parallel_shutdown(); }
+
 TD_EXPORT int32_t td_get_num_threads(void) {
   pthread_once(&defaults_once, set_defaults);
   return pool.wanted;

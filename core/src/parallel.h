@@ -22,5 +22,7 @@ enum { TD_GRAIN = 32768 };
 void td_parallel_for(int64_t n, int64_t grain, td_range_fn fn, void *ctx);
 /* How many chunks td_parallel_for makes of n items. */
 int64_t td_parallel_chunks(int64_t n, int64_t grain);
+/* Stops and joins the worker threads (they restart on the next parallel call). */
+void td_parallel_shutdown(void);
 
 #endif

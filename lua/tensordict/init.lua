@@ -105,6 +105,9 @@ function T.set_num_threads(n)
   if lib.C.td_set_num_threads(n) ~= 0 then util.c_fail() end
 end
 function T.get_num_threads() return lib.C.td_get_num_threads() end
+-- T.shutdown(): the library idle (threads joined, cached blocks returned) for a host
+-- about to close its Lua state; everything restarts on demand.
+function T.shutdown() lib.C.td_shutdown() end
 
 -- T.flow: pipeline nodes (docs/flow.md), loaded on first use (it requires this module).
 return setmetatable(T, {

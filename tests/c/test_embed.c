@@ -1,0 +1,90 @@
+/*
+ * test_embed.c: a C host embedding LuaJIT that opens a Lua state, uses the library
+ * with its thread pool, closes the state, and does it again, many times. Closing the
+ * state unloads libtensordict.so (ffi.load's handle is collected); the library must
+ * leave no thread behind (one woken by a signal inside unmapped code aborted the
+ * process with "The futex facility returned an unexpected error code") and give its
+ * cached blocks back (resident memory stays flat over the cycles).
+ *
+ * Not linked with libtensordict on purpose: the Lua code loads it (TENSORDICT_LIB, set
+ * by run-tests.sh, or build/libtensordict.so), so closing the state really unloads it.
+ * Prints "N passed, N failed" like the other C tests (no check.h: it needs the library).
+ */
+#include <lauxlib.h>
+#include <lua.h>
+#include <lualib.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int passed, failed;
+
+#define CHECK(cond, ...)                                   \
+  do {                                                     \
+    if (cond) {                                            \
+      passed++;                                            \
+    } else {                                               \
+      failed++;                                            \
+      fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);      \
+      fprintf(stderr, __VA_ARGS__);                        \
+      fputc('\n', stderr);                                 \
+    }                                                      \
+  } while (0)
+
+/* A field of /proc/self/status ("Threads", "VmRSS"), as a number. */
+static long status_field(const char *name) {
+  FILE *f = fopen("/proc/self/status", "r");
+  char line[256];
+  long v = -1;
+  size_t n = strlen(name);
+  while (f && fgets(line, sizeof line, f))
+    if (strncmp(line, name, n) == 0 && line[n] == ':') v = strtol(line + n + 1, NULL, 10);
+  if (f) fclose(f);
+  return v;
+}
+
+static void on_signal(int signo) { (void)signo; }
+
+/* Uses the library the way a pipeline does: threads (2), large temporaries (cached
+ * blocks), a TensorDict. */
+static const char *SCRIPT =
+    "package.path = 'lua/?.lua;lua/?/init.lua;' .. package.path\n"
+    "local T = require('tensordict')\n"
+    "T.set_num_threads(2)\n"
+    "local x = T.rand(1000000)\n"
+    "for _ = 1, 4 do x = (x + 1):sqrt() end\n"
+    "local td = T.TensorDict({ a = x:view(1000, 1000), b = T.zeros(1000) }, { 1000 })\n"
+    "assert((td * 2).a:sum() > 0)\n";
+
+int main(void) {
+  if (!getenv("TENSORDICT_LIB") && access("build/libtensordict.so", R_OK) == 0)
+    setenv("TENSORDICT_LIB", "build/libtensordict.so", 1);
+  signal(SIGUSR1, on_signal);
+  alarm(300); /* a thread left in unloaded code can hang the process: fail, don't hang */
+  long threads_before = status_field("Threads"), rss_early = 0;
+  enum { CYCLES = 60 };
+  for (int cycle = 1; cycle <= CYCLES; cycle++) {
+    lua_State *L = luaL_newstate();
+    luaL_openlibs(L);
+    if (luaL_dostring(L, SCRIPT) != 0) {
+      CHECK(0, "cycle %d: %s", cycle, lua_tostring(L, -1));
+      lua_close(L);
+      break;
+    }
+    lua_close(L); /* unloads libtensordict.so */
+    kill(getpid(), SIGUSR1); /* wakes any thread left sleeping in the unloaded code */
+    long threads = status_field("Threads");
+    if (cycle == 1 || cycle == CYCLES)
+      CHECK(threads == threads_before, "cycle %d: %ld threads after closing the state, %ld before",
+            cycle, threads, threads_before);
+    if (cycle == 10) rss_early = status_field("VmRSS");
+  }
+  long rss_late = status_field("VmRSS"); /* kB */
+  CHECK(rss_late - rss_early < 64 * 1024,
+        "resident memory grew from %ld kB (cycle 10) to %ld kB (cycle %d)", rss_early, rss_late,
+        CYCLES);
+  printf("%d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
+}
