@@ -5,7 +5,7 @@
 package.path = "lua/?.lua;lua/?/init.lua;tests/bench/?.lua;" .. package.path
 local T = require("tensordict")
 local flow = require("tensordict.flow")
-local now = require("clock")
+local best_of = require("best")
 
 local NODES, BATCHES = 8, 20000
 local batch = T.TensorDict({ x = T.rand(256, 4), y = T.rand(256) }, { 256 })
@@ -24,15 +24,8 @@ end
 local count = 0
 local sink = { write = function() count = count + 1 end, finish = function() end, abort = function() end }
 
-local function best(body)
-  local b = math.huge
-  for _ = 1, 5 do
-    local t0 = now()
-    body()
-    b = math.min(b, now() - t0)
-  end
-  return b
-end
+-- Best of 5 runs, in seconds.
+local function best(body) return best_of(5, body) end
 
 local function report(name, plain, piped)
   local per = (piped - plain) / (NODES * BATCHES) * 1e6

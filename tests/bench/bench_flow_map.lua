@@ -10,20 +10,12 @@ package.path = "lua/?.lua;lua/?/init.lua;tests/bench/?.lua;" .. package.path
 local T = require("tensordict")
 local ffi = require("ffi")
 local Map = require("tensordict.flow.map").Map
-local now = require("clock")
+local best_of = require("best")
 
 T.set_num_threads(1)
 
-local function best(reps, body)
-  local b = math.huge
-  for _ = 1, reps do
-    collectgarbage()
-    local t0 = now()
-    body()
-    b = math.min(b, now() - t0)
-  end
-  return b
-end
+-- Best of reps runs, each after a full collection (not timed).
+local function best(reps, body) return best_of(reps, body, collectgarbage) end
 
 -- Pushes every batch through an opened Map and drains it; returns the seconds.
 local function through(node, batches)

@@ -12,6 +12,7 @@ local ffi = require("ffi")
 local T = require("tensordict")
 local flow = require("tensordict.flow")
 local now = require("clock")
+local best = require("best") -- best(runs, fn): the shortest run, in seconds
 local C = require("tensordict.lib").C
 local nodes = require("tensordict.flow.memmap")
 local MemmapSink = flow.MemmapSink or nodes.MemmapSink
@@ -31,16 +32,6 @@ os.execute("rm -rf '" .. dir .. "' && mkdir -p '" .. dir .. "'")
 -- TD_BENCH_ONLY=sink or =sample runs one of the two.
 local only = os.getenv("TD_BENCH_ONLY")
 local function want(name) return only == nil or only == "" or only == name end
-
-local function best(n, fn)
-  local b = math.huge
-  for _ = 1, n do
-    local t0 = now()
-    fn()
-    b = math.min(b, now() - t0)
-  end
-  return b
-end
 
 ------------------------------------------------------------- MemmapSink append
 if want("sink") then

@@ -6,7 +6,7 @@
 package.path = "lua/?.lua;lua/?/init.lua;tests/bench/?.lua;" .. package.path
 local ffi = require("ffi")
 local T = require("tensordict")
-local now = require("clock")
+local best = require("best") -- best(runs, fn): the shortest run, in seconds
 local C = require("tensordict.lib").C
 
 ffi.cdef [[
@@ -20,16 +20,6 @@ ffi.cdef [[
 local O_WRONLY, O_CREAT, O_TRUNC = 1, 64, 512
 local dir = (os.getenv("TD_BENCH_DIR") or "/tmp") .. "/td-bench-memmap"
 os.execute("rm -rf '" .. dir .. "' && mkdir -p '" .. dir .. "'")
-
-local function best(n, fn)
-  local b = math.huge
-  for _ = 1, n do
-    local t0 = now()
-    fn()
-    b = math.min(b, now() - t0)
-  end
-  return b
-end
 
 -- 1 GiB in 10 leaves of [409600, 64] float32 (100 MiB each, 1000 MiB in all).
 local ROWS, LEAVES = 409600, 10

@@ -1,13 +1,7 @@
 -- timing.lua: the measuring loop the Lua benchmarks share.
-local now = require("clock")
+local best_of = require("best")
 
 -- Best of 5 runs of body(n), in ns per call.
 return function(n, body)
-  local best = math.huge
-  for _ = 1, 5 do
-    local t0 = now()
-    body(n)
-    best = math.min(best, now() - t0)
-  end
-  return best / n * 1e9
+  return best_of(5, function() body(n) end) / n * 1e9
 end

@@ -20,25 +20,9 @@ local function run(source, node, opts)
   return flow.run(source, node, flow.Collect {}, opts)
 end
 
-local function sizes(list)
-  local out = {}
-  for i, td in ipairs(list) do out[i] = #td end
-  return out
-end
-
-local function ys(list)
-  local out = {}
-  for _, td in ipairs(list) do
-    for _, v in ipairs(td.y:totable()) do out[#out + 1] = v end
-  end
-  return out
-end
-
-local function range(a, b)
-  local out = {}
-  for i = a, b do out[#out + 1] = i end
-  return out
-end
+-- Row counts and every y of a list of batches; { a, ..., b }.
+local sizes, range = H.sizes, H.range
+local function ys(list) return H.column(list, "y") end
 
 local double = flow.register_function("spec.double", function(t) return t * 2 end)
 

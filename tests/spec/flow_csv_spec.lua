@@ -9,13 +9,8 @@ require("tensordict.flow.sources")
 
 local dir
 
-local function write(name, text)
-  local path = dir .. "/" .. name
-  local f = assert(io.open(path, "wb"))
-  f:write(text)
-  f:close()
-  return path
-end
+-- Writes a file of the spec's folder; returns its path.
+local function write(name, text) return H.write(dir .. "/" .. name, text) end
 
 local function all(src)
   local list = {}
@@ -24,12 +19,8 @@ local function all(src)
 end
 
 describe("flow.CsvSource", function()
-  setup(function()
-    local p = io.popen("mktemp -d")
-    dir = p:read("*l")
-    p:close()
-  end)
-  teardown(function() os.execute("rm -rf " .. dir) end)
+  setup(function() dir = H.tmpdir() end)
+  teardown(function() H.rmtree(dir) end)
 
   it("reads every column as float32 leaves by default, in batches with a last partial one", function()
     local path = write("iris.csv",

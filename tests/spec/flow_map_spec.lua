@@ -5,14 +5,10 @@
 local T = require("tensordict")
 local H = require("helpers")
 local ffi = require("ffi")
-local C = require("tensordict.lib").C
 local flow = require("tensordict.flow")
 local Map = require("tensordict.flow.map").Map
-
-pcall(ffi.cdef, [[
-int getpid(void);
-int kill(int pid, int sig);
-]])
+local MH = require("map_helpers") -- also declares getpid and kill for the fns below
+local bytes, children = MH.bytes, MH.children
 
 -- rows 1..n: x = i (float32), nested n.z = -i (int64), s = "tag" (uniform).
 local function data(n)
@@ -24,30 +20,8 @@ local function run(node, n, batch, opts)
   return flow.run(flow.TensorSource { td = data(n), batch_size = batch }, node, flow.Collect {}, opts)
 end
 
-local function bytes(t)
-  t = t:contiguous()
-  local n = 1
-  for _, s in ipairs(t:shape()) do n = n * s end
-  return ffi.string(C.td_tensor_data_borrow(t.h), n * C.td_dtype_itemsize(t.h.dtype))
-end
-
-local function children()
-  -- /proc, not pgrep: a tool run under the sanitizers' LD_PRELOAD may hang
-  local pid = ffi.C.getpid()
-  local f = io.open(("/proc/%d/task/%d/children"):format(pid, pid))
-  local out = {}
-  for w in f:read("*a"):gmatch("%d+") do out[#out + 1] = tonumber(w) end
-  f:close()
-  return out
-end
-
-local function xs(list)
-  local out = {}
-  for _, td in ipairs(list) do
-    for _, v in ipairs(td.x:totable()) do out[#out + 1] = v end
-  end
-  return out
-end
+-- Every x of a list of batches, in order.
+local function xs(list) return H.column(list, "x") end
 
 local function square(b) return T.TensorDict({ x = b.x * b.x, n = { z = b.n.z * 2 }, s = b.s }, b:batch_size()) end
 
@@ -230,49 +204,17 @@ describe("flow.Map", function()
   end)
 
   it("stops its workers when the parent gets SIGINT inside flow.run", function()
-    local dir = os.tmpname()
-    os.remove(dir)
-    os.execute("mkdir -p '" .. dir .. "'")
-    local script = dir .. "/child.lua"
-    local f = assert(io.open(script, "w"))
-    f:write([[
-local T = require("tensordict")
+    local out, status, dir = MH.interrupt([[
 local flow = require("tensordict.flow")
 local Map = require("tensordict.flow.map").Map
-local ffi = require("ffi")
-ffi.cdef("int getpid(void);")
-local dir = ...
 local td = T.TensorDict({ x = T.arange(1, 8) }, { 8 })
-local node = Map { fn = function(b)
-  local mark = io.open(dir .. "/started-" .. ffi.C.getpid(), "w")
-  mark:close()
-  while true do end
-end, workers = 2 }
+local node = Map { fn = spin, workers = 2 }
 local ok, err = pcall(flow.run, flow.TensorSource { td = td, batch_size = 1 }, node, flow.Collect {})
-io.write("error: ", tostring(err), "\n")
-local pid = ffi.C.getpid()
-local kids = io.open(("/proc/%d/task/%d/children"):format(pid, pid))
-io.write("children:", kids:read("*a"), "\n")
-kids:close()
 ]])
-    f:close()
-    local cmd = ("cd '%s' && LUA_PATH='lua/?.lua;lua/?/init.lua;;' luajit '%s' '%s' > '%s/out' 2>&1 & pid=$!; "
-      .. "for i in $(seq 1 200); do [ $(ls '%s' | grep -c started) -ge 2 ] && break; sleep 0.05; done; "
-      .. "kill -INT $pid; wait $pid; echo $?")
-      :format(os.getenv("PWD") or ".", script, dir, dir, dir)
-    local p = io.popen(cmd)
-    local status = p:read("*a")
-    p:close()
-    local o = io.open(dir .. "/out")
-    local out = o:read("*a")
-    o:close()
     assert.truthy(out:find("Map: interrupted", 1, true), out)
     assert.truthy(out:find("children:\n", 1, true), out)
     assert.equals("0", status:match("%d+"))
-    for name in io.popen("ls '" .. dir .. "'"):lines() do
-      local pid = name:match("^started%-(%d+)$")
-      if pid then assert.is_false(os.execute("kill -0 " .. pid .. " 2>/dev/null") == 0) end
-    end
-    os.execute("rm -rf '" .. dir .. "'")
+    for _, pid in ipairs(MH.started(dir)) do assert.is_false(MH.alive(pid)) end
+    H.rmtree(dir)
   end)
 end)

@@ -3,7 +3,6 @@
 -- at random moments), spec round trips, the ring's wrap-around and seeded sampling.
 local T = require("tensordict")
 local H = require("helpers")
-local ffi = require("ffi")
 local flow = require("tensordict.flow")
 local memmap_nodes = require("tensordict.flow.memmap")
 
@@ -11,39 +10,12 @@ local MemmapSource = flow.MemmapSource or memmap_nodes.MemmapSource
 local MemmapSink = flow.MemmapSink or memmap_nodes.MemmapSink
 local ReplayBuffer = flow.ReplayBuffer or memmap_nodes.ReplayBuffer
 
-local function tmpdir()
-  local p = io.popen("mktemp -d")
-  local d = p:read("*l")
-  p:close()
-  return d
-end
+local tmpdir, sh, read_file, ls_a, range = H.tmpdir, H.sh, H.read, H.ls_a, H.range
 
-local function sh(cmd)
-  local ok = os.execute(cmd)
-  return ok == true or ok == 0
-end
-
-local function read_file(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("*a")
-  f:close()
-  return s
-end
-
+-- The size in bytes of a file (nil when absent): the files here are small enough to read.
 local function file_size(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local n = f:seek("end")
-  f:close()
-  return n
-end
-
-local function ls_a(dir)
-  local p = io.popen(("ls -a '%s'"):format(dir))
-  local names = p:read("*a")
-  p:close()
-  return names
+  local s = read_file(path)
+  return s and #s
 end
 
 -- Tensors equal in shape, dtype and every element.
@@ -70,12 +42,6 @@ end
 local function ids_of(td)
   local out = {}
   for i = 1, #td do out[i] = td.id[i] end
-  return out
-end
-
-local function range(a, b)
-  local out = {}
-  for i = a, b do out[#out + 1] = i end
   return out
 end
 
@@ -108,7 +74,7 @@ local ALL_DTYPES = "tests/fixtures/python-all-dtypes"
 describe("flow.MemmapSource", function()
   local dir
   before_each(function() dir = tmpdir() end)
-  after_each(function() sh("rm -rf '" .. dir .. "'") end)
+  after_each(function() H.rmtree(dir) end)
 
   it("reads a Python-written folder in batches along batch dim 1", function()
     local whole = T.load_memmap(ALL_DTYPES)
@@ -150,16 +116,10 @@ describe("flow.MemmapSource", function()
   it("yields a last partial batch, or drops it with drop_last; a 0-row folder yields nothing", function()
     rows(1, 10):memmap(dir .. "/ten")
     local src = MemmapSource({ path = dir .. "/ten", batch_size = 4 })
-    local sizes = {}
-    for _, b in ipairs(collect(src)) do sizes[#sizes + 1] = #b end
-    assert.are.same({ 4, 4, 2 }, sizes)
+    assert.are.same({ 4, 4, 2 }, H.sizes(collect(src)))
     assert.are.equal(10, src:len())
     local dl = MemmapSource({ path = dir .. "/ten", batch_size = 4, drop_last = true })
-    sizes = {}
-    for _, b in ipairs(collect(dl)) do
-      sizes[#sizes + 1] = #b
-    end
-    assert.are.same({ 4, 4 }, sizes)
+    assert.are.same({ 4, 4 }, H.sizes(collect(dl)))
     assert.are.equal(8, dl:len())
     -- batches are views of the files, in order
     local b = collect(src)[3]
@@ -231,7 +191,7 @@ end)
 describe("flow.MemmapSink", function()
   local dir
   before_each(function() dir = tmpdir() end)
-  after_each(function() sh("rm -rf '" .. dir .. "'") end)
+  after_each(function() H.rmtree(dir) end)
 
   it("appends batches of any size (0 rows included) and returns the loaded folder", function()
     local sink = MemmapSink({ path = dir .. "/out" })
@@ -446,10 +406,8 @@ describe("flow.MemmapSink", function()
 
   it("a process killed at random moments leaves the old folder or a whole new one (20 kills)", function()
     local prefix = dir .. "/crash"
-    local child = dir .. "/appender.lua"
-    local f = assert(io.open(child, "w"))
     -- generation g: 8 batches of 64 rows whose every element is g; commit; next g
-    f:write([[
+    local child = H.write(dir .. "/appender.lua", [[
 package.path = "lua/?.lua;lua/?/init.lua;" .. package.path
 local T = require("tensordict")
 local flow = require("tensordict.flow")
@@ -469,17 +427,11 @@ while true do
   g = g + 1
 end
 ]])
-    f:close()
     local seed = os.time()
     math.randomseed(seed)
-    pcall(ffi.cdef, "int kill(int pid, int sig); int usleep(unsigned int usec);")
     local kills, loads = 0, 0
     for round = 1, 20 do
-      local p = io.popen(("luajit '%s' '%s' %d & echo $!; wait"):format(child, prefix, round * 1000))
-      local pid = tonumber(p:read("*l"))
-      ffi.C.usleep(math.random(20000, 300000))
-      ffi.C.kill(pid, 9)
-      p:close()
+      H.kill_at_random(("luajit '%s' '%s' %d"):format(child, prefix, round * 1000), 20000, 300000)
       kills = kills + 1
       local ok, td = pcall(T.load_memmap, prefix)
       if ok then
@@ -506,7 +458,7 @@ end)
 describe("flow.ReplayBuffer", function()
   local dir
   before_each(function() dir = tmpdir() end)
-  after_each(function() sh("rm -rf '" .. dir .. "'") end)
+  after_each(function() H.rmtree(dir) end)
 
   it("preallocates capacity rows on disk and wraps around", function()
     local rb = ReplayBuffer({ path = dir .. "/rb", capacity = 5 })

@@ -10,12 +10,7 @@ local json = require("tensordict.json")
 
 local RunningStats, Normalize = stats.RunningStats, stats.Normalize
 
-local function tmpdir()
-  local p = io.popen("mktemp -d")
-  local d = p:read("*l")
-  p:close()
-  return d
-end
+local tmpdir = H.tmpdir
 
 -- Rows of x ([n, f] after flattening the features) as Lua tables.
 local function rows_of(x)
@@ -243,7 +238,7 @@ describe("flow.Normalize", function()
     assert.are.equal(2, loaded:get({ "x", "count" }):item())
     local from_dir = Normalize{ keys = "x", stats = dir .. "/stats", eps = 0 }
     assert.are.same({ { -1, -0.5 }, { 1, 0.5 } }, from_dir(T.TensorDict({ x = x }, { 2 })).x:totable())
-    os.execute("rm -rf " .. dir)
+    H.rmtree(dir)
   end)
 
   it("handles 0-row batches", function()
@@ -315,7 +310,7 @@ describe("flow.Normalize", function()
     assert.are.same(flat(from_dir.stats:get("x"):var()), flat(flow.build(from_dir:spec()).stats:get("x"):var()))
     -- an untouched online node: no stats in its spec
     assert.are.same({ type = "Normalize", keys = { "x" }, update = true }, Normalize{ keys = "x" }:spec())
-    os.execute("rm -rf " .. dir)
+    H.rmtree(dir)
   end)
 
   it("saves its statistics at close() when given a path, inside flow.run", function()
@@ -327,7 +322,7 @@ describe("flow.Normalize", function()
     local saved = T.load_memmap(dir .. "/stats")
     assert.are.equal(40, saved:get({ "x", "count" }):item())
     close_lists(saved:get({ "x", "mean" }):totable(), flat(RunningStats():update(x):mean()), 1e-13)
-    os.execute("rm -rf " .. dir)
+    H.rmtree(dir)
   end)
 end)
 

@@ -41,4 +41,97 @@ function M.assert_near(a, b, tol)
   if not ok then error("values differ: " .. why, 2) end
 end
 
+-- Files and folders for the specs that write to disk.
+
+-- A fresh empty folder (mktemp -d: made atomically, nothing else can hold the name);
+-- the caller removes it with M.rmtree.
+function M.tmpdir()
+  local p = io.popen("mktemp -d")
+  local d = p:read("*l")
+  p:close()
+  assert(d and d ~= "", "mktemp -d failed")
+  return d
+end
+
+-- A path that does not exist yet, for a file or folder the code under test makes.
+function M.tmpname()
+  local name = os.tmpname()
+  os.remove(name)
+  return name
+end
+
+-- Runs a shell command; true when it exited 0 (os.execute gives true or 0 by Lua version).
+function M.sh(cmd)
+  local ok = os.execute(cmd)
+  return ok == true or ok == 0
+end
+
+function M.rmtree(dir)
+  return M.sh("rm -rf '" .. dir .. "'")
+end
+
+-- Writes text to path (binary: the bytes as given) and returns path.
+function M.write(path, text)
+  local f = assert(io.open(path, "wb"))
+  f:write(text)
+  f:close()
+  return path
+end
+
+-- The whole file as a string, or nil when it cannot be opened.
+function M.read(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local s = f:read("*a")
+  f:close()
+  return s
+end
+
+-- `ls -a` of a folder: its names, "." and ".." included, one a line.
+function M.ls_a(dir)
+  local p = io.popen(("ls -a '%s'"):format(dir))
+  local names = p:read("*a")
+  p:close()
+  return names
+end
+
+-- Starts cmd in the background, lets it run for a random time of min_us..max_us
+-- microseconds (math.random: the caller seeds it and prints the seed) and kills it with
+-- SIGKILL. The shell waits for cmd, so the killed process is reaped before this returns
+-- (a zombie would still count as a live owner of its temporary files).
+function M.kill_at_random(cmd, min_us, max_us)
+  local ffi = require("ffi")
+  pcall(ffi.cdef, "int kill(int pid, int sig); int usleep(unsigned int usec);")
+  local p = io.popen(cmd .. " & echo $!; wait")
+  local pid = tonumber(p:read("*l"))
+  ffi.C.usleep(math.random(min_us, max_us))
+  ffi.C.kill(pid, 9)
+  p:close()
+end
+
+-- Lists of batches (what flow.Collect and a source's iter give).
+
+-- { a, a + 1, ..., b }
+function M.range(a, b)
+  local out = {}
+  for i = a, b do out[#out + 1] = i end
+  return out
+end
+
+-- The row count of every batch.
+function M.sizes(list)
+  local out = {}
+  for i, td in ipairs(list) do out[i] = #td end
+  return out
+end
+
+-- The values of one 1-d leaf over every batch, joined in order.
+function M.column(list, key)
+  local out = {}
+  for _, td in ipairs(list) do
+    for _, v in ipairs(td[key]:totable()) do out[#out + 1] = v end
+  end
+  return out
+end
+
 return M

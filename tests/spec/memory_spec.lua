@@ -1,11 +1,7 @@
 local T = require("tensordict")
 local H = require("helpers")
 
-local function tmpname()
-  local name = os.tmpname()
-  os.remove(name)
-  return name
-end
+local tmpname = H.tmpname
 
 describe("ownership", function()
   it("free() returns the memory now and later use raises", function()

@@ -403,11 +403,7 @@ describe("physics.EnergyFilter", function()
 end)
 
 describe("physics.Histogram", function()
-  local function tmp_path()
-    local p = os.tmpname()
-    os.remove(p)
-    return p
-  end
+  local tmp_path = H.tmpname
 
   it("counts values in equal bins, max included in the last", function()
     local h = Histogram { key = "x", min = 0, max = 4, bins = 4 }

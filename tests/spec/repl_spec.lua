@@ -6,27 +6,9 @@ local T = require("tensordict")
 local flow = require("tensordict.flow")
 local repl = require("tensordict.repl")
 local readline = require("tensordict.readline")
+local H = require("helpers")
 
-local function tmpdir()
-  local p = os.tmpname()
-  os.remove(p)
-  assert(os.execute("mkdir -p " .. p) == 0)
-  return p
-end
-
-local function write_file(path, text)
-  local f = assert(io.open(path, "w"))
-  f:write(text)
-  f:close()
-end
-
-local function read_file(path)
-  local f = io.open(path, "r")
-  if not f then return nil end
-  local s = f:read("*a")
-  f:close()
-  return s
-end
+local tmpdir, write_file, read_file = H.tmpdir, H.write, H.read
 
 -- Output and exit code of a shell command (LuaJIT's close() does not give the code).
 local function sh(cmd)
@@ -225,7 +207,7 @@ describe("repl.complete", function()
     local words, token = repl.complete(st, ":load " .. dir .. "/rec")
     assert.are.equal(dir .. "/rec", token)
     assert.are.same({ dir .. "/recipe-a.json", dir .. "/recipe-b.lua", dir .. "/recipes.d/" }, words)
-    os.execute("rm -rf " .. dir)
+    H.rmtree(dir)
   end)
 
   it("offers nothing where nothing fits, and never calls anything", function()
@@ -263,7 +245,7 @@ describe("repl.run", function()
     local path = dir .. "/hist"
     repl.run({ input = "a = 1\n\na = 1\nb = a + 1\n", output = capture(), history = path })
     assert.are.equal("a = 1\nb = a + 1\n", read_file(path))
-    os.execute("rm -rf " .. dir)
+    H.rmtree(dir)
   end)
 
   it("says once that history cannot be kept", function()
@@ -289,7 +271,7 @@ describe("tensordict.readline", function()
     readline.HISTORY_LINES = keep
     assert.are.same({ "one", "two", "three", "four" }, got)
     assert.are.equal("two\nthree\nfour\n", read_file(path))
-    os.execute("rm -rf " .. dir)
+    H.rmtree(dir)
   end)
 end)
 
@@ -400,7 +382,7 @@ describe("scripts/tdrepl", function()
     local out, code = sh(("cd %s && env -u TDREPL_HISTORY %s/scripts/tdrepl < in"):format(dir, root))
     assert.are.equal("[3, 4]\n1\ta\nstdin:1: x\n1\n2\n", out)
     assert.are.equal(0, code)
-    os.execute("rm -rf " .. dir)
+    H.rmtree(dir)
   end)
 
   it("keeps history in $TDREPL_HISTORY, and none by default through a pipe", function()
@@ -410,7 +392,7 @@ describe("scripts/tdrepl", function()
     assert.are.equal("x = 1\nx\n", read_file(dir .. "/h"))
     sh(("HOME=%s env -u TDREPL_HISTORY scripts/tdrepl < %s/in"):format(dir, dir))
     assert.is_nil(read_file(dir .. "/.tdrepl_history"))
-    os.execute("rm -rf " .. dir)
+    H.rmtree(dir)
   end)
 
   it("has --help and refuses unknown options", function()
@@ -442,7 +424,7 @@ describe("scripts/tdrepl", function()
       "batch 2 from source (TensorSource): [2] v: float32",
       "steps[1] (Rebatch): [5] keys unchanged",
     }, "\n") .. "\n", out)
-    os.execute("rm -rf " .. dir)
+    H.rmtree(dir)
   end)
 end)
 
@@ -479,6 +461,6 @@ describe("scripts/tdrepl on a terminal", function()
     }, "\n") .. "\n", out:sub(banner_end + 1))
     assert.are.equal("td = T.TensorDict({obs = T.zeros(4, 3), reward = T.ones(4)}, {4})\ntd:batch_size()\n"
       .. "td.reward:sum()\nfor i = 1, 2 do\nprint(i)\nend\n", read_file(dir .. "/.tdrepl_history"))
-    os.execute("rm -rf " .. dir)
+    H.rmtree(dir)
   end)
 end)

@@ -5,12 +5,8 @@
 local T = require("tensordict")
 local H = require("helpers")
 local ffi = require("ffi")
-local C = require("tensordict.lib").C
-
-pcall(ffi.cdef, [[
-int getpid(void);
-int kill(int pid, int sig);
-]])
+local MH = require("map_helpers") -- also declares getpid and kill for the fns below
+local bytes, children = MH.bytes, MH.children
 
 -- rows 1..n: x = i (float32), y = [i, -i] (int64), nested n.z = 2 i (float64),
 -- a uniform value s and a stacked value tag (odd / even).
@@ -24,25 +20,6 @@ local function data(n)
     td:set("tag", T.stack(rows, 1):get("tag"))
   end
   return td
-end
-
--- The raw bytes of a tensor (C order).
-local function bytes(t)
-  t = t:contiguous()
-  local n = 1
-  for _, s in ipairs(t:shape()) do n = n * s end
-  return ffi.string(C.td_tensor_data_borrow(t.h), n * C.td_dtype_itemsize(t.h.dtype))
-end
-
--- Children of this process (pids), from /proc: none should outlive a map.
-local function children()
-  -- /proc, not pgrep: a tool run under the sanitizers' LD_PRELOAD may hang
-  local pid = ffi.C.getpid()
-  local f = io.open(("/proc/%d/task/%d/children"):format(pid, pid))
-  local out = {}
-  for w in f:read("*a"):gmatch("%d+") do out[#out + 1] = tonumber(w) end
-  f:close()
-  return out
 end
 
 local function double(c)
@@ -233,49 +210,16 @@ describe("td:map", function()
   end)
 
   it("leaves no worker behind when the parent gets SIGINT", function()
-    local dir = os.tmpname()
-    os.remove(dir)
-    os.execute("mkdir -p '" .. dir .. "'")
-    local script = dir .. "/child.lua"
-    local f = assert(io.open(script, "w"))
-    f:write([[
-local T = require("tensordict")
-local ffi = require("ffi")
-ffi.cdef("int getpid(void);")
-local dir = ...
+    local out, status, dir = MH.interrupt([[
 local td = T.TensorDict({ x = T.arange(1, 8) }, { 8 })
-local ok, err = pcall(td.map, td, function(c)
-  local mark = io.open(dir .. "/started-" .. ffi.C.getpid(), "w")
-  mark:close()
-  while true do end
-end, { workers = 2, chunk = 1 })
-io.write("error: ", tostring(err), "\n")
-local pid = ffi.C.getpid()
-local kids = io.open(("/proc/%d/task/%d/children"):format(pid, pid))
-io.write("children:", kids:read("*a"), "\n")
-kids:close()
+local ok, err = pcall(td.map, td, spin, { workers = 2, chunk = 1 })
 ]])
-    f:close()
-    -- Wait until both workers run fn, then interrupt the parent.
-    local cmd = ("cd '%s' && LUA_PATH='lua/?.lua;lua/?/init.lua;;' luajit '%s' '%s' > '%s/out' 2>&1 & pid=$!; "
-      .. "for i in $(seq 1 200); do [ $(ls '%s' | grep -c started) -ge 2 ] && break; sleep 0.05; done; "
-      .. "kill -INT $pid; wait $pid; echo $?")
-      :format(os.getenv("PWD") or ".", script, dir, dir, dir)
-    local p = io.popen(cmd)
-    local status = p:read("*a")
-    p:close()
-    local o = io.open(dir .. "/out")
-    local out = o:read("*a")
-    o:close()
     assert.truthy(out:find("error: ", 1, true), out)
     assert.truthy(out:find("tensordict: map: interrupted", 1, true), out)
     assert.truthy(out:find("children:\n", 1, true), out) -- none left
     assert.equals("0", status:match("%d+"))
     -- the workers are gone (not just orphaned)
-    for name in io.popen("ls '" .. dir .. "'"):lines() do
-      local pid = name:match("^started%-(%d+)$")
-      if pid then assert.is_false(os.execute("kill -0 " .. pid .. " 2>/dev/null") == 0) end
-    end
-    os.execute("rm -rf '" .. dir .. "'")
+    for _, pid in ipairs(MH.started(dir)) do assert.is_false(MH.alive(pid)) end
+    H.rmtree(dir)
   end)
 end)

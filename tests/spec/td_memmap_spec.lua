@@ -5,17 +5,7 @@ local T = require("tensordict")
 local H = require("helpers")
 local json = require("tensordict.json")
 
-local function tmpdir()
-  local p = io.popen("mktemp -d")
-  local d = p:read("*l")
-  p:close()
-  return d
-end
-
-local function sh(cmd)
-  local ok = os.execute(cmd)
-  return ok == true or ok == 0
-end
+local tmpdir, sh = H.tmpdir, H.sh
 
 local DTYPES = { "bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16",
   "float32", "float64" }
@@ -70,7 +60,7 @@ end
 describe("memmap", function()
   local dir
   before_each(function() dir = tmpdir() end)
-  after_each(function() sh("rm -rf '" .. dir .. "'") end)
+  after_each(function() H.rmtree(dir) end)
 
   it("saves and loads every dtype, nesting, non-tensor values, odd keys and empty leaves", function()
     local td = sample()
@@ -122,10 +112,7 @@ describe("memmap", function()
       local td = T.load_memmap("%s", { mode = "r+" })
       td.a[{ { 2, 3 } }] = 5
       td:sync()]]):format(dir .. "/shared")
-    local f = io.open(dir .. "/writer.lua", "w")
-    f:write(script)
-    f:close()
-    assert.is_true(sh("luajit '" .. dir .. "/writer.lua'"))
+    assert.is_true(sh("luajit '" .. H.write(dir .. "/writer.lua", script) .. "'"))
     assert.are.same({ 0, 5, 5, 0 }, mine.a:totable())
   end)
 
@@ -174,14 +161,8 @@ describe("memmap", function()
     local function folder(meta, files)
       local d = dir .. "/bad" .. tostring(math.random(1e9))
       sh("mkdir -p '" .. d .. "'")
-      local f = io.open(d .. "/meta.json", "w")
-      f:write(meta)
-      f:close()
-      for name, bytes in pairs(files or {}) do
-        local g = io.open(d .. "/" .. name, "wb")
-        g:write(bytes)
-        g:close()
-      end
+      H.write(d .. "/meta.json", meta)
+      for name, bytes in pairs(files or {}) do H.write(d .. "/" .. name, bytes) end
       return d
     end
     local head = '"shape": [2], "device": "cpu", "_type": "<class \'tensordict._td.TensorDict\'>"'
@@ -213,17 +194,11 @@ describe("memmap", function()
     local prefix = dir .. "/crash"
     local seed = os.time()
     math.randomseed(seed)
-    local ffi = require("ffi")
-    pcall(ffi.cdef, "int kill(int pid, int sig); int usleep(unsigned int usec);")
     local kills, loads = 0, 0
     for round = 1, 25 do
-      -- the shell waits for the saver, so the killed process is reaped (a zombie would
-      -- still count as a live owner of its temporary folder)
-      local p = io.popen(("luajit tests/spec/memmap_saver.lua '%s' %d & echo $!; wait"):format(prefix, round * 1000))
-      local pid = tonumber(p:read("*l"))
-      ffi.C.usleep(math.random(20000, 300000))
-      ffi.C.kill(pid, 9)
-      p:close()
+      -- reaped before it returns: a zombie would still count as a live owner of its
+      -- temporary folder
+      H.kill_at_random(("luajit tests/spec/memmap_saver.lua '%s' %d"):format(prefix, round * 1000), 20000, 300000)
       kills = kills + 1
       local ok, td = pcall(T.load_memmap, prefix)
       if ok then
@@ -241,9 +216,7 @@ describe("memmap", function()
     assert.is_true(loads > 0, "no save ever completed: raise the sleep range")
     -- the next save of the prefix removes the temporaries the killed ones left
     T.TensorDict({ z = T.zeros(1) }, { 1 }):memmap(prefix)
-    local p = io.popen(("ls -a '%s'"):format(dir))
-    local names = p:read("*a")
-    p:close()
+    local names = H.ls_a(dir)
     assert.is_falsy(names:find(".crash.tmp", 1, true), names)
   end)
 end)
@@ -251,7 +224,7 @@ end)
 describe("consolidate", function()
   local dir
   before_each(function() dir = tmpdir() end)
-  after_each(function() sh("rm -rf '" .. dir .. "'") end)
+  after_each(function() H.rmtree(dir) end)
 
   it("writes one file that maps back with every leaf", function()
     local td = sample()
@@ -274,7 +247,7 @@ describe("interop with Python tensordict", function()
   local has_python = sh(py .. " -c 'import tensordict' >/dev/null 2>&1")
   local dir
   before_each(function() dir = tmpdir() end)
-  after_each(function() sh("rm -rf '" .. dir .. "'") end)
+  after_each(function() H.rmtree(dir) end)
 
   local function python(cmd, path)
     local p = io.popen(("%s tests/interop/td_interop.py %s '%s'"):format(py, cmd, path))

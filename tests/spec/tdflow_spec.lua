@@ -2,18 +2,12 @@
 -- child process): exit codes, messages for bad recipes (every one asserting its text),
 -- the per-node report, --report JSON, --set, inspect and plugins.
 local json = require("tensordict.json")
+local H = require("helpers")
 
-local dir = os.tmpname()
-os.remove(dir)
-os.execute("mkdir -p " .. dir)
+local dir = H.tmpdir()
 
-local function write(name, text)
-  local path = dir .. "/" .. name
-  local f = assert(io.open(path, "wb"))
-  f:write(text)
-  f:close()
-  return path
-end
+-- Writes a file of the spec's folder; returns its path.
+local function write(name, text) return H.write(dir .. "/" .. name, text) end
 
 -- Runs scripts/tdflow with args; returns stdout, stderr, exit code.
 local function tdflow(args, env)
@@ -22,13 +16,7 @@ local function tdflow(args, env)
   local p = io.popen(cmd)
   local code = tonumber(p:read("*a"))
   p:close()
-  local function slurp(path)
-    local f = io.open(path, "rb")
-    local s = f:read("*a")
-    f:close()
-    return s
-  end
-  return slurp(out), slurp(err), code
+  return H.read(out), H.read(err), code
 end
 
 local function expect(args, code, ...)
@@ -166,9 +154,7 @@ describe("tdflow run", function()
       "source               ParticleSource", "steps[1]             Apply", "steps[2]             Rebatch",
       "steps[3]             Take", "sink                 Discard", "output: 3 rows")
     assert.is_truthy(out:find("total: %d+ rows in, 3 rows out"), out)
-    local f = assert(io.open(report, "rb"))
-    local rep = json.decode(f:read("*a"))
-    f:close()
+    local rep = json.decode(assert(H.read(report)))
     assert.are.equal(5, #rep.nodes)
     assert.are.equal("steps[2]", rep.nodes[3].where)
     assert.are.equal("Rebatch", rep.nodes[3].type)
@@ -230,9 +216,7 @@ describe("tdflow inspect and plugins", function()
   it("names a plugin that fails to load and exits 2", function()
     local pdir = dir .. "/plugins_bad"
     os.execute("mkdir -p " .. pdir)
-    local f = assert(io.open(pdir .. "/broken.lua", "wb"))
-    f:write("return {")
-    f:close()
+    H.write(pdir .. "/broken.lua", "return {")
     local out, err, code = tdflow("plugins", "TDFLOW_PLUGIN_PATH=" .. pdir)
     assert.are.equal(2, code, out .. err)
     assert.is_truthy(err:find("plugin " .. pdir .. "/broken.lua: does not load: ", 1, true), err)
@@ -241,12 +225,10 @@ describe("tdflow inspect and plugins", function()
   it("names both files when two plugins define the same node type", function()
     local pdir = dir .. "/plugins_dup"
     os.execute("mkdir -p " .. pdir)
-    local f = assert(io.open(pdir .. "/dup.lua", "wb"))
-    f:write([[
+    H.write(pdir .. "/dup.lua", [[
       local flow = require("tensordict.flow")
       return { name = "dup", version = "1", nodes = { Apply = flow.Take } }
     ]])
-    f:close()
     local out, err, code = tdflow("plugins", "TDFLOW_PLUGIN_PATH=" .. pdir)
     assert.are.equal(2, code, out .. err)
     assert.is_truthy(err:find("plugin " .. pdir .. "/dup.lua: node type 'Apply' is defined already by ", 1, true), err)
@@ -278,9 +260,7 @@ describe("tdflow and Ctrl-C", function()
     assert.are.equal("130", code, text)
     assert.are.equal("2", kids, "two workers were running: " .. text)
     assert.are.equal("0", left, "workers left behind: " .. text)
-    local f = io.open(dir .. "/int.err", "rb")
-    local err = f:read("*a")
-    f:close()
+    local err = assert(H.read(dir .. "/int.err"))
     assert.is_truthy(err:find("tdflow: interrupted: workers stopped, the sink aborted (nothing was committed)", 1, true), err)
     local fs = require("tensordict.fs")
     assert.is_false(fs.exists(out_path))
