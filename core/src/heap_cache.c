@@ -28,20 +28,26 @@ typedef struct block {
   int64_t capacity;
 } block;
 
-/* Freed blocks of one size class waiting for reuse. */
+/* Freed large blocks waiting for reuse. */
 typedef struct tier {
   block slots[CACHE_SLOTS];
   int32_t count;
   int64_t bytes, limit;
 } tier;
 
-/* medium: [64 KiB, 1 MiB) in 64 KiB steps, at most a sixteenth of the large limit (a
- * pipeline's per-batch temporaries: a 512 KiB result otherwise costs 128 page faults,
- * several times the work of an add); large: 1 MiB and more in 2 MiB steps. */
+/* medium: [64 KiB, 1 MiB) in 64 KiB steps, one stack per size (a pipeline's per-batch
+ * temporaries: a 512 KiB result otherwise costs 128 page faults, several times the work
+ * of an add), at most a sixteenth of the large limit in all; a collection cycle frees
+ * hundreds of them at once, so each size keeps up to MEDIUM_SLOTS. large: 1 MiB and
+ * more in 2 MiB steps, best fit. */
+enum { MEDIUM_CLASSES = 15, MEDIUM_SLOTS = 512 };
 static struct {
   pthread_mutex_t lock;
-  tier medium, large;
-} cache = {.lock = PTHREAD_MUTEX_INITIALIZER, .medium = {.limit = -1}, .large = {.limit = -1}};
+  tier large;
+  void *medium[MEDIUM_CLASSES][MEDIUM_SLOTS];
+  int32_t medium_count[MEDIUM_CLASSES];
+  int64_t medium_bytes, medium_limit;
+} cache = {.lock = PTHREAD_MUTEX_INITIALIZER, .large = {.limit = -1}, .medium_limit = -1};
 
 static pthread_once_t limit_once = PTHREAD_ONCE_INIT;
 
@@ -53,7 +59,7 @@ static void read_limit(void) {
   long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   if (pages > 0 && page > 0 && limit > (int64_t)pages * page / 4) limit = (int64_t)pages * page / 4;
   cache.large.limit = limit < 0 ? 0 : limit;
-  cache.medium.limit = cache.large.limit / 16;
+  cache.medium_limit = cache.large.limit / 16;
   pthread_atfork(NULL, NULL, reset_lock_in_child);
 }
 
@@ -85,6 +91,24 @@ static bool tier_put(tier *t, void *data, int64_t capacity) {
   return true;
 }
 
+/* A medium block of rounded bytes (a multiple of MEDIUM_BLOCK) from its stack, or
+ * NULL; keeping one back. Lock held. */
+static void *medium_take(int64_t rounded) {
+  int32_t c = (int32_t)(rounded / MEDIUM_BLOCK) - 1;
+  if (cache.medium_count[c] == 0) return NULL;
+  cache.medium_bytes -= rounded;
+  return cache.medium[c][--cache.medium_count[c]];
+}
+
+static bool medium_put(void *data, int64_t capacity) {
+  int32_t c = (int32_t)(capacity / MEDIUM_BLOCK) - 1;
+  if (cache.medium_count[c] >= MEDIUM_SLOTS || cache.medium_bytes + capacity > cache.medium_limit)
+    return false;
+  cache.medium[c][cache.medium_count[c]++] = data;
+  cache.medium_bytes += capacity;
+  return true;
+}
+
 void *td_heap_alloc(int64_t nbytes, int64_t *capacity) {
   void *p = NULL;
   if (nbytes < MEDIUM_BLOCK) {
@@ -99,7 +123,11 @@ void *td_heap_alloc(int64_t nbytes, int64_t *capacity) {
   int64_t rounded = (nbytes + step - 1) / step * step;
   pthread_once(&limit_once, read_limit);
   pthread_mutex_lock(&cache.lock);
-  p = tier_take(large ? &cache.large : &cache.medium, rounded, capacity);
+  if (large) {
+    p = tier_take(&cache.large, rounded, capacity);
+  } else if ((p = medium_take(rounded)) != NULL) {
+    *capacity = rounded;
+  }
   pthread_mutex_unlock(&cache.lock);
   if (p) return p;
   if (posix_memalign(&p, (size_t)(large ? HUGE_PAGE : PAGE), (size_t)rounded) != 0) return NULL;
@@ -115,7 +143,8 @@ void td_heap_free(void *data, int64_t capacity) {
   if (capacity >= MEDIUM_BLOCK) {
     pthread_once(&limit_once, read_limit);
     pthread_mutex_lock(&cache.lock);
-    bool kept = tier_put(capacity >= LARGE_BLOCK ? &cache.large : &cache.medium, data, capacity);
+    bool kept = capacity >= LARGE_BLOCK ? tier_put(&cache.large, data, capacity)
+                                        : medium_put(data, capacity);
     pthread_mutex_unlock(&cache.lock);
     if (kept) return;
   }
@@ -132,7 +161,12 @@ static int64_t tier_release(tier *t) {
 
 TD_EXPORT int64_t td_release_cached_memory(void) {
   pthread_mutex_lock(&cache.lock);
-  int64_t freed = tier_release(&cache.medium) + tier_release(&cache.large);
+  int64_t freed = tier_release(&cache.large) + cache.medium_bytes;
+  for (int32_t c = 0; c < MEDIUM_CLASSES; c++) {
+    for (int32_t i = 0; i < cache.medium_count[c]; i++) free(cache.medium[c][i]);
+    cache.medium_count[c] = 0;
+  }
+  cache.medium_bytes = 0;
   pthread_mutex_unlock(&cache.lock);
   return freed;
 }
@@ -151,7 +185,7 @@ TD_EXPORT void td_shutdown(void) {
 
 TD_EXPORT int64_t td_cached_bytes(void) {
   pthread_mutex_lock(&cache.lock);
-  int64_t bytes = cache.medium.bytes + cache.large.bytes;
+  int64_t bytes = cache.medium_bytes + cache.large.bytes;
   pthread_mutex_unlock(&cache.lock);
   return bytes;
 }
