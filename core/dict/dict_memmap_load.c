@@ -52,7 +52,8 @@ static bool has_nul_escape(const char *s, size_t n) {
 
 /* The parsed meta.json of the folder dirfd (its path is file, for messages). */
 static cJSON *read_meta(int dirfd, const char *file) {
-  int fd = openat(dirfd, "meta.json", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  /* O_NONBLOCK: a FIFO in its place is refused below instead of blocking the open */
+  int fd = openat(dirfd, "meta.json", O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     if (errno == ELOOP) lfail(TD_EIO, file, "is a symlink; refusing to follow it");
     else lfail(TD_EIO, file, "cannot open: %s", strerror(errno));
@@ -256,7 +257,8 @@ static int32_t load_leaf(const mm_load *L, td_dict *d, int dirfd, const char *di
   if (nbytes == 0) { /* Python writes no file for a leaf without elements */
     if (!(s = td_mm_map_fd(-1, 0, writable, why, sizeof why))) st = lfail(TD_ENOMEM, path, "%s", why);
   } else {
-    int fd = openat(dirfd, name, (writable ? O_RDWR : O_RDONLY) | O_NOFOLLOW | O_CLOEXEC);
+    int fd = openat(dirfd, name,
+                    (writable ? O_RDWR : O_RDONLY) | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
     struct stat sb;
     if (fd < 0 && errno == ELOOP)
       st = lfail(TD_EIO, path, "is a symlink (key '%s'); refusing to follow it", key);

@@ -89,7 +89,8 @@ TD_EXPORT td_storage *td_storage_map_file(const char *path, int64_t nbytes, int3
   s->writable = mode != TD_MAP_READ;
   int flags = mode == TD_MAP_READ ? O_RDONLY : mode == TD_MAP_READWRITE ? O_RDWR
                                                                        : O_RDWR | O_CREAT | O_TRUNC;
-  int fd = open(path, flags | O_CLOEXEC, 0644);
+  /* O_NONBLOCK: a FIFO at path would block the open forever; it is refused below */
+  int fd = open(path, flags | O_CLOEXEC | O_NONBLOCK, 0644);
   if (fd < 0) {
     td_fail(TD_EIO, "map_file: cannot open '%s' for %s: %s", path, mode_name(mode),
             strerror(errno));
