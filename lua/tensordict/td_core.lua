@@ -3,7 +3,7 @@
 -- in td_index.lua, structure ops in td_struct.lua, joins, math, apply and printing in
 -- the td_*.lua files beside it; they all add methods to M.methods.
 --
--- A TensorDict is a cdata `td_dict_ref {_td_p, _td_head, _td_slot}` (cdata, not a
+-- A TensorDict is a cdata `td_dict_ref {_td_p, _td_head, _td_slot}` (const fields; cdata, not a
 -- table, so that `#td` works; the field names stay out of the way of keys, which cdata
 -- fields would shadow): _td_p is the C container (one reference, released by the
 -- finaliser), _td_head its public prefix (batch size, key count, version), _td_slot
@@ -40,7 +40,10 @@ local M = {}
 local state = require("tensordict.once")("dict_type", function()
   local mt = {}
   ffi.cdef [[
-    typedef struct td_dict_ref { td_dict *_td_p; const td_dict_head *_td_head; int32_t _td_slot; } td_dict_ref;
+    typedef struct td_dict_ref { td_dict *const _td_p; const td_dict_head *const _td_head;
+                                 const int32_t _td_slot; } td_dict_ref;
+    typedef struct td_dict_ref_mut { td_dict *_td_p; const td_dict_head *_td_head;
+                                     int32_t _td_slot; } td_dict_ref_mut;
   ]]
   -- A freed handle's head points here: a container with nothing in it, so code that
   -- reads the head before checking the handle sees no keys and no dims.
@@ -742,8 +745,11 @@ function TD.free(self)
   local d = self._td_p
   if d ~= nil then
     local slot = self._td_slot
-    self._td_p = nil
-    self._td_head = state.dead_head
+    -- The fields are const to Lua (a script overwriting _td_p could reach freed
+    -- memory); only this writes them, through the mutable twin of the type.
+    local m = ffi.cast("td_dict_ref_mut *", self)
+    m._td_p = nil
+    m._td_head = state.dead_head
     caches[slot] = false
     versions[slot] = -1
     state.held[slot], state.ptrs[slot] = 2, nil -- the slot waits for the handle to go

@@ -25,10 +25,14 @@ local tonumber, type, setmetatable, getmetatable = tonumber, type, setmetatable,
 
 -- Made once per Lua state; a reload rebinds the metamethods below.
 local mt, Owner = unpack(require("tensordict.once")("tensor_type", function()
-  ffi.cdef [[ typedef struct td_owner { td_tensor *_td_p; } td_owner; ]]
+  ffi.cdef [[
+    typedef struct td_owner { td_tensor *const _td_p; } td_owner;
+    typedef struct td_owner_mut { td_tensor *_td_p; } td_owner_mut;
+  ]]
   return { {}, ffi.typeof("td_owner") }
 end))
 local Header = ffi.typeof("td_tensor")
+local istype = ffi.istype
 local HEADER_BYTES = ffi.sizeof(Header)
 local Tensor = {} -- methods; user code may add more (torch7's habit)
 index.tensor_mt = mt
@@ -36,10 +40,11 @@ index.tensor_mt = mt
 local idx_buf = ffi.new("int64_t[?]", C.TD_MAX_DIMS)
 local out_buf = ffi.new("double[1]")
 
+-- The owner's field is const to Lua; only this writes it (through the mutable twin).
 local function release_owner(o)
   local t = o._td_p
   if t ~= nil then
-    o._td_p = nil
+    ffi.cast("td_owner_mut *", o)._td_p = nil
     C.td_tensor_release(t)
   end
 end
@@ -64,10 +69,19 @@ end
 
 local function is_tensor(x) return getmetatable(x) == mt end
 
--- The header of a live tensor (raises once its storage was freed).
+-- The header of a live tensor (raises once its storage was freed). The header must
+-- view its owner's storage: a script that swapped h or o between tensors (a.h = b.h)
+-- would otherwise reach memory freed with the other one.
 local function H(self)
-  if self.o._td_p == nil then fail("tensor used after free()") end
-  return self.h
+  local o = self.o
+  local p = o._td_p
+  if p == nil then fail("tensor used after free()") end
+  local h = self.h
+  -- (a TensorDict's leaves are owned by its handle, which pins their storages)
+  if istype(Owner, o) and h.storage ~= p.storage then
+    fail("tensor: its fields h and o were changed from Lua and no longer belong together")
+  end
+  return h
 end
 
 local function tensor_arg(x, call, what)
