@@ -44,7 +44,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "dict_internal.h"
@@ -908,8 +907,9 @@ static void fsync_dir(const char *dir) {
   close(fd);
 }
 
-/* Creates a new temporary sibling of path (".<name>.tmp-<pid>-<n>"), mode 0666 less
- * the umask, as a plain new file would get. */
+/* Creates a new temporary sibling of path (".<name>.tmp-<pid>-<n>", as memmap saves
+ * name theirs), mode 0666 less the umask, as a plain new file would get. Temporaries that
+ * saves killed mid-way left beside path (their process gone) are removed first. */
 static int open_temp(const char *path, char **tmp_out) {
   static atomic_uint counter;
   const char *slash = strrchr(path, '/');
@@ -921,10 +921,16 @@ static int open_temp(const char *path, char **tmp_out) {
     errno = ENOMEM;
     return -1;
   }
+  char *dir = dir_of(path);
+  int dirfd = dir ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+  if (dirfd >= 0) {
+    td_mm_remove_stale(dirfd, base);
+    close(dirfd);
+  }
+  free(dir);
   for (int attempt = 0; attempt < 100; attempt++) {
     unsigned n = atomic_fetch_add(&counter, 1u);
-    snprintf(tmp, cap, "%.*s.%s.tmp-%ld-%u-%lx", (int)dlen, path, base, (long)getpid(), n,
-             (unsigned long)time(NULL) & 0xFFFFFul);
+    snprintf(tmp, cap, "%.*s.%s.tmp-%ld-%u", (int)dlen, path, base, (long)getpid(), n);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd >= 0) {
       *tmp_out = tmp;

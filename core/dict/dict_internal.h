@@ -214,6 +214,9 @@ char *td_mm_encode_key(const char *key, int64_t len, const char *suffix);
 td_storage *td_mm_map_fd(int fd, int64_t nbytes, int32_t writable, char *why, size_t why_len);
 /* dir + "/" + name, malloc'd; NULL when out of memory. */
 char *td_mm_path_join(const char *dir, const char *name);
+/* Removes the temporaries `.<name>.tmp-<pid>-<n>` (files or folders) in parentfd left by
+ * processes that are gone. */
+void td_mm_remove_stale(int parentfd, const char *name);
 
 /* A save: planned in memory by dict_memmap.c (folders, files, meta.json texts), then
  * written by dict_memmap_disk.c. Folder 0 is the root (prefix itself). */

@@ -88,8 +88,9 @@ static int rm_tree(int dirfd, const char *name, int depth) {
 static atomic_int tmp_counter;
 
 /* Removes the temporaries `.<name>.tmp-<pid>-<n>` next to name whose process is gone
- * (a save of this process, or of a live one, may still be writing its own). */
-static void remove_stale(int parentfd, const char *name) {
+ * (a save of this process, or of a live one, may still be writing its own). Memmap
+ * saves and consolidate both name their temporaries so. */
+void td_mm_remove_stale(int parentfd, const char *name) {
   size_t plen = strlen(name) + 6;
   char *pre = malloc(plen + 1);
   int fd = dup(parentfd);
@@ -407,7 +408,7 @@ int32_t td_mm_begin(td_mm_save *S, const char *prefix) {
     rc = td_fail(TD_EIO, "%s: cannot open the folder '%s': %s", S->call, P->parent,
                  strerror(errno));
   if (!rc) {
-    remove_stale(P->parentfd, P->name);
+    td_mm_remove_stale(P->parentfd, P->name);
     int pid = (int)getpid();
     snprintf(P->tmp, sizeof P->tmp, ".%s.tmp-%d-%d", P->name, pid, atomic_fetch_add(&tmp_counter, 1));
     snprintf(P->old, sizeof P->old, ".%s.tmp-%d-%d", P->name, pid, atomic_fetch_add(&tmp_counter, 1));

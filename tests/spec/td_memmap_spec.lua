@@ -331,3 +331,44 @@ describe("non-regular files in a memmap folder", function()
     H.rmtree(dir)
   end)
 end)
+
+describe("consolidate killed mid-save", function()
+  local H = require("helpers")
+  it("leaves the old file or the new one, and the next save removes its temporary", function()
+    local dir = H.tmpdir()
+    local file = dir .. "/td.bin"
+    local child = H.write(dir .. "/saver.lua", [[
+      package.path = "lua/?.lua;lua/?/init.lua;" .. package.path
+      local T = require("tensordict")
+      local file, gen = arg[1], tonumber(arg[2])
+      T.TensorDict({ g = T.full({ 4 }, gen), big = T.full({ 4, 4000000 }, gen) }, { 4 }):consolidate(file)
+    ]])
+    local T = require("tensordict")
+    T.TensorDict({ g = T.full({ 4 }, 0), big = T.full({ 4, 4000000 }, 0) }, { 4 }):consolidate(file)
+    math.randomseed(7)
+    for round = 1, 12 do
+      H.kill_at_random(("luajit '%s' '%s' %d"):format(child, file, round), 20000, 400000)
+      local td = T.from_consolidated(file)
+      local g = td.g[1]
+      assert.is_true(g >= 0 and g <= round, "generation " .. tostring(g))
+      assert.are.equal(g, td.big[{ 4, 4000000 }])
+      td:free()
+    end
+    -- a save now (this process alive, the killed ones gone) leaves no temporary behind
+    T.TensorDict({ g = T.full({ 4 }, 99), big = T.zeros(4, 10) }, { 4 }):consolidate(file)
+    for name in H.ls_a(dir):gmatch("[^\n]+") do
+      assert.is_falsy(name:find("^%.td%.bin%.tmp%-"), "left behind: " .. name)
+    end
+    assert.are.equal(99, T.from_consolidated(file).g[2])
+    -- and deterministically: a temporary of a process that is gone goes, a live one's stays
+    local p = io.popen("sh -c 'echo $$'")
+    local dead = tonumber(p:read("*l"))
+    p:close()
+    H.write(("%s/.td.bin.tmp-%d-0"):format(dir, dead), "stale")
+    H.write(("%s/.td.bin.tmp-1-0"):format(dir), "init is alive")
+    T.TensorDict({ g = T.full({ 4 }, 5) }, { 4 }):consolidate(file)
+    assert.is_nil(H.read(("%s/.td.bin.tmp-%d-0"):format(dir, dead)))
+    assert.are.equal("init is alive", H.read(dir .. "/.td.bin.tmp-1-0"))
+    H.rmtree(dir)
+  end)
+end)
