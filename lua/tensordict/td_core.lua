@@ -145,6 +145,7 @@ M.wrap = wrap
 
 -- The C container of a live handle.
 local function D(self)
+  if not is_td(self) then util.bad_self("a TensorDict", self) end
   local d = self._td_p
   if d == nil then fail("TensorDict used after free()") end
   return d

@@ -30,6 +30,23 @@ function M.c_fail()
   error("tensordict: " .. ffi.string(C.td_last_error()), user_level())
 end
 
+-- Raises for a method called on something that is not its object (t.sum() instead of
+-- t:sum(), or a method table's function given a number): the method's name comes from
+-- the caller's frame, on this error path only.
+function M.bad_self(kind, got)
+  -- the library function the user's code called is the frame just inside the library
+  local level = 2
+  while true do
+    local info = debug.getinfo(level + 1, "S")
+    if not info or (info.what ~= "C" and info.source:sub(1, #own_prefix) ~= own_prefix) then break end
+    level = level + 1
+  end
+  local info = debug.getinfo(level, "n")
+  local name = info and info.name or "method"
+  M.fail(("%s: expected %s, got %s (methods are called as x:%s(...))"):format(name, kind,
+    M.describe(got), name))
+end
+
 function M.is_int(x)
   return type(x) == "number" and x % 1 == 0
 end
