@@ -95,7 +95,8 @@ function M.parse(h, key, what)
   if type(key) ~= "table" then
     fail(("index: cannot index a tensor with %s"):format(describe(key)))
   end
-  if getmetatable(key) == M.tensor_mt then key = { key } end -- t[mask], t[idx]
+  -- t[mask], t[idx], t[T.newaxis], t[T.ellipsis]: one entry, not a table of them
+  if getmetatable(key) == M.tensor_mt or key == M.newaxis or key == M.ellipsis then key = { key } end
   local n = #key
   if n > MAX_ENTRIES then fail(("index: %d entries, at most %d"):format(n, MAX_ENTRIES)) end
   local dim, out_dim, count = 0, 0, 0 -- input dim, output dim, entries written
