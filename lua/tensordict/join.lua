@@ -87,6 +87,7 @@ function Tensor.split(self, size, dim)
     end
   elseif util.is_int(size) and size > 0 then
     for start = 0, total - 1, size do lengths[#lengths + 1] = math.min(size, total - start) end
+    if total == 0 then lengths[1] = 0 end -- one empty piece, as torch (and td:split) give
   else
     fail(("split: size must be a positive integer or a list of sizes, got %s"):format(describe(size)))
   end
