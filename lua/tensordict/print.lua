@@ -25,10 +25,28 @@ local function shown(size, summarise)
   return list
 end
 
+-- The element at idx of h as a Lua number, or as an int64 cdata for int64 tensors,
+-- whose values beyond 2^53 a double would round (int64 max printed as -2^63).
+local function reader(h, ndim)
+  if h.dtype ~= dtypes.INT64 then
+    local out = ffi.new("double[1]")
+    return function(idx)
+      assert(C.td_tensor_read_f64(h, idx, out) == 0)
+      return out[0]
+    end
+  end
+  local base = ffi.cast("const int64_t *", C.td_tensor_data_borrow(h))
+  return function(idx)
+    local off = 0
+    for d = 0, ndim - 1 do off = off + idx[d] * h.strides[d] end
+    return base[off]
+  end
+end
+
 -- Collects the shown values into nested tables (false for "..."), reading each once.
 local function collect(h, shape, ndim, summarise)
   local idx = ffi.new("int64_t[?]", math.max(ndim, 1))
-  local out = ffi.new("double[1]")
+  local read = reader(h, ndim)
   local values = {}
   local function walk(d)
     local node = {}
@@ -38,9 +56,9 @@ local function collect(h, shape, ndim, summarise)
       else
         idx[d] = p
         if d == ndim - 1 then
-          assert(C.td_tensor_read_f64(h, idx, out) == 0)
-          node[#node + 1] = out[0]
-          values[#values + 1] = out[0]
+          local v = read(idx)
+          node[#node + 1] = v
+          values[#values + 1] = v
         else
           node[#node + 1] = walk(d + 1)
         end
@@ -55,6 +73,9 @@ end
 local function formatter(values, dtype)
   if dtype == dtypes.BOOL then
     return function(v) return v ~= 0 and "true" or "false" end
+  end
+  if dtype == dtypes.INT64 then -- int64 cdata, printed exactly
+    return function(v) return (tostring(v):gsub("LL$", "")) end
   end
   local floating = dtypes.is_floating(dtype)
   local integral, max_abs, min_abs = true, 0, math.huge
@@ -115,9 +136,8 @@ function M.tensor(t)
   local numel = tonumber(C.td_tensor_numel(h))
   local suffix = ("shape=%s, dtype=%s)"):format(util.format_list(shape), dtypes.name(dtype))
   if ndim == 0 then
-    local out = ffi.new("double[1]")
-    assert(C.td_tensor_read_f64(h, nil, out) == 0)
-    return PREFIX .. formatter({ out[0] }, dtype)(out[0]) .. ", " .. suffix
+    local v = reader(h, 0)(nil)
+    return PREFIX .. formatter({ v }, dtype)(v) .. ", " .. suffix
   end
   if numel == 0 then return PREFIX .. "[], " .. suffix end
   local tree, values = collect(h, shape, ndim, numel > SUMMARY_THRESHOLD)

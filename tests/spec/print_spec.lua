@@ -55,3 +55,14 @@ describe("tostring", function()
       "         [4, 8]]], shape=[2, 2, 2], dtype=int64)", tostring(c))
   end)
 end)
+
+describe("int64 printing", function()
+  it("prints values beyond 2^53 exactly (int64 max was shown as -2^63)", function()
+    assert.are.equal("tensor([9223372036854775807], shape=[1], dtype=int64)",
+      tostring(T.tensor({ -2 ^ 63 }, "int64") - 1))
+    assert.are.equal("tensor(-9223372036854775808, shape=[], dtype=int64)",
+      tostring(T.full({}, -2 ^ 63, "int64")))
+    assert.are.equal("tensor([[1, 3],\n        [2, 4]], shape=[2, 2], dtype=int64)",
+      tostring(T.arange(1, 4):view(2, 2):t()))
+  end)
+end)
