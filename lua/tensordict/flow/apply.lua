@@ -11,11 +11,6 @@ local core = require("tensordict.flow.core")
 local describe = util.describe
 local is_tensor, is_td = tensor.is_tensor, td_core.is_td
 
--- td itself, or a shallow unlocked copy when it is locked.
-function core.writable(td)
-  if td:is_locked() then return td_core.construct(td, td:batch_size()) end
-  return td
-end
 local writable = core.writable
 
 local function check_result(node, r, what)

@@ -127,6 +127,33 @@ function M.get(node, td, key)
   return v
 end
 
+-- td itself, or a shallow unlocked copy when it is locked (nodes write into the batch
+-- they get; a memmap load is locked).
+function M.writable(td)
+  if td:is_locked() then return td_core.construct(td, td:batch_size()) end
+  return td
+end
+
+-- An error message with the failing node's place: "tensordict: steps[3] (Apply): ...".
+-- The original's "file:line:" prefix is kept; the node's own "Type: " is folded in.
+function M.annotate(err, where, node)
+  if type(err) ~= "string" then return err end
+  local label = node and (where ~= "" and ("%s (%s)"):format(where, node.type_name) or node.type_name) or where
+  if label == "" then return err end
+  local head, rest = err:match("^(.-)tensordict: (.*)$")
+  if head then
+    if node and rest:sub(1, #node.type_name + 2) == node.type_name .. ": " then
+      rest = rest:sub(#node.type_name + 3)
+    end
+    if rest:sub(1, #label + 2) == label .. ": " then return err end
+    return ("%stensordict: %s: %s"):format(head, label, rest)
+  end
+  -- a plain Lua error ("file:line: msg") keeps its position in front
+  local pos, msg = err:match("^([^\n]-:%d+: )(.*)$")
+  if pos then return ("%stensordict: %s: %s"):format(pos, label, msg) end
+  return ("tensordict: %s: %s"):format(label, err)
+end
+
 ------------------------------------------------------------------- param checking
 
 -- Each kind: a check returning the normalised value, or nil and what was expected.

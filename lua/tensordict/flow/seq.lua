@@ -276,26 +276,6 @@ function Seq:position()
   return table.concat(parts, "."), node
 end
 
--- An error message with the failing node's place: "tensordict: steps[3] (Apply): ...".
--- The original's "file:line:" prefix is kept; the node's own "Type: " is folded in.
-function core.annotate(err, where, node)
-  if type(err) ~= "string" then return err end
-  local label = node and (where ~= "" and ("%s (%s)"):format(where, node.type_name) or node.type_name) or where
-  if label == "" then return err end
-  local head, rest = err:match("^(.-)tensordict: (.*)$")
-  if head then
-    if node and rest:sub(1, #node.type_name + 2) == node.type_name .. ": " then
-      rest = rest:sub(#node.type_name + 3)
-    end
-    if rest:sub(1, #label + 2) == label .. ": " then return err end
-    return ("%stensordict: %s: %s"):format(head, label, rest)
-  end
-  -- a plain Lua error ("file:line: msg") keeps its position in front
-  local pos, msg = err:match("^([^\n]-:%d+: )(.*)$")
-  if pos then return ("%stensordict: %s: %s"):format(pos, label, msg) end
-  return ("tensordict: %s: %s"):format(label, err)
-end
-
 -- Calling a Seq directly runs one batch through it (what its stream steps emit for it
 -- comes back as several values) and names the failing step in errors.
 Seq.__mt.__call = function(self, td)
