@@ -107,6 +107,14 @@ function MemmapSource:iter(ctx)
   return row_batches(self:load(), self.p.batch_size, self.p, ctx)
 end
 
+-- The C save flags of a sink's existsok and fsync parameters.
+local function save_flags(p)
+  local flags = 0
+  if p.existsok then flags = flags + C.TD_MEMMAP_EXISTSOK end
+  if not p.fsync then flags = flags + C.TD_MEMMAP_NO_FSYNC end
+  return flags
+end
+
 ------------------------------------------------------------------------ MemmapSink
 
 local MemmapSink = core.define("MemmapSink", {
@@ -136,9 +144,7 @@ end
 -- now gone left beside it, makes this one's temporary folder.
 function MemmapSink:open()
   if self.app then self:abort() end
-  local flags = 0
-  if self.p.existsok then flags = flags + C.TD_MEMMAP_EXISTSOK end
-  if not self.p.fsync then flags = flags + C.TD_MEMMAP_NO_FSYNC end
+  local flags = save_flags(self.p)
   local a = C.td_memmap_append_open(self.p.path, flags)
   if a == nil then
     local msg = c_message():gsub("%(pass existsok%)", "(pass existsok = true to replace it)")
@@ -218,9 +224,7 @@ function ReplayBuffer:len() return self.filled end
 function ReplayBuffer:storage() return self.buf end
 
 local function make_ring(self, td)
-  local flags = 0
-  if self.p.existsok then flags = flags + C.TD_MEMMAP_EXISTSOK end
-  if not self.p.fsync then flags = flags + C.TD_MEMMAP_NO_FSYNC end
+  local flags = save_flags(self.p)
   local d = C.td_dict_memmap_rows_like(D(td), self.p.capacity, self.p.path, flags, 0)
   if d == nil then
     local msg = c_message():gsub("%(pass existsok%)", "(pass existsok = true to replace it)")
