@@ -821,8 +821,16 @@ TD_EXPORT int32_t td_dict_rename(td_dict *d, int32_t i, const char *key, int64_t
   int64_t off;
   if (!own_keys(d) || !keys_store_name(d->keys, key, len, &off))
     return td_fail(TD_ENOMEM, "rename_key: out of memory");
-  d->keys->meta[i] = (td_key_meta){off, len, h};
-  keys_reindex(d->keys);
+  /* The renamed entry moves to the end, as Python's rename_key_ (a delete then a set),
+   * so key order and saved files line up with Python's. */
+  td_keys *k = d->keys;
+  td_entry e = d->entries[i];
+  int32_t rest = k->n - i - 1;
+  memmove(k->meta + i, k->meta + i + 1, sizeof *k->meta * (size_t)rest);
+  memmove(d->entries + i, d->entries + i + 1, sizeof *d->entries * (size_t)rest);
+  k->meta[k->n - 1] = (td_key_meta){off, len, h};
+  d->entries[k->n - 1] = e;
+  keys_reindex(k);
   td_dict_touch(d);
   return 0;
 }

@@ -511,7 +511,8 @@ int32_t td_dict_set_values(td_dict *d, const char *key, int64_t len, int64_t n,
 /* Set key to entry i of src, whatever its kind (tensors share storage, containers and
  * values are shared). */
 int32_t td_dict_set_entry(td_dict *d, const char *key, int64_t len, td_dict *src, int32_t i);
-/* Delete entry i; rename entry i to key (the order is kept). Refused when locked. */
+/* Delete entry i; rename entry i to key (it moves to the end, as in Python). Refused
+ * when locked. */
 int32_t td_dict_del(td_dict *d, int32_t i);
 int32_t td_dict_rename(td_dict *d, int32_t i, const char *key, int64_t len);
 

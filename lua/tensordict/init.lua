@@ -17,7 +17,7 @@ local td_core = require("tensordict.td_core")
 require("tensordict.td_index") -- TensorDict indexing and shape ops
 local td_struct = require("tensordict.td_struct")
 require("tensordict.td_apply")
-require("tensordict.td_print")
+local td_print = require("tensordict.td_print")
 local td_math = require("tensordict.td_math")
 local td_join = require("tensordict.td_join")
 local td_memmap = require("tensordict.td_memmap")
@@ -78,6 +78,8 @@ T.TensorDict = setmetatable({ methods = td_core.methods }, {
   __call = function(_, source, batch_size, opts) return td_core.construct(source, batch_size, opts) end,
 })
 T.TensorDict.fromkeys = td_struct.fromkeys
+T.set_printoptions = td_print.set_printoptions -- tostring(td): compact or detailed
+T.get_printoptions = td_print.get_printoptions
 -- On disk, in Python tensordict's formats (docs/lua-api.md, Memmap).
 T.load_memmap = td_memmap.load_memmap
 T.load = td_memmap.load_memmap

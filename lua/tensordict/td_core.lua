@@ -333,15 +333,27 @@ local function key_list(self)
 end
 M.key_list = key_list
 
+-- For td.name where name is neither a key nor a method: the method it may have meant
+-- (a Python spelling such as td:lock_() is a method call, not a key read).
+local function method_hint(call, key)
+  if call ~= "index" or type(key) ~= "string" then return "" end
+  local names = {}
+  for name in pairs(TD) do names[#names + 1] = name end
+  table.sort(names)
+  local near = util.nearest(key, names)
+  if near == nil then return "" end
+  return ("; no method '%s' either: did you mean td:%s()?"):format(key, near)
+end
+
 -- Raises for a missing key, listing the keys there are.
 local function missing(self, call, key)
   local keys = key_list(self)
   local shown = {}
   for i = 1, math.min(#keys, 10) do shown[i] = "'" .. keys[i] .. "'" end
   if #keys > 10 then shown[#shown + 1] = "..." end
-  fail(("%s: no key %s in the TensorDict (keys: %s)"):format(call,
+  fail(("%s: no key %s in the TensorDict (keys: %s)%s"):format(call,
     type(key) == "table" and key_path_text(key) or "'" .. tostring(key) .. "'",
-    #keys == 0 and "none" or table.concat(shown, ", ")))
+    #keys == 0 and "none" or table.concat(shown, ", "), method_hint(call, key)))
 end
 M.missing = missing
 
@@ -470,8 +482,8 @@ function TD.pop(self, key, ...)
   return v
 end
 
--- Renames a key in place (its position is kept). A new key path with another parent
--- moves the entry there instead.
+-- Renames a key; the entry moves to the end, as Python's rename_key_ does. A new key
+-- path with another parent moves the entry there.
 function TD.rename_key(self, old, new)
   local parent, d, i, k = locate(self, old, "rename_key")
   check_key("rename_key", new)
@@ -669,8 +681,9 @@ function TD.is_locked(self)
   return self._td_head.locked ~= 0
 end
 
--- Names of the batch dims: a table with false for unnamed dims, or nil when none.
-function TD.names(self)
+-- Names of the batch dims: a table with false for unnamed dims, or nil when no dim is
+-- named (what the library's own passes test for).
+local function dim_names(self)
   local d = D(self)
   if self._td_head.has_names == 0 then return nil end
   local out = {}
@@ -679,6 +692,16 @@ function TD.names(self)
     out[i + 1] = p ~= nil and ffi.string(p) or false
   end
   return out
+end
+M.dim_names = dim_names
+
+-- td:names(): one entry per batch dim, false where unnamed (Python's [None, None]).
+function TD.names(self)
+  local names = dim_names(self)
+  if names then return names end
+  names = {}
+  for i = 1, self._td_head.ndim do names[i] = false end
+  return names
 end
 
 local function set_names(self, names, call)
@@ -708,7 +731,7 @@ M.set_names = set_names
 -- torch's refine_names does not support here; names already set must agree.
 function TD.refine_names(self, ...)
   local names = type(...) == "table" and ... or { ... }
-  local old = TD.names(self)
+  local old = dim_names(self)
   if old then
     for i, name in ipairs(names) do
       if old[i] and name and old[i] ~= name then
@@ -725,7 +748,7 @@ end
 -- {old = new}.
 function TD.rename(self, names)
   if type(names) == "table" and #names == 0 and next(names) ~= nil then
-    local old = TD.names(self) or {}
+    local old = dim_names(self) or {}
     local out = {}
     for i = 1, self._td_head.ndim do out[i] = old[i] or false end
     for from, to in pairs(names) do
@@ -781,10 +804,11 @@ function TD.keys(self, opts)
         path = { unpack(prefix) }
         path[#path + 1] = k
       end
-      if not (leaves_only and is_dict) then out[#out + 1] = path end
+      -- A nested container comes after its own keys, as in Python.
       if include_nested and is_dict then
         walk(get_string(td, k), prefix and path or { k })
       end
+      if not (leaves_only and is_dict) then out[#out + 1] = path end
     end
   end
   walk(self, nil)
@@ -798,19 +822,8 @@ function TD.keys(self, opts)
   return out
 end
 
-function TD.values(self, opts)
-  local out = {}
-  for i, k in ipairs(TD.keys(self, opts)) do out[i] = TD.get(self, k) end
-  return out
-end
-
-function TD.items(self, opts)
-  local out = {}
-  for i, k in ipairs(TD.keys(self, opts)) do out[i] = { k, TD.get(self, k) } end
-  return out
-end
-
 -- for k, v in td:pairs() do ... end (top-level keys in order; opts as keys()).
+-- td:items() is the same iterator, Python's spelling.
 function TD.pairs(self, opts)
   local keys = TD.keys(self, opts)
   local i = 0
@@ -821,6 +834,23 @@ function TD.pairs(self, opts)
     return k, TD.get(self, k)
   end
 end
+TD.items = TD.pairs
+
+-- for v in td:values() do ... end (opts as keys()).
+function TD.values(self, opts)
+  local keys = TD.keys(self, opts)
+  local i = 0
+  return function()
+    i = i + 1
+    local k = keys[i]
+    if k == nil then return nil end
+    return TD.get(self, k)
+  end
+end
+
+-- Python's spellings of the same methods.
+TD.lock_, TD.unlock_, TD.del_, TD.rename_key_ = TD.lock, TD.unlock, TD.del, TD.rename_key
+TD.shape, TD.dim, TD.ndim = TD.batch_size, TD.batch_dims, TD.batch_dims
 
 function mt.__len(self)
   D(self)

@@ -98,7 +98,7 @@ local function index_read(self, key)
   local d = D(self)
   local n, advh, adv_dim, adv = parse(self, key, "index")
   local r = wrap(C.td_dict_index(d, entries, n, advh, adv_dim))
-  local names = self._td_head.has_names ~= 0 and names_after_index(TD.names(self), n, adv)
+  local names = self._td_head.has_names ~= 0 and names_after_index(core.dim_names(self), n, adv)
   if adv and not adv.mask and adv.tensor.h.ndim > 1 then
     r = TD.unflatten(r, adv.dim + 1, adv.tensor:shape())
   end
@@ -185,7 +185,7 @@ end
 
 function TD.expand(self, ...)
   local n = util.read_shape("expand", true, ...)
-  local names = TD.names(self)
+  local names = core.dim_names(self)
   local r = wrap(C.td_dict_expand(D(self), n, shape_buf))
   if names then -- new leading dims are unnamed
     local out = {}
@@ -212,7 +212,7 @@ function TD.permute(self, ...)
     dims_buf[i - 1] = d0
   end
   local r = wrap(C.td_dict_permute(D(self), dims_buf))
-  local names = TD.names(self)
+  local names = core.dim_names(self)
   if names then
     local out = {}
     for i = 1, nd do out[i] = names[dims_buf[i - 1] + 1] end
@@ -233,7 +233,7 @@ end
 function TD.unsqueeze(self, dim)
   local d0 = batch_dim("unsqueeze", self, dim, 1)
   local r = wrap(C.td_dict_unsqueeze(D(self), d0))
-  local names = TD.names(self)
+  local names = core.dim_names(self)
   if names then
     table.insert(names, d0 + 1, false)
     core.set_names(r, names, "unsqueeze")
@@ -243,7 +243,7 @@ end
 
 function TD.squeeze(self, dim)
   local d0 = dim == nil and -1 or batch_dim("squeeze", self, dim)
-  local names = TD.names(self)
+  local names = core.dim_names(self)
   local r = wrap(C.td_dict_squeeze(D(self), d0))
   if names then
     local out = {}
@@ -261,7 +261,7 @@ function TD.flatten(self, a, b)
   if nd == 0 then return self end
   local a0 = a == nil and 0 or batch_dim("flatten", self, a)
   local b0 = b == nil and nd - 1 or batch_dim("flatten", self, b)
-  local names = TD.names(self)
+  local names = core.dim_names(self)
   local r = wrap(C.td_dict_flatten(D(self), a0, b0))
   if names and a0 < b0 then -- the merged dim is unnamed
     local out = {}
@@ -281,7 +281,7 @@ function TD.unflatten(self, dim, sizes)
     fail(("unflatten: sizes must be a table, got %s"):format(describe(sizes)))
   end
   local n = util.read_shape("unflatten", true, sizes)
-  local names = TD.names(self)
+  local names = core.dim_names(self)
   local r = wrap(C.td_dict_unflatten(D(self), d0, n, shape_buf))
   if names then -- the new dims are unnamed
     local out = {}
@@ -300,7 +300,7 @@ end
 -- Replaces the batch size (leaves must still start with it): Python's batch_size setter.
 function TD.set_batch_size(self, batch_size)
   local n = core.read_batch("set_batch_size", batch_size)
-  local names = TD.names(self)
+  local names = core.dim_names(self)
   check(C.td_dict_set_batch(D(self), n, shape_buf))
   if names then -- names of the dims kept stay; new dims are unnamed
     local out = {}

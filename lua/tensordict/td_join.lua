@@ -29,7 +29,7 @@ end
 
 -- The first input's names, with an unnamed dim inserted at 0-based d when given.
 local function names_of_first(list, inserted_at)
-  local names = TD.names(list[1])
+  local names = core.dim_names(list[1])
   if names and inserted_at then table.insert(names, inserted_at + 1, false) end
   return names
 end
@@ -60,7 +60,7 @@ local function split_sizes(self, d, sizes)
   for i, s in ipairs(sizes) do buf[i - 1] = s end
   local out = ffi.new("td_dict *[?]", math.max(n, 1))
   check(C.td_dict_split(D(self), d, n, buf, out))
-  local names = self:names()
+  local names = core.dim_names(self)
   local pieces = {}
   for i = 1, n do
     pieces[i] = wrap(out[i - 1])
@@ -134,7 +134,7 @@ function M.pad(td, pads, value)
     buf[i - 1] = p
   end
   local r = wrap(C.td_dict_pad(D(td), buf, #pads, value or 0))
-  local names = TD.names(td)
+  local names = core.dim_names(td)
   if names then core.set_names(r, names, "pad") end
   return r
 end

@@ -54,7 +54,7 @@ local function save_flags(call, opts)
 end
 
 local function keep_names(from, to)
-  local names = TD.names(from)
+  local names = core.dim_names(from)
   if names then core.set_names(to, names, "memmap") end
   return to
 end

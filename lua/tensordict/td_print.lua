@@ -1,6 +1,8 @@
--- td_print.lua: tostring(td), in the layout of Python tensordict's repr: one line per
--- field with its shape, dtype and device, nested TensorDicts indented, then batch_size,
--- device and whether the container is locked.
+-- td_print.lua: tostring(td) in Python tensordict 0.15's compact layout,
+--   TensorDict(batch_size=[2], fields={a: f32[3], n: [4]{x: i64[]}, s: str})
+-- (fields sorted, one per line once the line would pass 80 columns), and with
+-- T.set_printoptions{compact = false} the detailed layout: one line per field with its
+-- shape, dtype and device, nested TensorDicts indented, then batch_size, device, locked.
 local C = require("tensordict.lib").C
 local util = require("tensordict.util")
 local core = require("tensordict.td_core")
@@ -8,6 +10,95 @@ local json = require("tensordict.json")
 
 local TD, mt = core.methods, core.mt
 local KIND_TENSOR, KIND_DICT, KIND_VALUE = C.TD_ENTRY_TENSOR, C.TD_ENTRY_DICT, C.TD_ENTRY_VALUE
+
+local options = { compact = true }
+local COMPACT_WIDTH = 80
+
+------------------------------------------------------------------------- compact
+
+local DTYPE_ABBR = {
+  bool = "bool", uint8 = "u8", int8 = "i8", int16 = "i16", int32 = "i32", int64 = "i64",
+  float16 = "f16", bfloat16 = "bf16", float32 = "f32", float64 = "f64",
+}
+
+-- Python's type name for a non-tensor value, as 0.15 shows it.
+local function value_type(v)
+  if type(v) == "string" then return "str" end
+  if type(v) == "boolean" then return "bool" end
+  if type(v) == "number" then return (v == math.floor(v) and v == v) and "int" or "float" end
+  if v == json.null then return "NoneType" end
+  if type(v) == "table" then return (#v > 0 or next(v) == nil) and "list" or "dict" end
+  return type(v)
+end
+
+local function dims_text(list, from)
+  local parts = {}
+  for i = from, #list do parts[#parts + 1] = tostring(list[i]) end
+  return "[" .. table.concat(parts, ",") .. "]"
+end
+
+local compact_body
+
+-- One field: a string token, or {prefix, entries} for a nested container.
+local function compact_entry(self, k, kind)
+  local v = core.get_string(self, k)
+  local nb = self._td_head.ndim
+  if kind == KIND_TENSOR then
+    local token = (DTYPE_ABBR[v:dtype()] or v:dtype()) .. dims_text(v:shape(), nb + 1)
+    local dev = v:device()
+    if dev ~= "cpu" and self:device() == nil then token = token .. "@" .. dev end
+    return token
+  elseif kind == KIND_DICT then
+    local extra = v._td_head.ndim > nb and dims_text(v:batch_size(), nb + 1) or ""
+    return { extra, compact_body(v) }
+  elseif kind == KIND_VALUE then
+    return value_type(v)
+  end
+  return "NonTensorStack"
+end
+
+local function flat(node)
+  if type(node) == "string" then return node end
+  local parts = {}
+  for i, e in ipairs(node[2]) do parts[i] = e[1] .. ": " .. flat(e[2]) end
+  return node[1] .. "{" .. table.concat(parts, ", ") .. "}"
+end
+
+function compact_body(self)
+  local d = core.D(self)
+  local entries = {}
+  for _, k in ipairs(core.key_list(self)) do
+    local node = compact_entry(self, k, C.td_dict_kind(d, C.td_dict_find(d, k, #k)))
+    entries[#entries + 1] = { k, node, k .. ": " .. flat(node) }
+  end
+  table.sort(entries, function(a, b) return a[3] < b[3] end)
+  return entries
+end
+
+-- node on one line when it fits in what is left of the line, else one field per line.
+local function compact_render(node, indent, used, tail)
+  local text = flat(node)
+  if type(node) == "string" or #node[2] == 0 or used + #text + tail <= COMPACT_WIDTH then
+    return text
+  end
+  local pad = indent .. "    "
+  local lines = {}
+  for i, e in ipairs(node[2]) do
+    local value_tail = i == #node[2] and tail + 1 or 1
+    lines[i] = pad .. e[1] .. ": " .. compact_render(e[2], pad, #pad + #e[1] + 2, value_tail)
+  end
+  return node[1] .. "{\n" .. table.concat(lines, ",\n") .. "}"
+end
+
+local function compact(self)
+  local head = "TensorDict(batch_size=" .. dims_text(self:batch_size(), 1) .. ", "
+  local device = self:device()
+  if device then head = head .. "device=" .. device .. ", " end
+  head = head .. "fields="
+  return head .. compact_render({ "", compact_body(self) }, "", #head, 1) .. ")"
+end
+
+------------------------------------------------------------------------ detailed
 
 local function shape_text(list) return util.format_list(list) end
 
@@ -43,7 +134,7 @@ local function render(self, indent)
     lines[#lines + 1] = ("%s        %s: %s%s"):format(pad, k, text, n < #keys and "," or "}")
   end
   if #keys == 0 then lines[2] = pad .. "    fields={}," else lines[#lines] = lines[#lines] .. "," end
-  local names = TD.names(self)
+  local names = core.dim_names(self)
   if names then
     local shown = {}
     for i, name in ipairs(names) do shown[i] = name or "None" end
@@ -57,7 +148,32 @@ end
 
 function mt.__tostring(self)
   if self._td_p == nil then return "TensorDict(<freed>)" end
+  if options.compact then return compact(self) end
   return render(self, 0)
 end
 
-return { render = render }
+local M = { render = render, compact = compact }
+
+-- T.set_printoptions{compact = false} switches tostring(td) to the detailed layout
+-- (Python's set_printoptions(compact=False)); returns the options before the change.
+function M.set_printoptions(opts)
+  if type(opts) ~= "table" then
+    util.fail(("set_printoptions: expected a table such as {compact = false}, got %s")
+      :format(util.describe(opts)))
+  end
+  local before = { compact = options.compact }
+  for k, v in pairs(opts) do
+    if k ~= "compact" then
+      util.fail(("set_printoptions: unknown option '%s' (options: compact)"):format(tostring(k)))
+    end
+    if type(v) ~= "boolean" then
+      util.fail(("set_printoptions: compact must be a boolean, got %s"):format(util.describe(v)))
+    end
+    options.compact = v
+  end
+  return before
+end
+
+function M.get_printoptions() return { compact = options.compact } end
+
+return M

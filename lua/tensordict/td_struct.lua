@@ -22,7 +22,7 @@ local function new_like(self)
   if self._td_head.device_type ~= C.TD_DEVICE_NONE then
     check(C.td_dict_set_device(r._td_p, self._td_head.device_type, self._td_head.device_index))
   end
-  if self._td_head.has_names ~= 0 then core.set_names(r, TD.names(self), "names") end
+  if self._td_head.has_names ~= 0 then core.set_names(r, core.dim_names(self), "names") end
   return r
 end
 M.new_like = new_like

@@ -114,11 +114,31 @@ function M.read_shape(call, allow_neg1, ...)
   return count, nxt
 end
 
--- A Lua array of the n int64 values at p.
+local function format_list(t)
+  local parts = {}
+  for i = 1, #t do parts[i] = tostring(t[i]) end
+  return "[" .. table.concat(parts, ", ") .. "]"
+end
+M.format_list = format_list
+
+-- Shapes, strides and batch sizes print as [3, 4] and compare by value with each other
+-- (t:shape() == u:shape()); they stay plain arrays otherwise.
+M.size_mt = {
+  __tostring = format_list,
+  __eq = function(a, b)
+    if #a ~= #b then return false end
+    for i = 1, #a do
+      if a[i] ~= b[i] then return false end
+    end
+    return true
+  end,
+}
+
+-- A Lua array of the n int64 values at p (a shape, strides or a batch size).
 function M.int64_list(p, n)
   local t = {}
   for i = 1, n do t[i] = tonumber(p[i - 1]) end
-  return t
+  return setmetatable(t, M.size_mt)
 end
 
 -- Wall-clock seconds from a monotonic clock (os.clock sums CPU time over threads).
@@ -134,10 +154,31 @@ function M.now()
   return tonumber(timespec.tv_sec) + tonumber(timespec.tv_nsec) * 1e-9
 end
 
-function M.format_list(t)
-  local parts = {}
-  for i = 1, #t do parts[i] = tostring(t[i]) end
-  return "[" .. table.concat(parts, ", ") .. "]"
+
+-- Edit distance, for "did you mean" hints on unknown names.
+local function distance(a, b)
+  local prev = {}
+  for j = 0, #b do prev[j] = j end
+  for i = 1, #a do
+    local cur = { [0] = i }
+    for j = 1, #b do
+      local cost = a:sub(i, i) == b:sub(j, j) and 0 or 1
+      cur[j] = math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
+    end
+    prev = cur
+  end
+  return prev[#b]
+end
+
+-- The closest of names to word (case-insensitive), or nil when none is close.
+function M.nearest(word, names)
+  local best, best_d = nil, math.huge
+  for _, name in ipairs(names) do
+    local d = distance(word:lower(), name:lower())
+    if d < best_d then best, best_d = name, d end
+  end
+  if best and best_d <= math.max(2, math.floor(#word / 3)) then return best end
+  return nil
 end
 
 return M

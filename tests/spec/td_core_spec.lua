@@ -101,7 +101,7 @@ describe("TensorDict construction", function()
     assert.are.equal("cpu", td:device())
     assert.is_true(td:is_locked())
     local plain = T.TensorDict({ a = T.zeros(2, 3) }, { 2, 3 })
-    assert.is_nil(plain:names())
+    assert.are.same({ false, false }, plain:names()) -- Python's [None, None]
     assert.is_nil(plain:device())
     assert.is_false(plain:is_locked())
 
@@ -343,14 +343,15 @@ describe("TensorDict access", function()
 
     local r = T.TensorDict({ a = T.arange(3), b = T.ones(3), n = { y = T.zeros(3) } }, 3)
     assert.is_true(rawequal(r, r:rename_key("b", "c")))
+    assert.are.same({ "a", "n", "c" }, r:keys()) -- the renamed key moves to the end, as in Python
     assert.are.same({ 1, 1, 1 }, r.c:totable())
     assert.is_false(r:has("b"))
     r:rename_key({ "n", "y" }, { "n", "w" })
     assert.are.same({ "w" }, r.n:keys())
     r:rename_key("a", { "n", "a2" })
-    assert.are.same({ "c", "n" }, r:keys())
+    assert.are.same({ "n", "c" }, r:keys())
     assert.are.same({ 1, 2, 3 }, r:get({ "n", "a2" }):totable())
-    H.raises(function() r:rename_key("zz", "q") end, "rename_key: no key 'zz' in the TensorDict (keys: 'c', 'n')")
+    H.raises(function() r:rename_key("zz", "q") end, "rename_key: no key 'zz' in the TensorDict (keys: 'n', 'c')")
     H.raises(function() r:rename_key("c", 5) end,
       "rename_key: keys are strings or arrays of strings (key paths), got 5")
 
@@ -467,7 +468,8 @@ describe("TensorDict iteration and properties", function()
   it("keys with include_nested, leaves_only and sort", function()
     local td = tree()
     assert.are.same({ "z", "b", "a" }, td:keys())
-    assert.are.same({ "z", "b", { "b", "a" }, { "b", "a", "q" }, { "b", "y" }, "a" },
+    -- A nested container follows its own keys, as in Python.
+    assert.are.same({ "z", { "b", "a", "q" }, { "b", "a" }, { "b", "y" }, "b", "a" },
       td:keys({ include_nested = true }))
     assert.are.same({ "z", { "b", "a", "q" }, { "b", "y" }, "a" },
       td:keys({ include_nested = true, leaves_only = true }))
@@ -493,21 +495,27 @@ describe("TensorDict iteration and properties", function()
       if k == "a" then assert.are.equal("s", v) end
     end
     assert.are.same({ "z", "b.a.q", "b.y", "a" }, leaves)
-    local vals = td:values()
+    -- values() and items() are iterators, as in Python (for v in td:values() do).
+    local vals = {}
+    for v in td:values() do vals[#vals + 1] = v end
     assert.are.equal(3, #vals)
     assert.is_true(rawequal(vals[1], td.z))
     assert.is_true(rawequal(vals[2], td.b))
     assert.are.equal("s", vals[3])
-    assert.are.equal(4, #td:values({ include_nested = true, leaves_only = true }))
-    local items = td:items()
+    local n = 0
+    for _ in td:values({ include_nested = true, leaves_only = true }) do n = n + 1 end
+    assert.are.equal(4, n)
+    local items = {}
+    for k, v in td:items() do items[#items + 1] = { k, v } end
     assert.are.equal(3, #items)
     assert.are.equal("z", items[1][1])
     assert.is_true(rawequal(td.z, items[1][2]))
     assert.are.equal("a", items[3][1])
     assert.are.equal("s", items[3][2])
-    local nested = td:items({ include_nested = true })
-    assert.are.same({ "b", "a", "q" }, nested[4][1])
-    assert.is_true(rawequal(td.b.a.q, nested[4][2]))
+    local nested = {}
+    for k, v in td:items({ include_nested = true }) do nested[#nested + 1] = { k, v } end
+    assert.are.same({ "b", "a", "q" }, nested[2][1])
+    assert.is_true(rawequal(td.b.a.q, nested[2][2]))
   end)
 
   it("#td, batch_size, batch_dims, numel, device", function()
@@ -543,7 +551,7 @@ describe("TensorDict iteration and properties", function()
 
   it("names, refine_names and rename", function()
     local td = T.TensorDict({ a = T.zeros(2, 3, 4) }, { 2, 3 })
-    assert.is_nil(td:names())
+    assert.are.same({ false, false }, td:names())
     assert.is_true(rawequal(td, td:refine_names("x", false)))
     assert.are.same({ "x", false }, td:names())
     td:refine_names({ false, "y" }) -- false keeps a name set already
@@ -556,7 +564,7 @@ describe("TensorDict iteration and properties", function()
     assert.are.same({ "p", "q" }, td:names())
     H.raises(function() td:rename({ zz = "a" }) end, "rename: no dim is named 'zz'")
     td:rename(nil)
-    assert.is_nil(td:names())
+    assert.are.same({ false, false }, td:names())
     H.raises(function() td:refine_names("a", "b", "c") end, "refine_names: expected a table of at most 2 names")
     H.raises(function() td:refine_names(5) end, "refine_names: name 1 must be a string or false, got 5")
     H.raises(function() T.TensorDict({}, { 2, 3 }, { names = { "x", "x" } }) end, "'x' names dims 1 and 2")
@@ -655,7 +663,7 @@ describe("TensorDict structure ops", function()
     local td = T.TensorDict({ a = T.arange(3), b = T.ones(3), n = { x = T.ones(3, 2), y = T.zeros(3) }, s = "v" }, 3,
       { names = { "t" } })
     local s = td:select("b", { "n", "x" }, "a")
-    assert.are.same({ "b", "n", { "n", "x" }, "a" }, s:keys({ include_nested = true }))
+    assert.are.same({ "b", { "n", "x" }, "n", "a" }, s:keys({ include_nested = true }))
     assert.are.same({ 3 }, s:batch_size())
     assert.are.same({ "t" }, s:names())
     s.a[1] = 50
@@ -672,8 +680,8 @@ describe("TensorDict structure ops", function()
 
   it("exclude drops keys, ignoring missing ones unless strict", function()
     local td = sample()
-    assert.are.same({ "b", "n", "n.x", "s" }, all_keys(td:exclude("a", { "n", "m" })))
-    assert.are.same({ "a", "b", "n", "n.m", "n.m.z", "n.x", "s" }, all_keys(td:exclude("zz", { "n", "zz" })))
+    assert.are.same({ "b", "n.x", "n", "s" }, all_keys(td:exclude("a", { "n", "m" })))
+    assert.are.same({ "a", "b", "n.m.z", "n.m", "n.x", "n", "s" }, all_keys(td:exclude("zz", { "n", "zz" })))
     H.raises(function() td:exclude("zz", { strict = true }) end,
       "exclude: no key 'zz' in the TensorDict (keys: 'a', 'b', 'n', 's')")
     H.raises(function() td:exclude({ "a", "q" }, { strict = true }) end,
@@ -689,14 +697,14 @@ describe("TensorDict structure ops", function()
     local n = td.n
     assert.is_true(rawequal(td, td:update(T.TensorDict({
       c = T.zeros(3), n = { y = T.full({ 3 }, 5), w = T.ones(3) }, a = T.zeros(3) }, 3))))
-    assert.are.same({ "a", "n", "n.x", "n.y", "n.w", "c" }, all_keys(td))
+    assert.are.same({ "a", "n.x", "n.y", "n.w", "n", "c" }, all_keys(td))
     assert.are.equal("float32", td.a:dtype())
     assert.are.same({ 5, 5, 5 }, td.n.y:totable())
     assert.are.same({ 1, 1 }, td.n.x[1]:totable())
     assert.is_true(td.n == n) -- merged into the same container
     assert.are.same({ "x", "y", "w" }, n:keys())
     td:update({ d = "str", n = { v = T.ones(3) } })
-    assert.are.same({ "a", "n", "n.x", "n.y", "n.w", "n.v", "c", "d" }, all_keys(td))
+    assert.are.same({ "a", "n.x", "n.y", "n.w", "n.v", "n", "c", "d" }, all_keys(td))
     assert.are.equal("str", td.d)
     H.raises(function() td:update(5) end, "update: expected a TensorDict or a table, got 5")
     H.raises(function() td:update(T.TensorDict({ e = T.zeros(4) }, 4)) end,
@@ -731,7 +739,7 @@ describe("TensorDict structure ops", function()
     assert.are.equal(9, td.n.x[1][1])
     assert.are.same({ "a", "n/m/z", "n/x", "s" }, td:flatten_keys("/"):keys())
     local u = f:unflatten_keys()
-    assert.are.same({ "a", "n", "n.m", "n.m.z", "n.x", "s" }, all_keys(u))
+    assert.are.same({ "a", "n.m.z", "n.m", "n.x", "n", "s" }, all_keys(u))
     assert.are.same({ 3 }, u.n:batch_size())
     assert.are.same({ 3 }, u.n.m:batch_size())
     assert.are.same({ 9, 1 }, u.n.x[1]:totable())
@@ -850,10 +858,10 @@ describe("TensorDict apply", function()
     assert.are.same({ 3 }, r:batch_size())
     -- nil drops the key; containers emptied by it go too, unless filter_empty = false
     local keep2d = function(x) if x:dim() == 2 then return x end end
-    assert.are.same({ "b", "n", "n.x", "s" }, all_keys(td:apply(keep2d)))
+    assert.are.same({ "b", "n.x", "n", "s" }, all_keys(td:apply(keep2d)))
     local ints = function(x) if x:dtype() == "int64" then return x end end
     assert.are.same({ "a", "s" }, all_keys(td:apply(ints)))
-    assert.are.same({ "a", "n", "n.m", "s" }, all_keys(td:apply(ints, { filter_empty = false })))
+    assert.are.same({ "a", "n.m", "n", "s" }, all_keys(td:apply(ints, { filter_empty = false })))
     -- containers that were empty already stay
     local e = T.TensorDict({ a = T.zeros(2), e = {} }, 2)
     assert.are.same({ "a", "e" }, e:apply(function(x) return x end):keys())
@@ -935,7 +943,44 @@ describe("TensorDict apply", function()
 end)
 
 describe("tostring(TensorDict)", function()
-  it("prints fields, nested containers and non-tensor values like Python's repr", function()
+  -- Expected texts are what tensordict 0.15.3 prints for the same containers.
+  it("prints Python 0.15's compact layout: sorted fields, dtype and feature dims", function()
+    local td = T.TensorDict({ obs = T.zeros(2, 3), info = { done = T.zeros(2, "bool") }, tag = "run1" }, 2)
+    assert.are.equal("TensorDict(batch_size=[2], fields={info: {done: bool[]}, obs: f32[3], tag: str})",
+      tostring(td))
+    local n = T.TensorDict({ a = T.zeros(2, 3, "int64"), n = T.TensorDict({ x = T.zeros(2, 4, 5) }, { 2, 4 }),
+      e = T.TensorDict({}, { 2 }) }, { 2 }, { device = "cpu", names = { "b" } })
+    assert.are.equal(table.concat({
+      "TensorDict(batch_size=[2], device=cpu, fields={",
+      "    a: i64[3],",
+      "    e: {},",
+      "    n: [4]{x: f32[5]}})",
+    }, "\n"), tostring(n)) -- 81 columns on one line: one field per line
+    local kinds = T.TensorDict({ a = T.zeros(3, "bool"), b = T.zeros(3, "float64"), c = T.zeros(3, "uint8"),
+      d = T.zeros(3, "bfloat16"), e = T.zeros(3, "float16"), f = T.zeros(3, "int32"), g = T.zeros(3, "int8"),
+      h = T.zeros(3, "int16") })
+    assert.are.equal(table.concat({
+      "TensorDict(batch_size=[], fields={",
+      "    a: bool[3],", "    b: f64[3],", "    c: u8[3],", "    d: bf16[3],", "    e: f16[3],",
+      "    f: i32[3],", "    g: i8[3],", "    h: i16[3]})",
+    }, "\n"), tostring(kinds))
+    assert.are.equal("TensorDict(batch_size=[], fields={})", tostring(T.TensorDict()))
+    local values = T.TensorDict({ i = 3, f = 2.5, b = true, l = { 1, 2 } }, {})
+    assert.are.equal("TensorDict(batch_size=[], fields={b: bool, f: float, i: int, l: list})",
+      tostring(values))
+    local st = T.stack({ T.TensorDict({ s = "p" }), T.TensorDict({ s = "q" }) })
+    assert.are.equal("TensorDict(batch_size=[2], fields={s: NonTensorStack})", tostring(st))
+  end)
+
+  it("set_printoptions{compact = false} gives the detailed layout", function()
+    local before = T.set_printoptions({ compact = false })
+    finally(function() T.set_printoptions(before) end)
+    assert.are.same({ compact = true }, before)
+    assert.are.same({ compact = false }, T.get_printoptions())
+    H.raises(function() T.set_printoptions({ width = 3 }) end,
+      "set_printoptions: unknown option 'width' (options: compact)")
+    H.raises(function() T.set_printoptions({ compact = 1 }) end,
+      "set_printoptions: compact must be a boolean, got 1")
     local td = T.TensorDict({ obs = T.zeros(2, 3), info = { done = T.zeros(2, "bool") }, tag = "run1" }, 2)
     assert.are.equal(table.concat({
       "TensorDict(",
@@ -954,7 +999,9 @@ describe("tostring(TensorDict)", function()
     }, "\n"), tostring(td))
   end)
 
-  it("prints names, device, lock and an empty container", function()
+  it("prints names, device, lock and an empty container in the detailed layout", function()
+    local before = T.set_printoptions({ compact = false })
+    finally(function() T.set_printoptions(before) end)
     local td = T.TensorDict({ a = T.arange(2) }, 2, { names = { "env" }, device = "cpu", lock = true })
     assert.are.equal(table.concat({
       "TensorDict(",
@@ -1070,5 +1117,42 @@ describe("TensorDict misuse", function()
     assert.are.same({ 1, 2, 3 }, td.a:totable())
     td:free()
     H.raises(function() return a[1] end, "tensor used after free()")
+  end)
+end)
+
+describe("Python spellings", function()
+  it("lock_, unlock_, del_, rename_key_, shape, dim and ndim are the same methods", function()
+    local td = T.TensorDict({ a = T.zeros(2, 3), b = T.ones(2) }, { 2 })
+    assert.are.same({ 2 }, td:shape())
+    assert.are.equal(1, td:dim())
+    assert.are.equal(1, td:ndim())
+    assert.is_true(rawequal(td, td:lock_()))
+    assert.is_true(td:is_locked())
+    td:unlock_()
+    assert.is_false(td:is_locked())
+    td:rename_key_("a", "c")
+    assert.are.same({ "b", "c" }, td:keys())
+    td:del_("b")
+    assert.are.same({ "c" }, td:keys())
+  end)
+
+  it("a misspelt method says it is neither a key nor a method, and suggests one", function()
+    local td = T.TensorDict({ a = T.zeros(2) }, { 2 })
+    H.raises(function() return td.lock__ end,
+      "index: no key 'lock__' in the TensorDict (keys: 'a'); no method 'lock__' either: did you mean td:lock_()?")
+    H.raises(function() return td.zzzzzz end, "index: no key 'zzzzzz' in the TensorDict (keys: 'a')")
+  end)
+
+  it("shapes and batch sizes print as [3, 4] and compare by value", function()
+    local t = T.zeros(3, 4)
+    assert.are.equal("[3, 4]", tostring(t:shape()))
+    assert.are.equal("[4, 1]", tostring(t:stride()))
+    assert.are.equal("[3]", tostring(T.TensorDict({ x = t }, { 3 }):batch_size()))
+    assert.are.equal("[]", tostring(T.tensor(1):shape()))
+    assert.is_true(t:shape() == T.ones(3, 4):size())
+    assert.is_false(t:shape() == T.ones(4, 3):size())
+    assert.is_false(t:shape() == T.ones(3, 4, 1):size())
+    assert.are.same({ 3, 4 }, t:shape()) -- still a plain array to compare and index
+    assert.are.equal(4, t:shape()[2])
   end)
 end)

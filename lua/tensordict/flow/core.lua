@@ -19,31 +19,8 @@ local function_names = setmetatable({}, { __mode = "k" }) -- function -> name
 
 ------------------------------------------------------------------------ names
 
--- Edit distance, for "did you mean" hints on unknown names.
-local function distance(a, b)
-  local prev = {}
-  for j = 0, #b do prev[j] = j end
-  for i = 1, #a do
-    local cur = { [0] = i }
-    for j = 1, #b do
-      local cost = a:sub(i, i) == b:sub(j, j) and 0 or 1
-      cur[j] = math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
-    end
-    prev = cur
-  end
-  return prev[#b]
-end
-
--- The closest of names to word (case-insensitive), or nil when none is close.
-function M.nearest(word, names)
-  local best, best_d = nil, math.huge
-  for _, name in ipairs(names) do
-    local d = distance(word:lower(), name:lower())
-    if d < best_d then best, best_d = name, d end
-  end
-  if best and best_d <= math.max(2, math.floor(#word / 3)) then return best end
-  return nil
-end
+-- The closest of names to word, or nil (util.nearest: "did you mean" hints).
+M.nearest = util.nearest
 
 local function sorted_keys(t)
   local out = {}

@@ -5,6 +5,7 @@ local T = require("tensordict")
 local fs = require("tensordict.fs")
 local json = require("tensordict.json")
 local util = require("tensordict.util")
+local td_core = require("tensordict.td_core")
 
 local M = {}
 
@@ -25,7 +26,7 @@ end
 
 local function batch_text(td)
   local text = util.format_list(td:batch_size())
-  local names = td:names()
+  local names = td_core.dim_names(td)
   if names then
     local parts = {}
     for i, n in ipairs(names) do parts[i] = n or "_" end
