@@ -370,9 +370,7 @@ static int32_t put_level(td_dict *dst, td_dict *src, const put_ctx *c,
     const td_entry *s = NULL;
     if (src) {
       int32_t j = td_dict_find_like(src, dst, i);
-      if (j < 0)
-        return td_fail(TD_EINVAL, "index assignment: key '%s' is missing from the value",
-                       td_key_path_text(&here, buf));
+      if (j < 0) continue; /* a value with fewer keys writes those, as in Python */
       s = &src->entries[j];
       if ((s->kind == TD_ENTRY_DICT) != (e->kind == TD_ENTRY_DICT) ||
           ((s->kind == TD_ENTRY_TENSOR) != (e->kind == TD_ENTRY_TENSOR)))
@@ -396,11 +394,104 @@ static int32_t put_level(td_dict *dst, td_dict *src, const put_ctx *c,
       if (st) td_dict_fail_at(st, "index assignment", &here);
     } else if (s && !(s->kind == TD_ENTRY_VALUE && e->kind == TD_ENTRY_VALUE &&
                       strcmp(s->values->texts[0], e->values->texts[0]) == 0)) {
-      /* Non-tensor values cannot be written element-wise: equal ones are accepted. */
-      st = td_fail(TD_EINVAL,
-                   "index assignment: non-tensor key '%s' differs between the TensorDict "
-                   "and the value; set it with set() instead",
-                   td_key_path_text(&here, buf));
+      /* A different non-tensor value: written after the tensors (put_values_level). */
+      if (e->kind == TD_ENTRY_VALUES && !td_check_writable("write", &e->t)) st = td_last_status();
+      if (st) td_dict_fail_at(st, "index assignment", &here);
+      jobs->values++;
+    }
+    if (st) return st;
+  }
+  return 0;
+}
+
+/* The position of text in v, appended when it is not there. v may be shared with views
+ * whose positions are the same storage, so it grows in place: they must see the text. */
+static int64_t text_index(td_values *v, const char *text) {
+  for (int64_t j = 0; j < v->n; j++)
+    if (strcmp(v->texts[j], text) == 0) return j;
+  char *copy = strdup(text);
+  char **texts = copy ? realloc(v->texts, sizeof *texts * (size_t)(v->n + 1)) : NULL;
+  if (!texts) {
+    free(copy);
+    return td_fail(TD_ENOMEM, "index assignment: out of memory");
+  }
+  v->texts = texts;
+  v->texts[v->n] = copy;
+  return v->n++;
+}
+
+/* A one-value entry becomes a stacked one (every position 0) so elements can differ. */
+static int32_t stack_value(td_dict *d, td_entry *e) {
+  td_values *v = td_values_new(1);
+  td_tensor *pos = td_tensor_full(d->head.ndim, d->head.shape, TD_INT64, 0);
+  if (!v || !pos || !(v->texts[0] = strdup(e->values->texts[0]))) {
+    td_values_release(v);
+    td_tensor_release(pos);
+    return td_fail(TD_ENOMEM, "index assignment: out of memory");
+  }
+  td_values_release(e->values);
+  e->values = v;
+  td_hold_view(&e->t, pos);
+  td_tensor_release(pos);
+  e->kind = TD_ENTRY_VALUES;
+  return 0;
+}
+
+/* src's value ids as ids of dst's texts: a 0-dim tensor for one value, else src's
+ * positions mapped (same shape). */
+static td_tensor *mapped_ids(td_values *dst, const td_entry *s) {
+  if (s->kind == TD_ENTRY_VALUE) {
+    int64_t id = text_index(dst, s->values->texts[0]);
+    return id < 0 ? NULL : td_tensor_full(0, NULL, TD_INT64, (double)id);
+  }
+  int64_t n = s->values->n;
+  int64_t *map = malloc(sizeof *map * (size_t)(n ? n : 1));
+  /* a fresh copy: contiguous() would hand back src's own positions when they are dense */
+  td_tensor *ids = map ? td_tensor_empty(s->t.ndim, s->t.shape, TD_INT64) : NULL;
+  bool ok = ids && td_tensor_copy_(ids, &s->t) == 0;
+  for (int64_t j = 0; ok && j < n; j++) ok = (map[j] = text_index(dst, s->values->texts[j])) >= 0;
+  if (ok) {
+    int64_t *p = (int64_t *)td_tensor_ptr(ids);
+    for (int64_t k = 0, m = td_tensor_numel(ids); k < m; k++) p[k] = map[p[k]];
+  }
+  free(map);
+  if (!ok) {
+    td_tensor_release(ids);
+    if (!map) td_fail(TD_ENOMEM, "index assignment: out of memory");
+    return NULL;
+  }
+  return ids;
+}
+
+/* dst[index] = src for the non-tensor entries whose values differ (Python writes them
+ * element-wise): dst's entry becomes stacked, src's texts join its texts, and src's ids
+ * are written into dst's positions like a tensor leaf. */
+static int32_t put_values_level(td_dict *dst, td_dict *src, const put_ctx *c) {
+  for (int32_t i = 0; i < dst->keys->n; i++) {
+    td_entry *e = &dst->entries[i];
+    int32_t j = td_dict_find_like(src, dst, i);
+    if (j < 0) continue;
+    const td_entry *s = &src->entries[j];
+    int32_t st = 0;
+    if (e->kind == TD_ENTRY_DICT) {
+      st = put_values_level(e->child, s->child, c);
+    } else if (e->kind == TD_ENTRY_TENSOR ||
+               (s->kind == TD_ENTRY_VALUE && e->kind == TD_ENTRY_VALUE &&
+                strcmp(s->values->texts[0], e->values->texts[0]) == 0)) {
+      continue;
+    } else {
+      if (e->kind == TD_ENTRY_VALUE && (st = stack_value(dst, e))) return st;
+      td_tensor *ids = mapped_ids(e->values, s);
+      if (!ids) return td_last_status();
+      if (c->ix.adv) {
+        st = put_adv(c, &e->t, ids);
+      } else {
+        td_tensor view;
+        run_plan(&c->ix, &e->t, &view);
+        st = td_tensor_copy_(&view, ids);
+      }
+      td_tensor_release(ids);
+      td_dict_touch(dst);
     }
     if (st) return st;
   }
@@ -448,6 +539,7 @@ TD_EXPORT int32_t td_dict_index_put_(td_dict *dst, const td_index *entries, int3
   td_jobs jobs = {.value = value};
   st = put_level(dst, src, &c, NULL, &jobs);
   if (!st) st = td_jobs_run(&jobs, "index assignment");
+  if (!st && jobs.values) st = put_values_level(dst, src, &c);
   td_jobs_free(&jobs);
   return st;
 }

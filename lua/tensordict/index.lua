@@ -5,6 +5,7 @@
 local ffi = require("ffi")
 local C = require("tensordict.lib").C
 local util = require("tensordict.util")
+local dtypes = require("tensordict.dtype")
 
 local M = {}
 local fail, describe = util.fail, util.describe
@@ -30,7 +31,7 @@ function M.position(i, size, dim)
   end
   if i >= 1 and i <= size then return i - 1 end
   if i < 0 and i >= -size then return size + i end
-  fail(("index %d is out of range for dim %d of size %d (valid: 1..%d or -%d..-1)")
+  fail(("index: index %d is out of range for dim %d of size %d (valid: 1..%d or -%d..-1)")
     :format(i, dim, size, size, size))
 end
 
@@ -104,6 +105,14 @@ function M.parse(h, key, what)
   for k = 1, n do
     local e = key[k]
     local te = type(e)
+    if te == "table" and getmetatable(e) == M.tensor_mt and e.h.ndim == 0 then
+      -- a 0-dim integer tensor indexes as its number, as in torch
+      if e.h.dtype == C.TD_BOOL or dtypes.is_floating(e.h.dtype) then
+        fail(("index: a 0-dim %s tensor cannot index; use a number or an integer tensor")
+          :format(dtypes.name(e.h.dtype)))
+      end
+      e, te = e:item(), "number"
+    end
     local entry = entries[count]
     count = count + 1
     if te == "number" then
@@ -124,7 +133,6 @@ function M.parse(h, key, what)
       dim, out_dim = dim + covered, out_dim + covered
     elseif te == "table" and getmetatable(e) == M.tensor_mt then
       if adv then fail("index: at most one mask or index tensor per index") end
-      if e.h.ndim == 0 then fail("index: a 0-dim tensor cannot index; use a number") end
       adv = { tensor = e, mask = e.h.dtype == C.TD_BOOL, dim = out_dim, in_dim = dim }
       local covered = adv.mask and e.h.ndim or 1
       if dim + covered > ndim then too_many(key, n, ndim, what) end

@@ -67,7 +67,11 @@ local SIMPLE = {
   any = C.TD_RED_ANY, logsumexp = C.TD_RED_LOGSUMEXP,
 }
 for name, op in pairs(SIMPLE) do
-  Tensor[name] = function(self, dims, opts) return reduce(op, name, self, dims, opts) end
+  -- not a tail call, so an error's message can find the method in the stack
+  Tensor[name] = function(self, dims, opts)
+    local r = reduce(op, name, self, dims, opts)
+    return r
+  end
 end
 
 -- 0-based int64 indices -> 1-based, in place (they are fresh tensors).

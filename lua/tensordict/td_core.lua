@@ -25,8 +25,8 @@ local is_tensor, new_tensor, Header = tensor.is_tensor, tensor.new_tensor, tenso
 local type, tonumber, setmetatable, getmetatable, pairs, ipairs, select =
   type, tonumber, setmetatable, getmetatable, pairs, ipairs, select
 local HEADER_BYTES = ffi.sizeof(Header)
-local KIND_TENSOR, KIND_DICT, KIND_VALUE =
-  C.TD_ENTRY_TENSOR, C.TD_ENTRY_DICT, C.TD_ENTRY_VALUE
+local KIND_TENSOR, KIND_DICT, KIND_VALUE, KIND_VALUES =
+  C.TD_ENTRY_TENSOR, C.TD_ENTRY_DICT, C.TD_ENTRY_VALUE, C.TD_ENTRY_VALUES
 
 local M = {}
 
@@ -145,7 +145,7 @@ M.wrap = wrap
 
 -- The C container of a live handle.
 local function D(self)
-  if not is_td(self) then util.bad_self("a TensorDict", self) end
+  if not is_td(self) then util.bad_self("a TensorDict", self, TD) end
   local d = self._td_p
   if d == nil then fail("TensorDict used after free()") end
   return d
@@ -241,7 +241,7 @@ local function value_of(self, d, i, kind)
     if not constant then break end
     depth = k
   end
-  if #texts == 0 then depth = math.min(depth, 1) end
+  if #texts == 0 then depth = ndim end -- no elements: lists down to the empty dim ([[], []])
   local inner = 1
   for j = depth + 1, ndim do inner = inner * shape[j] end
   local pos = 0
@@ -282,8 +282,12 @@ local function get_string(self, k)
   if i < 0 then return nil end
   v = entry_value(self, d, i)
   -- A decoded table is the caller's to change: each get decodes a fresh one, so a
-  -- change never looks stored when it is not.
-  if type(v) ~= "table" or is_tensor(v) then cache[k] = v end
+  -- change never looks stored when it is not. An element of a stacked value is not
+  -- kept either: an index assignment through a container sharing its positions may
+  -- change it.
+  if (type(v) ~= "table" or is_tensor(v)) and C.td_dict_kind(d, i) ~= KIND_VALUES then
+    cache[k] = v
+  end
   return v
 end
 M.get_string = get_string

@@ -1,10 +1,12 @@
 -- td_index.lua: batch indexing of TensorDicts (the index grammar over batch dims,
 -- reading and assignment) and the shape ops over batch dims. Each is one C call over
 -- every leaf (core/dict/dict_map.c); this file parses arguments and keeps dim names.
+local ffi = require("ffi")
 local C = require("tensordict.lib").C
 local util = require("tensordict.util")
 local index = require("tensordict.index")
 local tensor = require("tensordict.tensor")
+local create = require("tensordict.create")
 local gather = require("tensordict.gather")
 local core = require("tensordict.td_core")
 
@@ -113,9 +115,31 @@ function mt.__index(self, key)
   return index_read(self, key)
 end
 
+-- Python's td[idx] = sub writes only the keys sub has (the C call skips the others) and
+-- makes the tensor keys only sub has, zeros outside the selection.
+local function add_missing_keys(self, value)
+  if value._td_head.nkeys == 0 then return end
+  local nb = value._td_head.ndim
+  for _, path in ipairs(TD.keys(value, { include_nested = true, leaves_only = true })) do
+    if not TD.has(self, path) then
+      local leaf = TD.get(value, path)
+      if not is_tensor(leaf) then
+        fail(("index assignment: %s is not in the TensorDict, and only tensors can be added "
+          .. "this way (set it first)"):format(type(path) == "table" and core.key_path_text(path)
+          or "'" .. path .. "'"))
+      end
+      local shape = TD.batch_size(self)
+      for i = nb + 1, leaf:dim() do shape[#shape + 1] = leaf:size(i) end
+      TD.set(self, path, create.zeros(shape, leaf:dtype()))
+    end
+  end
+end
+
 -- td[idx] = value: value a TensorDict (broadcast over the selection), a Lua table
--- (made a TensorDict of batch size []) or a number/boolean (fills every leaf).
+-- (made a TensorDict of batch size []) or a number/boolean (fills every leaf). A value
+-- with fewer or other keys writes those keys only, as in Python.
 local function index_write(self, key, value)
+  if type(value) == "table" and not is_tensor(value) then value = core.construct(value) end
   local d = D(self)
   local n, advh, adv_dim, adv = parse(self, key, "index assignment")
   local src, scalar = nil, 0
@@ -131,14 +155,17 @@ local function index_write(self, key, value)
     scalar = value
   elseif type(value) == "boolean" then
     scalar = value and 1 or 0
-  elseif type(value) == "table" and not is_tensor(value) then
-    value = core.construct(value)
-    src = D(value)
   else
     fail(("index assignment: the value must be a TensorDict, a table or a number, got %s")
       :format(describe(value)))
   end
-  check(C.td_dict_index_put_(d, entries, n, advh, adv_dim, src, scalar))
+  local st = C.td_dict_index_put_(d, entries, n, advh, adv_dim, src, scalar)
+  if st == C.TD_EINVAL and ffi.string(C.td_last_error()):find("of the value is not in the TensorDict", 1, true) then
+    -- keys only the value has: made, then written (the failed call wrote nothing)
+    add_missing_keys(self, value)
+    st = C.td_dict_index_put_(d, entries, n, advh, adv_dim, src, scalar)
+  end
+  check(st)
 end
 
 function mt.__newindex(self, key, value)

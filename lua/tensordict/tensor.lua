@@ -73,7 +73,7 @@ local function is_tensor(x) return getmetatable(x) == mt end
 -- view its owner's storage: a script that swapped h or o between tensors (a.h = b.h)
 -- would otherwise reach memory freed with the other one.
 local function H(self)
-  if getmetatable(self) ~= mt then util.bad_self("a tensor", self) end
+  if getmetatable(self) ~= mt then util.bad_self("a tensor", self, Tensor) end
   local o = self.o
   local p = o._td_p
   if p == nil then fail("tensor used after free()") end

@@ -31,19 +31,28 @@ function M.c_fail()
 end
 
 -- Raises for a method called on something that is not its object (t.sum() instead of
--- t:sum(), or a method table's function given a number): the method's name comes from
--- the caller's frame, on this error path only.
-function M.bad_self(kind, got)
-  -- the library function the user's code called is the frame just inside the library
-  local level = 2
+-- t:sum(), or a method table's function given a number). The method's name is found by
+-- looking up the function the user called in methods (a tail call such as
+-- `return t.sum()` leaves no call name in the frame), on this error path only.
+function M.bad_self(kind, got, methods)
+  -- The method is the outermost library frame that is in methods; failing that, the
+  -- call name of the outermost library frame (C frames such as pcall's are stepped over).
+  local by_func = {}
+  for k, f in pairs(methods or {}) do by_func[f] = k end
+  local level, name, outer = 3, nil, nil
   while true do
-    local info = debug.getinfo(level + 1, "S")
-    if not info or (info.what ~= "C" and info.source:sub(1, #own_prefix) ~= own_prefix) then break end
+    local info = debug.getinfo(level, "Sf")
+    if not info then break end
+    if info.what ~= "C" then
+      if info.source:sub(1, #own_prefix) ~= own_prefix then break end
+      name = by_func[info.func] or name
+      outer = level
+    end
     level = level + 1
   end
-  local info = debug.getinfo(level, "n")
-  local name = info and info.name or "method"
-  M.fail(("%s: expected %s, got %s (methods are called as x:%s(...))"):format(name, kind,
+  if not name and outer then name = debug.getinfo(outer, "n").name end
+  name = name or "method"
+  M.fail(("%s: expected %s, got %s (call it as x:%s(...))"):format(name, kind,
     M.describe(got), name))
 end
 
