@@ -300,7 +300,7 @@ static int32_t write_leaves(td_memmap_append *a, const td_dict *f, const td_dict
     if (l->fd < 0) continue;
     int32_t status = TD_EIO;
     td_clear_error();
-    if (!td_mm_write_tensor(l->fd, &be->t, &a->buf, &status)) {
+    if (!td_fs_write_tensor(l->fd, &be->t, &a->buf, &status)) {
       char p[TD_PATH_CHARS];
       if (status != TD_EIO) return td_dict_fail_at(status, "append", &here);
       return td_fail(TD_EIO, "append: key '%s': cannot write %lld bytes: %s",

@@ -823,45 +823,58 @@ static int32_t put_level(wctx *w, const td_dict *d, int64_t start, const td_key_
 
 /* ---- the file ---- */
 
+/* The temporary file, written through a buffer: many small leaves make few system
+ * calls, large ones go straight out, and a strided leaf is gathered into the buffer or
+ * a chunk at a time (td_fs_write_tensor), never copied whole. */
 typedef struct wfile {
   int fd;
   const char *tmp;
-  char *buf;
+  td_storage *buf; /* a storage, so the copy kernel gathers strided leaves into it */
   size_t n, cap;
+  td_storage *chunk; /* td_fs_write_tensor's gather block, made on first need */
 } wfile;
 
-static int32_t wfile_raw(wfile *f, const wctx *w, const char *p, size_t n) {
-  while (n > 0) {
-    ssize_t k = write(f->fd, p, n > ((size_t)1 << 30) ? ((size_t)1 << 30) : n);
-    if (k < 0 && errno == EINTR) continue;
-    if (k < 0)
-      return td_fail(TD_EIO, "consolidate: '%s': cannot write '%s': %s", w->file, f->tmp,
-                     strerror(errno));
-    p += k;
-    n -= (size_t)k;
-  }
-  return 0;
+static int32_t wfile_fail(const wfile *f, const wctx *w) {
+  return td_fail(TD_EIO, "consolidate: '%s': cannot write '%s': %s", w->file, f->tmp,
+                 strerror(errno));
 }
 
 static int32_t wfile_flush(wfile *f, const wctx *w) {
-  int32_t st = wfile_raw(f, w, f->buf, f->n);
+  bool ok = td_fs_write_all(f->fd, f->buf->data, (int64_t)f->n);
   f->n = 0;
-  return st;
+  return ok ? 0 : wfile_fail(f, w);
 }
 
-/* Buffered: many small leaves make few system calls; large ones go straight out. */
 static int32_t wfile_write(wfile *f, const wctx *w, const void *p, size_t n) {
   if (f->n + n <= f->cap) {
-    memcpy(f->buf + f->n, p, n);
+    memcpy(f->buf->data + f->n, p, n);
     f->n += n;
     return 0;
   }
   int32_t st = wfile_flush(f, w);
   if (st) return st;
-  if (n >= f->cap) return wfile_raw(f, w, p, n);
-  memcpy(f->buf, p, n);
+  if (n >= f->cap) return td_fs_write_all(f->fd, p, (int64_t)n) ? 0 : wfile_fail(f, w);
+  memcpy(f->buf->data, p, n);
   f->n = n;
   return 0;
+}
+
+/* A strided leaf of n bytes in C order. */
+static int32_t wfile_write_strided(wfile *f, const wctx *w, const td_tensor *t, int64_t n,
+                                   const td_key_path *p) {
+  int32_t st;
+  if ((size_t)n <= f->cap) { /* into the buffer, beside the small leaves around it */
+    bool room = f->n % (size_t)t->itemsize == 0 && f->n + (size_t)n <= f->cap;
+    if (!room && (st = wfile_flush(f, w))) return st;
+    if ((st = td_fs_gather(t, f->buf, (int64_t)f->n)))
+      return wfail_at(w, st, p, "%s", td_last_error());
+    f->n += (size_t)n;
+    return 0;
+  }
+  if ((st = wfile_flush(f, w))) return st;
+  int32_t status = TD_EIO;
+  if (td_fs_write_tensor(f->fd, t, &f->chunk, &status)) return 0;
+  return status == TD_EIO ? wfile_fail(f, w) : wfail_at(w, status, p, "%s", td_last_error());
 }
 
 static int32_t write_payload(wfile *f, const wctx *w, const td_dict *d,
@@ -875,73 +888,15 @@ static int32_t write_payload(wfile *f, const wctx *w, const td_dict *d,
       st = write_payload(f, w, e->child, &p);
     } else if (e->kind == TD_ENTRY_TENSOR) {
       int64_t n = leaf_nbytes(&e->t);
-      if (n > 0) {
-        if (td_tensor_is_contiguous(&e->t)) {
-          st = wfile_write(f, w, td_tensor_data_borrow(&e->t), (size_t)n);
-        } else {
-          td_tensor *c = td_tensor_contiguous(&e->t);
-          if (!c) return wfail_at(w, td_last_status(), &p, "%s", td_last_error());
-          st = wfile_write(f, w, td_tensor_data_borrow(c), (size_t)n);
-          td_tensor_release(c);
-        }
-      }
+      if (n > 0)
+        st = td_tensor_is_contiguous(&e->t)
+                 ? wfile_write(f, w, td_tensor_data_borrow(&e->t), (size_t)n)
+                 : wfile_write_strided(f, w, &e->t, n, &p);
       if (!st && pad_of(n)) st = wfile_write(f, w, zeros, (size_t)pad_of(n));
     }
     if (st) return st;
   }
   return 0;
-}
-
-/* The folder of path ("." when it names none). */
-static char *dir_of(const char *path) {
-  const char *slash = strrchr(path, '/');
-  if (!slash) return strdup(".");
-  if (slash == path) return strdup("/");
-  return strndup(path, (size_t)(slash - path));
-}
-
-static void fsync_dir(const char *dir) {
-  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return;
-  fsync(fd); /* best effort: some file systems refuse it on folders */
-  close(fd);
-}
-
-/* Creates a new temporary sibling of path (".<name>.tmp-<pid>-<n>", as memmap saves
- * name theirs), mode 0666 less the umask, as a plain new file would get. Temporaries that
- * saves killed mid-way left beside path (their process gone) are removed first. */
-static int open_temp(const char *path, char **tmp_out) {
-  static atomic_uint counter;
-  const char *slash = strrchr(path, '/');
-  const char *base = slash ? slash + 1 : path;
-  size_t dlen = (size_t)(base - path);
-  size_t cap = strlen(path) + 64;
-  char *tmp = malloc(cap);
-  if (!tmp) {
-    errno = ENOMEM;
-    return -1;
-  }
-  char *dir = dir_of(path);
-  int dirfd = dir ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
-  if (dirfd >= 0) {
-    td_mm_remove_stale(dirfd, base);
-    close(dirfd);
-  }
-  free(dir);
-  for (int attempt = 0; attempt < 100; attempt++) {
-    unsigned n = atomic_fetch_add(&counter, 1u);
-    snprintf(tmp, cap, "%.*s.%s.tmp-%ld-%u", (int)dlen, path, base, (long)getpid(), n);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd >= 0) {
-      *tmp_out = tmp;
-      return fd;
-    }
-    if (errno != EEXIST) break;
-  }
-  int saved = errno;
-  free(tmp);
-  errno = saved;
-  return -1;
 }
 
 TD_EXPORT int32_t td_dict_consolidate(const td_dict *d, const char *filename, int32_t flags) {
@@ -967,7 +922,7 @@ TD_EXPORT int32_t td_dict_consolidate(const td_dict *d, const char *filename, in
   }
 
   char *tmp = NULL;
-  wfile f = {.fd = open_temp(filename, &tmp), .cap = (size_t)1 << 20};
+  wfile f = {.fd = td_fs_open_temp(filename, &tmp), .cap = (size_t)1 << 20};
   if (f.fd < 0) {
     st = td_fail(TD_EIO, "consolidate: cannot create a temporary file beside '%s': %s",
                  filename, strerror(errno));
@@ -975,7 +930,7 @@ TD_EXPORT int32_t td_dict_consolidate(const td_dict *d, const char *filename, in
     return st;
   }
   f.tmp = tmp;
-  f.buf = malloc(f.cap);
+  f.buf = td_storage_new_heap((int64_t)f.cap);
   if (!f.buf) st = td_fail(TD_ENOMEM, "consolidate: out of memory");
   if (!st) st = write_payload(&f, &w, d, NULL);
   if (!st) st = wfile_write(&f, &w, w.json.p, w.json.n);
@@ -986,13 +941,14 @@ TD_EXPORT int32_t td_dict_consolidate(const td_dict *d, const char *filename, in
     st = wfile_write(&f, &w, len, 8);
   }
   if (!st) st = wfile_flush(&f, &w);
-  if (!st && !(flags & TD_MEMMAP_NO_FSYNC) && fsync(f.fd) != 0)
+  if (!st && td_fs_sync(f.fd, flags) != 0)
     st = td_fail(TD_EIO, "consolidate: '%s': cannot fsync '%s': %s", filename, tmp,
                  strerror(errno));
   if (close(f.fd) != 0 && !st)
     st = td_fail(TD_EIO, "consolidate: '%s': cannot close '%s': %s", filename, tmp,
                  strerror(errno));
-  free(f.buf);
+  td_storage_release(f.buf);
+  td_storage_release(f.chunk);
   free(w.json.p);
   if (!st) {
     if (flags & TD_MEMMAP_EXISTSOK) {
@@ -1014,9 +970,9 @@ TD_EXPORT int32_t td_dict_consolidate(const td_dict *d, const char *filename, in
     }
   }
   if (st || !(flags & TD_MEMMAP_EXISTSOK)) unlink(tmp); /* gone already after a rename */
-  if (!st && !(flags & TD_MEMMAP_NO_FSYNC)) {
-    char *dir = dir_of(filename);
-    if (dir) fsync_dir(dir);
+  if (!st) {
+    char *dir = td_fs_dir_of(filename);
+    if (dir) td_fs_sync_dir(dir, flags); /* best effort: some file systems refuse it */
     free(dir);
   }
   free(tmp);

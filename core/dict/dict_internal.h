@@ -6,6 +6,7 @@
 #define TD_DICT_INTERNAL_H
 
 #include "../src/internal.h"
+#include "dict_fs.h"
 
 /* The ordered key set, shared by containers of one structure (td[i] shares its
  * parent's) and copied before the first change when shared. Lookup is open addressing
@@ -214,9 +215,6 @@ char *td_mm_encode_key(const char *key, int64_t len, const char *suffix);
 td_storage *td_mm_map_fd(int fd, int64_t nbytes, int32_t writable, char *why, size_t why_len);
 /* dir + "/" + name, malloc'd; NULL when out of memory. */
 char *td_mm_path_join(const char *dir, const char *name);
-/* Removes the temporaries `.<name>.tmp-<pid>-<n>` (files or folders) in parentfd left by
- * processes that are gone. */
-void td_mm_remove_stale(int parentfd, const char *name);
 
 /* A save: planned in memory by dict_memmap.c (folders, files, meta.json texts), then
  * written by dict_memmap_disk.c. Folder 0 is the root (prefix itself). */
@@ -286,9 +284,6 @@ int32_t td_mm_begin(td_mm_save *S, const char *prefix);
 int32_t td_mm_make_dirs(td_mm_save *S, int32_t from);
 int32_t td_mm_end(td_mm_save *S, int32_t num_threads);
 void td_mm_cancel(td_mm_save *S);
-/* Writes t's bytes in C order at fd's position (a strided t gathered through *buf, a
- * heap block made on first need; the caller releases it). false: errno, or *status. */
-bool td_mm_write_tensor(int fd, const td_tensor *t, td_storage **buf, int32_t *status);
 /* The plan of a save of d at prefix (a path from td_mm_clean_prefix) into S: folders,
  * leaf files, meta.json texts. */
 int32_t td_mm_plan(td_mm_save *S, const td_dict *d, const char *prefix);

@@ -21,8 +21,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,104 +31,6 @@
 #include "dict_internal.h"
 
 /* ------------------------------------------------------------------- the folders */
-
-static int sync_fd(const td_mm_save *S, int fd) {
-  return (S->flags & TD_MEMMAP_NO_FSYNC) ? 0 : fsync(fd);
-}
-
-/* Removes name (a file, a link, or a folder and everything in it) under dirfd without
- * following links. 0 or -1 (errno set). */
-static int rm_tree(int dirfd, const char *name, int depth) {
-  struct stat st;
-  if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) return errno == ENOENT ? 0 : -1;
-  if (!S_ISDIR(st.st_mode)) return unlinkat(dirfd, name, 0);
-  if (depth > 4 * TD_MM_MAX_DEPTH) {
-    errno = ELOOP;
-    return -1;
-  }
-  int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  DIR *dp = fd < 0 ? NULL : fdopendir(fd);
-  if (!dp) {
-    if (fd >= 0) close(fd);
-    return -1;
-  }
-  /* The names first: removing entries while reading a folder may skip some. */
-  char **names = NULL;
-  size_t n = 0, cap = 0;
-  int rc = 0;
-  for (struct dirent *de; (de = readdir(dp));) {
-    if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
-    if (n == cap) {
-      cap = cap ? 2 * cap : 32;
-      char **nn = realloc(names, sizeof *nn * cap);
-      if (!nn) {
-        rc = -1;
-        break;
-      }
-      names = nn;
-    }
-    if (!(names[n] = strdup(de->d_name))) {
-      rc = -1;
-      break;
-    }
-    n++;
-  }
-  for (size_t i = 0; i < n; i++) {
-    if (rm_tree(fd, names[i], depth + 1) != 0) rc = -1;
-    free(names[i]);
-  }
-  free(names);
-  closedir(dp);
-  if (unlinkat(dirfd, name, AT_REMOVEDIR) != 0) rc = -1;
-  return rc;
-}
-
-static atomic_int tmp_counter;
-
-/* Removes the temporaries `.<name>.tmp-<pid>-<n>` next to name whose process is gone
- * (a save of this process, or of a live one, may still be writing its own). Memmap
- * saves and consolidate both name their temporaries so. */
-void td_mm_remove_stale(int parentfd, const char *name) {
-  size_t plen = strlen(name) + 6;
-  char *pre = malloc(plen + 1);
-  int fd = dup(parentfd);
-  DIR *dp = fd < 0 ? NULL : fdopendir(fd);
-  if (!pre || !dp) {
-    free(pre);
-    if (dp) closedir(dp);
-    else if (fd >= 0) close(fd);
-    return;
-  }
-  snprintf(pre, plen + 1, ".%s.tmp-", name);
-  char **stale = NULL;
-  size_t n = 0, cap = 0;
-  for (struct dirent *de; (de = readdir(dp));) {
-    if (strncmp(de->d_name, pre, plen) != 0) continue;
-    char *end;
-    errno = 0;
-    long long pid = strtoll(de->d_name + plen, &end, 10);
-    if (errno || end == de->d_name + plen || *end != '-' || pid <= 0 || pid > INT_MAX) continue;
-    const char *c = end + 1;
-    if (!*c) continue;
-    while (*c >= '0' && *c <= '9') c++;
-    if (*c) continue;
-    if ((pid_t)pid == getpid() || kill((pid_t)pid, 0) == 0 || errno == EPERM) continue;
-    if (n == cap) {
-      cap = cap ? 2 * cap : 8;
-      char **s = realloc(stale, sizeof *s * cap);
-      if (!s) break;
-      stale = s;
-    }
-    if ((stale[n] = strdup(de->d_name))) n++;
-  }
-  closedir(dp);
-  for (size_t i = 0; i < n; i++) {
-    rm_tree(parentfd, stale[i], 0);
-    free(stale[i]);
-  }
-  free(stale);
-  free(pre);
-}
 
 /* mkdir -p of the folder that will hold prefix (Python's os.makedirs does the same). */
 static int32_t make_parents(const td_mm_save *S, const char *parent) {
@@ -146,8 +46,7 @@ static int32_t make_parents(const td_mm_save *S, const char *parent) {
       char *slash = strrchr(p, '/');
       const char *up = slash == p ? "/" : slash ? p : ".";
       if (slash && slash != p) *slash = '\0';
-      int fd = open(up, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-      if (fd >= 0) sync_fd(S, fd), close(fd);
+      td_fs_sync_dir(up, S->flags); /* best effort */
       if (slash && slash != p) *slash = '/';
     } else if (errno != EEXIST) {
       int32_t st = td_fail(TD_EIO, "%s: cannot create the folder '%s': %s", S->call, p,
@@ -163,74 +62,12 @@ static int32_t make_parents(const td_mm_save *S, const char *parent) {
 
 /* -------------------------------------------------------------------- the writes */
 
-enum { MM_CHUNK = 8 << 20 }; /* bytes gathered per write from a strided leaf */
-
-static bool write_all(int fd, const char *p, int64_t n) {
-  while (n > 0) {
-    size_t k = n > (1 << 30) ? (size_t)1 << 30 : (size_t)n;
-    ssize_t w = write(fd, p, k);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      if (w == 0) errno = ENOSPC;
-      return false;
-    }
-    p += w;
-    n -= w;
-  }
-  return true;
-}
-
 static void job_fail(td_mm_save *S, td_mm_job *j, int32_t status, const char *what) {
   char msg[1024];
   snprintf(msg, sizeof msg, "%s: %s: %s", S->call, j->path, what);
   j->status = status;
   j->msg = strdup(msg);
   atomic_store(&S->failed, 1);
-}
-
-/* Writes a strided view in C order: contiguous runs as they are, the rest gathered into
- * buf by the copy kernel, a block of whole rows (or one row, recursively) at a time. */
-bool td_mm_write_tensor(int fd, const td_tensor *t, td_storage **buf, int32_t *status) {
-  int64_t bytes = td_tensor_numel(t) * t->itemsize;
-  if (bytes == 0) return true;
-  if (td_tensor_is_contiguous(t)) return write_all(fd, td_tensor_ptr(t), bytes);
-  if (bytes <= MM_CHUNK) {
-    if (!*buf && !(*buf = td_storage_new_heap(MM_CHUNK))) {
-      *status = td_last_status();
-      return false;
-    }
-    td_tensor dst = {.storage = *buf, .itemsize = t->itemsize, .ndim = t->ndim,
-                     .dtype = t->dtype};
-    int64_t stride = 1;
-    for (int32_t i = t->ndim - 1; i >= 0; i--) {
-      dst.shape[i] = t->shape[i];
-      dst.strides[i] = stride;
-      stride *= t->shape[i];
-    }
-    int32_t st = td_tensor_copy_(&dst, t);
-    if (st) {
-      *status = st;
-      return false;
-    }
-    return write_all(fd, (*buf)->data, bytes);
-  }
-  int64_t rows = t->shape[0], row_bytes = bytes / rows;
-  td_tensor v;
-  if (row_bytes <= MM_CHUNK) {
-    int64_t k = MM_CHUNK / row_bytes;
-    for (int64_t r = 0; r < rows; r += k) {
-      int32_t st = td_tensor_slice(t, 0, r, r + k, 1, &v);
-      if (st) return *status = st, false;
-      if (!td_mm_write_tensor(fd, &v, buf, status)) return false;
-    }
-    return true;
-  }
-  for (int64_t r = 0; r < rows; r++) {
-    int32_t st = td_tensor_select(t, 0, r, &v);
-    if (st) return *status = st, false;
-    if (!td_mm_write_tensor(fd, &v, buf, status)) return false;
-  }
-  return true;
 }
 
 /* Folder k of the temporary tree, opened for *at() calls; close it with close_dir. Only
@@ -260,13 +97,13 @@ static void run_job(td_mm_save *S, td_mm_job *j) {
   bool ok;
   int32_t status = TD_EIO;
   if (!j->leaf) {
-    ok = write_all(fd, j->text, (int64_t)j->text_len);
+    ok = td_fs_write_all(fd, j->text, (int64_t)j->text_len);
   } else if (S->like || S->adopt) {
     ok = ftruncate(fd, j->nbytes) == 0; /* zeros, without writing them; or a trim */
   } else {
     td_storage *buf = NULL;
     td_clear_error();
-    ok = td_mm_write_tensor(fd, j->leaf, &buf, &status);
+    ok = td_fs_write_tensor(fd, j->leaf, &buf, &status);
     td_storage_release(buf);
     if (!ok && status != TD_EIO) {
       close(fd);
@@ -275,7 +112,7 @@ static void run_job(td_mm_save *S, td_mm_job *j) {
   }
   if (!ok) snprintf(why, sizeof why, "cannot write %lld bytes: %s",
                     (long long)(j->leaf ? j->nbytes : (int64_t)j->text_len), strerror(errno));
-  if (ok && sync_fd(S, fd) != 0) {
+  if (ok && td_fs_sync(fd, S->flags) != 0) {
     ok = false;
     snprintf(why, sizeof why, "cannot sync the file: %s", strerror(errno));
   }
@@ -357,7 +194,7 @@ void td_mm_cancel(td_mm_save *S) {
   td_mm_place *P = &S->place;
   if (S->rootfd >= 0) close(S->rootfd);
   S->rootfd = -1;
-  if (P->made && P->parentfd >= 0) rm_tree(P->parentfd, P->tmp, 0);
+  if (P->made && P->parentfd >= 0) td_fs_rm_tree(P->parentfd, P->tmp);
   P->made = false;
   if (P->parentfd >= 0) close(P->parentfd);
   P->parentfd = -1;
@@ -408,11 +245,9 @@ int32_t td_mm_begin(td_mm_save *S, const char *prefix) {
     rc = td_fail(TD_EIO, "%s: cannot open the folder '%s': %s", S->call, P->parent,
                  strerror(errno));
   if (!rc) {
-    td_mm_remove_stale(P->parentfd, P->name);
-    int pid = (int)getpid();
-    snprintf(P->tmp, sizeof P->tmp, ".%s.tmp-%d-%d", P->name, pid, atomic_fetch_add(&tmp_counter, 1));
-    snprintf(P->old, sizeof P->old, ".%s.tmp-%d-%d", P->name, pid, atomic_fetch_add(&tmp_counter, 1));
-    if (strlen(P->tmp) > TD_MM_NAME_MAX)
+    td_fs_remove_stale(P->parentfd, P->name);
+    if (!td_fs_temp_name(P->tmp, sizeof P->tmp, P->name) ||
+        !td_fs_temp_name(P->old, sizeof P->old, P->name) || strlen(P->tmp) > TD_MM_NAME_MAX)
       rc = td_fail(TD_EINVAL, "%s: the name '%s' is too long for a temporary beside it",
                    S->call, P->name);
   }
@@ -463,12 +298,12 @@ int32_t td_mm_end(td_mm_save *S, int32_t num_threads) {
   if (!rc) rc = swap_in(S, P->parentfd, P->tmp, P->name, P->old, P->prefix, &replaced);
   if (!rc) {
     P->made = false; /* what is left at a temporary name is the old folder */
-    if (sync_fd(S, P->parentfd) != 0)
+    if (td_fs_sync(P->parentfd, S->flags) != 0)
       rc = td_fail(TD_EIO, "%s: cannot sync the folder '%s': %s", S->call, P->parent,
                    strerror(errno));
     if (replaced) { /* the old folder: at tmp (exchanged) or at old (moved away) */
-      rm_tree(P->parentfd, P->tmp, 0);
-      rm_tree(P->parentfd, P->old, 0);
+      td_fs_rm_tree(P->parentfd, P->tmp);
+      td_fs_rm_tree(P->parentfd, P->old);
     }
   }
   td_mm_cancel(S);

@@ -49,6 +49,10 @@ enum { TD_SHAPE_STR = 16 * 22 + 4 };
  * strides NULL means contiguous. */
 td_tensor *td_tensor_wrap(td_storage *s, int64_t offset, int32_t ndim, const int64_t *shape,
                           const int64_t *strides, int32_t dtype);
+/* The C-order strides of shape (sizes 0 count as 1, so an empty tensor still gets
+ * strides); false when they overflow int64. A shape td_shape_is_valid accepts never
+ * overflows. */
+bool td_contiguous_strides(int32_t ndim, const int64_t *shape, int64_t *strides);
 /* Writes a caller-owned header over t's storage into out (out may alias t). */
 void td_view_set(td_tensor *out, const td_tensor *t, int64_t offset, int32_t ndim,
                  const int64_t *shape, const int64_t *strides);

@@ -67,12 +67,13 @@ bool td_check_writable(const char *call, const td_tensor *t) {
   return false;
 }
 
-static void contiguous_strides(int32_t ndim, const int64_t *shape, int64_t *strides) {
+bool td_contiguous_strides(int32_t ndim, const int64_t *shape, int64_t *strides) {
   int64_t s = 1;
   for (int32_t i = ndim - 1; i >= 0; i--) {
     strides[i] = s;
-    s *= shape[i] > 1 ? shape[i] : 1;
+    if (__builtin_mul_overflow(s, shape[i] > 1 ? shape[i] : 1, &s)) return false;
   }
+  return true;
 }
 
 /* Fills every field but refcount; shape and strides may alias header's own arrays. */
@@ -83,7 +84,7 @@ static void set_layout(td_tensor *h, td_storage *s, int64_t offset, int32_t ndim
   if (strides) {
     if (ndim) memcpy(st, strides, (size_t)ndim * sizeof *strides);
   } else {
-    contiguous_strides(ndim, sh, st);
+    (void)td_contiguous_strides(ndim, sh, st); /* callers validated the shape */
   }
   h->storage = s;
   h->offset = offset;
@@ -153,7 +154,7 @@ TD_EXPORT td_tensor *td_tensor_from_storage(td_storage *s, int64_t offset, int32
   }
   int64_t cstrides[TD_MAX_DIMS];
   if (!strides) {
-    contiguous_strides(ndim, shape, cstrides);
+    (void)td_contiguous_strides(ndim, shape, cstrides); /* td_shape_is_valid checked it */
     strides = cstrides;
   }
   /* The furthest element reachable must lie inside the storage. */

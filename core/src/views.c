@@ -237,14 +237,7 @@ static bool infer_shape(const char *call, const td_tensor *t, int32_t ndim,
  */
 static bool view_strides(const td_tensor *t, int32_t ndim, const int64_t *shape,
                          int64_t *strides) {
-  if (td_tensor_numel(t) == 0 || t->ndim == 0) {
-    int64_t s = 1;
-    for (int32_t i = ndim - 1; i >= 0; i--) {
-      strides[i] = s;
-      s *= shape[i] > 1 ? shape[i] : 1;
-    }
-    return true;
-  }
+  if (td_tensor_numel(t) == 0 || t->ndim == 0) return td_contiguous_strides(ndim, shape, strides);
   int32_t vd = ndim - 1;
   int64_t base = t->strides[t->ndim - 1], tn = 1, vn = 1;
   for (int32_t td = t->ndim - 1; td >= 0; td--) {

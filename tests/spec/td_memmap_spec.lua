@@ -236,6 +236,27 @@ describe("consolidate", function()
     H.raises(function() T.from_consolidated(dir .. "/absent.td") end, "from_consolidated", "absent")
   end)
 
+  it("writes strided leaves, larger than its 8 MiB write chunk or not, as their contiguous copies", function()
+    local big = T.arange(0, 4096 * 1024 - 1, "float32"):view(4096, 1024):transpose(1, 2) -- 16 MiB
+    local long_rows = T.arange(0, 2 * 3000000 - 1, "float32"):view(3000000, 2):transpose(1, 2) -- 12 MiB rows
+    local small = T.arange(0, 14, "int16"):view(3, 5):transpose(1, 2) -- 30 bytes, then padding
+    local cube = T.arange(0, 23, "float64"):view(2, 3, 4):permute(3, 1, 2)
+    assert.is_false(big:is_contiguous() or long_rows:is_contiguous() or small:is_contiguous())
+    local function save(f, file)
+      T.TensorDict({ a = f(small), b = f(big), c = f(cube), d = f(long_rows), e = f(small) }, {})
+        :consolidate(dir .. "/" .. file)
+      return H.read(dir .. "/" .. file)
+    end
+    local strided = save(function(t) return t end, "strided.td")
+    local contiguous = save(function(t) return t:contiguous() end, "contiguous.td")
+    assert.are.equal(#contiguous, #strided)
+    assert.is_true(contiguous == strided, "the files differ")
+    local back = T.from_consolidated(dir .. "/strided.td")
+    assert.are.equal(big[{ 1000, 4000 }], back.b[{ 1000, 4000 }])
+    assert.are.equal(long_rows[{ 2, 2999999 }], back.d[{ 2, 2999999 }])
+    back:free()
+  end)
+
   it("without a filename gives an in-memory copy with the same leaves", function()
     local td = sample()
     assert_same_leaves(leaves_of(td), td:consolidate())

@@ -1,0 +1,236 @@
+/*
+ * dict_fs.c: file writing written once, for memmap saves and appends
+ * (dict_memmap_disk.c, dict_append.c) and consolidated files (dict_consolidate.c).
+ * See dict_fs.h for each function's contract.
+ *
+ * Every save writes into a temporary sibling `.<name>.tmp-<pid>-<n>` of its target and
+ * renames it into place once synced; the pid in the name lets the next save of the
+ * target, in any process, remove what a killed one left (td_fs_remove_stale).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "dict_internal.h"
+
+/* ------------------------------------------------------------------ the writes */
+
+bool td_fs_write_all(int fd, const void *p, int64_t n) {
+  const char *c = p;
+  while (n > 0) {
+    size_t k = n > (1 << 30) ? (size_t)1 << 30 : (size_t)n;
+    ssize_t w = write(fd, c, k);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      if (w == 0) errno = ENOSPC;
+      return false;
+    }
+    c += w;
+    n -= w;
+  }
+  return true;
+}
+
+int32_t td_fs_gather(const td_tensor *t, td_storage *dst, int64_t at) {
+  td_tensor d = {.storage = dst, .offset = at / t->itemsize, .itemsize = t->itemsize,
+                 .ndim = t->ndim, .dtype = t->dtype};
+  memcpy(d.shape, t->shape, sizeof d.shape);
+  (void)td_contiguous_strides(t->ndim, t->shape, d.strides); /* t's shape is valid */
+  return td_tensor_copy_(&d, t);
+}
+
+/* A block of whole rows at a time (or one row, recursively) when t is larger than a
+ * chunk: every piece gathered is at most TD_FS_CHUNK bytes. */
+bool td_fs_write_tensor(int fd, const td_tensor *t, td_storage **buf, int32_t *status) {
+  int64_t bytes = td_tensor_numel(t) * t->itemsize;
+  if (bytes == 0) return true;
+  if (td_tensor_is_contiguous(t)) return td_fs_write_all(fd, td_tensor_ptr(t), bytes);
+  if (bytes <= TD_FS_CHUNK) {
+    if (!*buf && !(*buf = td_storage_new_heap(TD_FS_CHUNK))) {
+      *status = td_last_status();
+      return false;
+    }
+    int32_t st = td_fs_gather(t, *buf, 0);
+    if (st) return *status = st, false;
+    return td_fs_write_all(fd, (*buf)->data, bytes);
+  }
+  int64_t rows = t->shape[0], row_bytes = bytes / rows;
+  td_tensor v;
+  if (row_bytes <= TD_FS_CHUNK) {
+    int64_t k = TD_FS_CHUNK / row_bytes;
+    for (int64_t r = 0; r < rows; r += k) {
+      int32_t st = td_tensor_slice(t, 0, r, r + k, 1, &v);
+      if (st) return *status = st, false;
+      if (!td_fs_write_tensor(fd, &v, buf, status)) return false;
+    }
+    return true;
+  }
+  for (int64_t r = 0; r < rows; r++) {
+    int32_t st = td_tensor_select(t, 0, r, &v);
+    if (st) return *status = st, false;
+    if (!td_fs_write_tensor(fd, &v, buf, status)) return false;
+  }
+  return true;
+}
+
+/* ------------------------------------------------------------- the temporaries */
+
+static atomic_uint temp_counter;
+
+bool td_fs_temp_name(char *out, size_t cap, const char *path) {
+  const char *slash = strrchr(path, '/');
+  const char *name = slash ? slash + 1 : path;
+  int n = snprintf(out, cap, "%.*s.%s.tmp-%ld-%u", (int)(name - path), path, name,
+                   (long)getpid(), atomic_fetch_add(&temp_counter, 1u));
+  if (n >= 0 && (size_t)n < cap) return true;
+  errno = ENAMETOOLONG;
+  return false;
+}
+
+static int rm_tree(int dirfd, const char *name, int depth) {
+  struct stat st;
+  if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) return errno == ENOENT ? 0 : -1;
+  if (!S_ISDIR(st.st_mode)) return unlinkat(dirfd, name, 0);
+  if (depth > 4 * TD_MM_MAX_DEPTH) {
+    errno = ELOOP;
+    return -1;
+  }
+  int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  DIR *dp = fd < 0 ? NULL : fdopendir(fd);
+  if (!dp) {
+    if (fd >= 0) close(fd);
+    return -1;
+  }
+  /* The names first: removing entries while reading a folder may skip some. */
+  char **names = NULL;
+  size_t n = 0, cap = 0;
+  int rc = 0;
+  for (struct dirent *de; (de = readdir(dp));) {
+    if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
+    if (n == cap) {
+      cap = cap ? 2 * cap : 32;
+      char **nn = realloc(names, sizeof *nn * cap);
+      if (!nn) {
+        rc = -1;
+        break;
+      }
+      names = nn;
+    }
+    if (!(names[n] = strdup(de->d_name))) {
+      rc = -1;
+      break;
+    }
+    n++;
+  }
+  for (size_t i = 0; i < n; i++) {
+    if (rm_tree(fd, names[i], depth + 1) != 0) rc = -1;
+    free(names[i]);
+  }
+  free(names);
+  closedir(dp);
+  if (unlinkat(dirfd, name, AT_REMOVEDIR) != 0) rc = -1;
+  return rc;
+}
+
+int td_fs_rm_tree(int dirfd, const char *name) { return rm_tree(dirfd, name, 0); }
+
+void td_fs_remove_stale(int parentfd, const char *name) {
+  size_t plen = strlen(name) + 6;
+  char *pre = malloc(plen + 1);
+  int fd = dup(parentfd);
+  DIR *dp = fd < 0 ? NULL : fdopendir(fd);
+  if (!pre || !dp) {
+    free(pre);
+    if (dp) closedir(dp);
+    else if (fd >= 0) close(fd);
+    return;
+  }
+  snprintf(pre, plen + 1, ".%s.tmp-", name);
+  char **stale = NULL;
+  size_t n = 0, cap = 0;
+  for (struct dirent *de; (de = readdir(dp));) {
+    if (strncmp(de->d_name, pre, plen) != 0) continue;
+    char *end;
+    errno = 0;
+    long long pid = strtoll(de->d_name + plen, &end, 10);
+    if (errno || end == de->d_name + plen || *end != '-' || pid <= 0 || pid > INT_MAX) continue;
+    const char *c = end + 1;
+    if (!*c) continue;
+    while (*c >= '0' && *c <= '9') c++;
+    if (*c) continue;
+    if ((pid_t)pid == getpid() || kill((pid_t)pid, 0) == 0 || errno == EPERM) continue;
+    if (n == cap) {
+      cap = cap ? 2 * cap : 8;
+      char **s = realloc(stale, sizeof *s * cap);
+      if (!s) break;
+      stale = s;
+    }
+    if ((stale[n] = strdup(de->d_name))) n++;
+  }
+  closedir(dp);
+  for (size_t i = 0; i < n; i++) {
+    rm_tree(parentfd, stale[i], 0);
+    free(stale[i]);
+  }
+  free(stale);
+  free(pre);
+}
+
+int td_fs_open_temp(const char *path, char **tmp_out) {
+  size_t cap = strlen(path) + 64;
+  char *tmp = malloc(cap);
+  if (!tmp) {
+    errno = ENOMEM;
+    return -1;
+  }
+  char *dir = td_fs_dir_of(path);
+  int dirfd = dir ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+  if (dirfd >= 0) {
+    const char *slash = strrchr(path, '/');
+    td_fs_remove_stale(dirfd, slash ? slash + 1 : path);
+    close(dirfd);
+  }
+  free(dir);
+  /* Another process may hold a temporary of our name (a pid reused): try the next n. */
+  for (int attempt = 0; attempt < 100 && td_fs_temp_name(tmp, cap, path); attempt++) {
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd >= 0) {
+      *tmp_out = tmp;
+      return fd;
+    }
+    if (errno != EEXIST) break;
+  }
+  int saved = errno;
+  free(tmp);
+  errno = saved;
+  return -1;
+}
+
+/* ------------------------------------------------------------------- the syncs */
+
+int td_fs_sync(int fd, int32_t flags) {
+  return (flags & TD_MEMMAP_NO_FSYNC) ? 0 : fsync(fd);
+}
+
+int td_fs_sync_dir(const char *dir, int32_t flags) {
+  if (flags & TD_MEMMAP_NO_FSYNC) return 0;
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  int rc = fsync(fd);
+  close(fd);
+  return rc;
+}
+
+char *td_fs_dir_of(const char *path) {
+  const char *slash = strrchr(path, '/');
+  if (!slash) return strdup(".");
+  if (slash == path) return strdup("/");
+  return strndup(path, (size_t)(slash - path));
+}

@@ -1,0 +1,52 @@
+/*
+ * dict_fs.h: the file writing that memmap saves, appends and consolidated files share
+ * (dict_fs.c): whole writes, tensors written in C order in bounded memory, the
+ * temporaries a save writes before it renames (`.<name>.tmp-<pid>-<n>`) and their
+ * cleanup, and fsync of files and folders.
+ */
+#ifndef TD_DICT_FS_H
+#define TD_DICT_FS_H
+
+#include <stddef.h>
+
+#include "../src/internal.h"
+
+/* Bytes a strided tensor is gathered in before it is written: the most memory a write
+ * of one takes, whatever its size. */
+enum { TD_FS_CHUNK = 8 << 20 };
+
+/* Writes n bytes at fd's position, retrying interrupted and short writes. false with
+ * errno set (ENOSPC when the disk takes nothing). */
+bool td_fs_write_all(int fd, const void *p, int64_t n);
+/* Copies t's elements in C order into dst's bytes from byte offset at (a multiple of
+ * t's itemsize, room checked by the caller) with the copy kernel. 0 or its status. */
+int32_t td_fs_gather(const td_tensor *t, td_storage *dst, int64_t at);
+/* Writes t's bytes in C order at fd's position: contiguous runs as they are, the rest
+ * gathered TD_FS_CHUNK bytes at most at a time through *buf (a heap block made on first
+ * need; the caller releases it). false: errno, or *status when a kernel failed. */
+bool td_fs_write_tensor(int fd, const td_tensor *t, td_storage **buf, int32_t *status);
+
+/* The temporary sibling of path: path's folder part, then `.<name>.tmp-<pid>-<n>` with
+ * name path's last part and n from one counter of the process, so no two temporaries
+ * of a process meet. false when it does not fit in cap bytes. */
+bool td_fs_temp_name(char *out, size_t cap, const char *path);
+/* Removes the temporaries `.<name>.tmp-<pid>-<n>` (files or folders) in parentfd left by
+ * processes that are gone; a live process's (this one's too) may still be writing. */
+void td_fs_remove_stale(int parentfd, const char *name);
+/* Creates a new temporary sibling file of path (td_fs_temp_name), mode 0666 less the
+ * umask as a plain new file gets, after removing path's stale temporaries. The open
+ * descriptor, its path in *tmp_out (malloc'd), or -1 with errno set. */
+int td_fs_open_temp(const char *path, char **tmp_out);
+/* Removes name under dirfd (a file, a link, or a folder and everything in it) without
+ * following links. 0 or -1 (errno set). */
+int td_fs_rm_tree(int dirfd, const char *name);
+
+/* fsync of a file, skipped (0) when flags hold TD_MEMMAP_NO_FSYNC. 0 or -1 (errno). */
+int td_fs_sync(int fd, int32_t flags);
+/* fsync of the folder dir, so the names in it are durable; skipped likewise. */
+int td_fs_sync_dir(const char *dir, int32_t flags);
+/* The folder of path ("." when it names none, "/" for a name in the root), malloc'd;
+ * NULL when out of memory. */
+char *td_fs_dir_of(const char *path);
+
+#endif
