@@ -5,6 +5,7 @@ local C = require("tensordict.lib").C
 local util = require("tensordict.util")
 local create = require("tensordict.create")
 local core = require("tensordict.td_core")
+local tensor = require("tensordict.tensor")
 
 local TD = core.methods
 local D, wrap, check, is_td = core.D, core.wrap, core.check, core.is_td
@@ -166,7 +167,7 @@ function M.pad_sequence(list, opts)
     local mask_key = type(opts.return_mask) == "string" and opts.return_mask or "masks"
     local masks = core.construct(nil, { #list, longest })
     for _, key in ipairs(TD.keys(list[1], { include_nested = true, leaves_only = true })) do
-      if require("tensordict.tensor").is_tensor(TD.get(list[1], key)) then
+      if tensor.is_tensor(TD.get(list[1], key)) then
         TD.set(masks, key, mask:clone())
       end
     end
