@@ -106,7 +106,8 @@ describe("chunk(n)", function()
   end)
 
   it("refuses n that is not a positive integer", function()
-    both_raise({ 5 }, function(x) return x:chunk(0) end, "chunk: the number of chunks must be a positive integer, got 0")
+    both_raise({ 5 }, function(x) return x:chunk(0) end,
+      "chunk: the number of chunks must be a positive integer, got 0")
     both_raise({ 5 }, function(x) return x:chunk(-2) end, "got -2")
   end)
 end)
