@@ -1,6 +1,7 @@
 # Makefile: the one build entry point (see README.md and docs/building.md).
 #   make            libtensordict.so and the generated Lua cdefs
-#   make test       C tests and busted specs; ends with "N passed, N failed"
+#   make test       luacheck, then the C tests and busted specs; ends with "N passed, N failed"
+#   make lint       luacheck over the Lua sources, scripts, plugins and tests (.luacheckrc)
 #   make asan       the same tests under AddressSanitizer and UBSan
 #   make bench      benchmarks, each a ratio against a reference measured in the same run
 #   make install    PREFIX=/usr/local (also LUADIR, LIBDIR, INCDIR for luarocks)
@@ -31,7 +32,7 @@ CDEFS     = lua/tensordict/cdefs.lua
 CTESTS    = $(patsubst tests/c/%.c,$(BUILD)/tests/%,$(wildcard tests/c/test_*.c))
 CBENCHES  = $(patsubst tests/bench/%.c,$(BUILD)/bench/%,$(wildcard tests/bench/bench_*.c))
 
-.PHONY: all lib test check asan bench install deps clean demo run
+.PHONY: all lib test check lint asan bench install deps clean demo run
 
 all: $(LIB) $(CDEFS)
 
@@ -70,8 +71,13 @@ $(BUILD)/bench/%: tests/bench/%.c tests/bench/bench.h $(LIB) $(LIB_HDRS)
 check: all $(CTESTS)
 	BUILD=$(BUILD) TD_PRELOAD="$(TD_PRELOAD)" bash scripts/run-tests.sh
 
-test: deps
+test: deps lint
 	@$(MAKE) --no-print-directory check
+
+# Any luacheck warning fails the build (it exits non-zero).
+LUA_SCRIPTS = scripts/tdflow scripts/tdrepl
+lint: deps
+	luacheck -q --no-color lua scripts plugins tests $(LUA_SCRIPTS)
 
 # LuaJIT itself is not sanitized, so the runtimes are preloaded into it for the specs.
 asan: deps

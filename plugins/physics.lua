@@ -235,7 +235,8 @@ local KEY_PARAMS = {
   { "vel", "key", default = "vel", doc = "the velocities, the shape of pos" },
   { "mass", "key", default = "mass", doc = "the masses, [B]" },
   { "potential", "string", default = "spring", one_of = { "spring", "gravity" },
-    doc = "the potential energy: spring k |r|^2 / 2 (ParticleSource's), or gravity -k m / |r| of a mass at the origin" },
+    doc = "the potential energy: spring k |r|^2 / 2 (ParticleSource's), "
+      .. "or gravity -k m / |r| of a mass at the origin" },
   { "k", "number", default = 1, doc = "the spring constant, or G M of the central mass" },
 }
 
@@ -270,7 +271,8 @@ end
 ------------------------------------------------------------------------ Features
 
 local Features = flow.define("physics.Features", {
-  doc = "Adds per-row particle features (energies, speed, radius, angular momentum...) computed from pos, vel and mass.",
+  doc = "Adds per-row particle features (energies, speed, radius, angular momentum...) "
+    .. "computed from pos, vel and mass.",
   params = params_with({
     { "features", "keys", default = DEFAULT_FEATURES,
       doc = "the features added (default: " .. table.concat(DEFAULT_FEATURES, ", ") .. "), out of: "
@@ -339,7 +341,8 @@ local EnergyFilter = flow.define("physics.EnergyFilter", {
   params = params_with({
     { "min", "number", doc = "the lowest energy kept (default: no lower bound)" },
     { "max", "number", doc = "the highest energy kept (default: no upper bound)" },
-    { "energy", "key", doc = "read the energies from this leaf ([B] or [B, T]) instead of computing them from pos, vel and mass" },
+    { "energy", "key",
+      doc = "read the energies from this leaf ([B] or [B, T]) instead of computing them from pos, vel and mass" },
     { "reduce", "string", default = "mean", one_of = REDUCE,
       doc = "how a trajectory's energies [T] become the row's one value" },
     { "keep_empty", "boolean", default = false, doc = "emit batches left with no rows (default: drop them)" },
@@ -357,7 +360,8 @@ end
 
 -- One energy per row.
 function EnergyFilter:energies(td)
-  local p, e = self.p, nil
+  local p = self.p
+  local e
   if p.energy then
     e = core.get(self, td, p.energy)
     local s = is_tensor(e) and e:shape() or {}
@@ -393,7 +397,8 @@ end
 
 local Histogram = flow.define("physics.Histogram", {
   kind = "sink",
-  doc = "Counts the values of one leaf in equal bins over [min, max] (e.g. an energy spectrum); finish() returns the counts.",
+  doc = "Counts the values of one leaf in equal bins over [min, max] (e.g. an energy spectrum); "
+    .. "finish() returns the counts.",
   params = {
     { "key", "key", required = true, doc = "the leaf counted (every element of it)" },
     { "min", "number", required = true, doc = "the low edge of the first bin" },

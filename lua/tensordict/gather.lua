@@ -7,6 +7,7 @@ local lib = require("tensordict.lib")
 local util = require("tensordict.util")
 local dtypes = require("tensordict.dtype")
 local tensor = require("tensordict.tensor")
+local create = require("tensordict.create")
 
 local C = lib.C
 local fail, describe, dim0 = util.fail, util.describe, util.dim0
@@ -23,7 +24,7 @@ end
 -- -> a tensor of 0-based values for C. dim is 1-based, for messages.
 function M.zero_based(idx, size, dim, call)
   if type(idx) == "table" and not is_tensor(idx) then
-    idx = require("tensordict.create").tensor(idx, "int64")
+    idx = create.tensor(idx, "int64")
   end
   if not is_tensor(idx) then
     fail(("%s: index must be an integer tensor or a Lua array of integers, got %s"):format(call, describe(idx)))
@@ -168,7 +169,7 @@ function M.write(view, adv, value)
   elseif type(value) == "number" or type(value) == "boolean" then
     v = adopt(C.td_tensor_full(0, nil, view.dtype, type(value) == "boolean" and (value and 1 or 0) or value))
   else
-    v = require("tensordict.create").from_table(value, view.dtype, "assignment")
+    v = create.from_table(value, view.dtype, "assignment")
   end
   if adv.mask then
     local k = idx.h.ndim

@@ -24,6 +24,7 @@ local td_memmap = require("tensordict.td_memmap")
 require("tensordict.reduce") -- methods only
 require("tensordict.gather") -- methods only
 require("tensordict.td_map") -- td:map over worker processes
+require("tensordict.late").bind() -- what lower modules call back into, bound once
 
 local T = {}
 

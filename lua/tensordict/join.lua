@@ -3,6 +3,7 @@ local ffi = require("ffi")
 local lib = require("tensordict.lib")
 local util = require("tensordict.util")
 local tensor = require("tensordict.tensor")
+local split_rule = require("tensordict.split_rule")
 
 local C = lib.C
 local fail, describe, dim0 = util.fail, util.describe, util.dim0
@@ -68,39 +69,26 @@ local function slices(self, lengths, d)
   return views
 end
 
+-- The name of dim 0-based d of a shape, for split's messages: "dim 1 of shape [10]".
+local function dim_of_shape(h, d)
+  local shape = {}
+  for i = 0, h.ndim - 1 do shape[i + 1] = tonumber(h.shape[i]) end
+  return ("dim %d of shape %s"):format(d + 1, util.format_list(shape))
+end
+
 -- split(size, dim): pieces of size (the last may be smaller); split({sizes}, dim):
--- pieces of those sizes, which must add up to the dim's size.
+-- pieces of those sizes, which must add up to the dim's size (split_rule.lua).
 function Tensor.split(self, size, dim)
   local h = H(self)
   local d = dim0("split", dim or 1, h.ndim)
-  local total = tonumber(h.shape[d])
-  local lengths = {}
-  if type(size) == "table" then
-    local sum = 0
-    for i, s in ipairs(size) do
-      if not util.is_int(s) or s < 0 then fail(("split: size %s is not a non-negative integer"):format(describe(s))) end
-      lengths[i], sum = s, sum + s
-    end
-    if sum ~= total then
-      fail(("split: sizes %s add up to %d, not to %d, the size of dim %d")
-        :format(util.format_list(size), sum, total, dim or 1))
-    end
-  elseif util.is_int(size) and size > 0 then
-    for start = 0, total - 1, size do lengths[#lengths + 1] = math.min(size, total - start) end
-    if total == 0 then lengths[1] = 0 end -- one empty piece, as torch (and td:split) give
-  else
-    fail(("split: size must be a positive integer or a list of sizes, got %s"):format(describe(size)))
-  end
-  return slices(self, lengths, d)
+  return slices(self, split_rule.split(size, tonumber(h.shape[d]), dim_of_shape, h, d), d)
 end
 
 -- chunk(n, dim): at most n pieces of equal size (the last may be smaller), like torch.
 function Tensor.chunk(self, n, dim)
   local h = H(self)
-  if not util.is_int(n) or n < 1 then fail(("chunk: n must be a positive integer, got %s"):format(describe(n))) end
   local d = dim0("chunk", dim or 1, h.ndim)
-  local total = tonumber(h.shape[d])
-  return Tensor.split(self, math.max(1, math.ceil(total / n)), dim or 1)
+  return slices(self, split_rule.chunk(n, tonumber(h.shape[d])), d)
 end
 
 -- unbind(dim): the slices along dim with that dim removed.

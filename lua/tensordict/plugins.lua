@@ -44,7 +44,8 @@ end
 -- Registers a plugin table that came from file.
 function M.register(plugin, file)
   if type(plugin) ~= "table" then
-    plugin_error(file, ("must return a table {name =, version =, nodes =, functions =}, got %s"):format(describe(plugin)))
+    plugin_error(file, ("must return a table {name =, version =, nodes =, functions =}, got %s")
+      :format(describe(plugin)))
   end
   local name = plugin.name
   if type(name) ~= "string" or not name:match("^[%a_][%w_]*$") then
@@ -67,7 +68,8 @@ function M.register(plugin, file)
     local key = "type " .. type_name
     local existing = core.registry[type_name]
     if existing ~= nil and existing ~= cls then
-      plugin_error(file, ("node type '%s' is defined already by %s"):format(type_name, M.origin[key] or "another module"))
+      plugin_error(file, ("node type '%s' is defined already by %s")
+        :format(type_name, M.origin[key] or "another module"))
     end
     if M.origin[key] and M.origin[key] ~= file then
       plugin_error(file, ("node type '%s' is defined already by %s"):format(type_name, M.origin[key]))

@@ -300,13 +300,11 @@ function M.prepare(source, opts)
     r.node = flow.Seq { steps = r.steps }
     local keys = r.source and source_keys(r.source)
     if keys then
+      local shown = {}
+      for i, k in ipairs(keys) do shown[i] = core.key_text(k) end
       for _, pb in ipairs(r.node:check_keys(flow.KeySet.new(keys))) do
-        problems[#problems + 1] = ("%s (%s): key %s is neither given by the source nor produced upstream (source keys: %s)")
-          :format(pb.where, pb.node.type_name, core.key_text(pb.key), (function()
-            local parts = {}
-            for i, k in ipairs(keys) do parts[i] = core.key_text(k) end
-            return table.concat(parts, ", ")
-          end)())
+        problems[#problems + 1] = ("%s (%s): key %s is neither given by the source nor produced upstream "
+          .. "(source keys: %s)"):format(pb.where, pb.node.type_name, core.key_text(pb.key), table.concat(shown, ", "))
       end
     end
   end

@@ -5,6 +5,8 @@ local C = require("tensordict.lib").C
 local util = require("tensordict.util")
 local create = require("tensordict.create")
 local core = require("tensordict.td_core")
+local tensor = require("tensordict.tensor")
+local split_rule = require("tensordict.split_rule")
 
 local TD = core.methods
 local D, wrap, check, is_td = core.D, core.wrap, core.check, core.is_td
@@ -69,43 +71,24 @@ local function split_sizes(self, d, sizes)
   return pieces
 end
 
--- td:split(size, dim) (pieces of size, the last smaller) or td:split({sizes}, dim).
+-- The name of batch dim 0-based d, for split's messages: "dim 1 of batch size [5]".
+local function dim_of_batch(self, d)
+  return ("dim %d of batch size %s"):format(d + 1, util.format_list(self:batch_size()))
+end
+
+-- td:split(size, dim) (pieces of size, the last smaller) or td:split({sizes}, dim):
+-- the rule of t:split (split_rule.lua).
 function TD.split(self, size, dim)
   if self._td_head.ndim == 0 then fail("split: the TensorDict has no batch dims (batch size [])") end
   local d = core.batch_dim("split", self, dim or 1)
-  local total = tonumber(self._td_head.shape[d])
-  local sizes
-  if type(size) == "table" then
-    sizes = size
-    for i, s in ipairs(sizes) do
-      if not util.is_int(s) or s < 0 then
-        fail(("split: size %d is %s; sizes are non-negative integers"):format(i, describe(s)))
-      end
-    end
-  elseif util.is_int(size) and size > 0 then
-    sizes = {}
-    for start = 0, total - 1, size do sizes[#sizes + 1] = math.min(size, total - start) end
-    if total == 0 then sizes[1] = 0 end
-  else
-    fail(("split: size must be a positive integer or a table of sizes, got %s"):format(describe(size)))
-  end
-  return split_sizes(self, d, sizes)
+  return split_sizes(self, d, split_rule.split(size, tonumber(self._td_head.shape[d]), dim_of_batch, self, d))
 end
 
--- torch.chunk: at most n pieces of ceil(size / n).
+-- td:chunk(n, dim): at most n pieces of ceil(size / n), as t:chunk.
 function TD.chunk(self, n, dim)
-  if not util.is_int(n) or n < 1 then
-    fail(("chunk: the number of chunks must be a positive integer, got %s"):format(describe(n)))
-  end
   if self._td_head.ndim == 0 then fail("chunk: the TensorDict has no batch dims (batch size [])") end
   local d = core.batch_dim("chunk", self, dim or 1)
-  local total = tonumber(self._td_head.shape[d])
-  if total == 0 then -- torch.chunk: n empty pieces
-    local sizes = {}
-    for i = 1, n do sizes[i] = 0 end
-    return TD.split(self, sizes, d + 1)
-  end
-  return TD.split(self, math.ceil(total / n), d + 1)
+  return split_sizes(self, d, split_rule.chunk(n, tonumber(self._td_head.shape[d])))
 end
 
 -- The slices along dim with that dim removed (views).
@@ -166,7 +149,7 @@ function M.pad_sequence(list, opts)
     local mask_key = type(opts.return_mask) == "string" and opts.return_mask or "masks"
     local masks = core.construct(nil, { #list, longest })
     for _, key in ipairs(TD.keys(list[1], { include_nested = true, leaves_only = true })) do
-      if require("tensordict.tensor").is_tensor(TD.get(list[1], key)) then
+      if tensor.is_tensor(TD.get(list[1], key)) then
         TD.set(masks, key, mask:clone())
       end
     end

@@ -43,8 +43,8 @@ local function check_out(out, rows)
   end
 end
 
--- fn's result for chunk k (rows a..b), checked.
-local function checked(k, a, b, r)
+-- fn's result for the chunk of rows a..b, checked.
+local function checked(a, b, r)
   local n = b - a + 1
   if not is_td(r) then
     workers.check_error(("fn returned %s for rows %d..%d, expected a TensorDict")
@@ -96,7 +96,7 @@ function TD.map(self, fn, opts)
     workers.seed_batch(seed, 1)
     local ok, r = pcall(fn, self)
     if not ok then fail(("map: chunk 1 (no rows) failed: %s"):format(tostring(r))) end
-    local okc, err = pcall(checked, 1, 1, 0, r)
+    local okc, err = pcall(checked, 1, 0, r)
     if not okc then fail("map: chunk 1 failed: " .. (type(err) == "table" and err.check or tostring(err))) end
     return out or r
   end
@@ -106,7 +106,7 @@ function TD.map(self, fn, opts)
   -- What runs on chunk k (in a worker, or inline): its result, or nil once written to out.
   local function handler(k)
     local a, b = range(k)
-    local r = checked(k, a, b, fn(self[{ { a, b } }]))
+    local r = checked(a, b, fn(self[{ { a, b } }]))
     if out then
       out[{ { a, b } }] = r
       return nil

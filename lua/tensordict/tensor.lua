@@ -16,6 +16,7 @@ local util = require("tensordict.util")
 local dtypes = require("tensordict.dtype")
 local index = require("tensordict.index")
 local memory = require("tensordict.memory")
+local late = require("tensordict.late") -- gather, create, print: they require this module
 
 local C = lib.C
 local fail, c_fail, describe, dim0 = util.fail, util.c_fail, util.describe, util.dim0
@@ -329,7 +330,7 @@ function mt.__index(self, key)
   local out = Header()
   local status, adv = index_into(h, key, out)
   check(status)
-  if adv then return require("tensordict.gather").read(out, adv) end -- a copy
+  if adv then return late.gather.read(out, adv) end -- a copy
   if out.ndim == 0 then return read(out) end -- every dim selected: the element itself
   return new_tensor(out, self.o)
 end
@@ -342,11 +343,11 @@ function mt.__newindex(self, key, value)
   local target = Header()
   local status, adv = index_into(h, key, target)
   check(status)
-  if adv then return require("tensordict.gather").write(target, adv, value) end
+  if adv then return late.gather.write(target, adv, value) end
   if is_tensor(value) then
     check(C.td_tensor_copy_(target, H(value)))
   elseif type(value) == "table" then
-    local src = require("tensordict.create").from_table(value, h.dtype, "assignment")
+    local src = late.create.from_table(value, h.dtype, "assignment")
     check(C.td_tensor_copy_(target, src.h))
     src:free()
   else
@@ -356,7 +357,7 @@ end
 
 function mt.__tostring(self)
   if self.o._td_p == nil then return "tensor(<freed>)" end
-  return require("tensordict.print").tensor(self)
+  return late.print.tensor(self)
 end
 
 return {

@@ -62,7 +62,7 @@ local function worker_loop(w, handler, seed, threads)
   C.td_set_num_threads(threads)
   -- os.exit in a worker leaves at once, without the parent's atexit handlers or
   -- finalisers (the parent sees the status).
-  os.exit = function(code)
+  os.exit = function(code) -- luacheck: ignore 122 (the worker's own os.exit, on purpose)
     if code == true or code == nil then code = 0 elseif code == false then code = 1 end
     C.td_worker_exit(tonumber(code) or 1)
   end
@@ -92,9 +92,11 @@ local function worker_loop(w, handler, seed, threads)
       res = tostring(res)
       C.td_worker_reply_error(w, res, #res)
     end
-    res = nil
+    -- A dead local still holds its value in its stack slot: drop the result and the
+    -- batch before the collection below.
+    res = nil -- luacheck: ignore 311
     if batch then batch:free() end
-    batch = nil
+    batch = nil -- luacheck: ignore 311
     if C.td_worker_input_busy(w) == 1 then collectgarbage() end
     if C.td_worker_send(w) < 0 then C.td_worker_exit(3) end
   end

@@ -52,7 +52,8 @@ local text = pipe:read("*a")
 pipe:close()
 local theirs = tonumber(text:match("rows_per_second (%S+)"))
 if theirs then
-  print(("Python tensordict, the same pipeline: %.0f rows/s; ours/Python %.2fx (goal >= 3)"):format(theirs, ours / theirs))
+  print(("Python tensordict, the same pipeline: %.0f rows/s; ours/Python %.2fx (goal >= 3)")
+    :format(theirs, ours / theirs))
 else
   print("Python tensordict: skipped (" .. (text:match("skip: ([^\n]*)") or "TD_PYTHON has no tensordict") .. ")")
 end

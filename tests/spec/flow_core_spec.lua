@@ -101,7 +101,8 @@ describe("flow: the node protocol", function()
       "Apply: spec: fn is a function without a name; register it with flow.register_function(name, fn)")
     H.raises(function() flow.TensorSource { td = data(2), batch_size = 1 }:spec() end,
       "TensorSource: spec: td is an in-memory TensorDict, which has no plain form")
-    H.raises(function() flow.build({ type = "Aply", keys = "x" }) end, "build: unknown node type 'Aply' (did you mean 'Apply'?)")
+    H.raises(function() flow.build({ type = "Aply", keys = "x" }) end,
+      "build: unknown node type 'Aply' (did you mean 'Apply'?)")
     H.raises(function() flow.build({ keys = "x" }) end, "build: the spec has no 'type' string (got nil)")
     H.raises(function() flow.build(3) end, "build: expected a spec table with a 'type' field, got 3")
   end)
@@ -250,8 +251,9 @@ describe("flow.run", function()
       "run: the node must be a flow node (or a list of nodes), got 3")
     H.raises(function() flow.run(flow.TensorSource { td = data(2), batch_size = 1 }, nil, {}) end,
       "run: the sink has no write method")
-    H.raises(function() flow.run(flow.TensorSource { td = data(2), batch_size = 1 }, nil, flow.Collect {}, { sed = 1 }) end,
-      "run: unknown option 'sed'")
+    H.raises(function()
+      flow.run(flow.TensorSource { td = data(2), batch_size = 1 }, nil, flow.Collect {}, { sed = 1 })
+    end, "run: unknown option 'sed'")
   end)
 
   it("seeds the global generator with the pipeline seed", function()
@@ -290,8 +292,9 @@ describe("flow: apply nodes", function()
     assert.are.same({ 11, 22 }, td.sx:totable())
     assert.are.same({ 3, 6 }, td:get({ "deep", "y3" }):totable())
     assert.are.equal("int64", td:get({ "deep", "y3" }):dtype())
-    H.raises(function() flow.Module { fn = function(x) return x end, in_keys = "x", out_keys = { "a", "b" } }(data(1)) end,
-      "Module: fn returned 1 value; out_keys needs 2")
+    H.raises(function()
+      flow.Module { fn = function(x) return x end, in_keys = "x", out_keys = { "a", "b" } }(data(1))
+    end, "Module: fn returned 1 value; out_keys needs 2")
     H.raises(function() flow.Module { fn = double, in_keys = "q", out_keys = "a" }(data(1)) end,
       "Module: key 'q' is missing from the batch")
   end)
@@ -327,7 +330,8 @@ end)
 
 describe("flow: batching nodes", function()
   it("Batch stacks n containers, the last partial unless drop_last", function()
-    local out = run(flow.TensorSource { td = data(5), batch_size = 1 }, flow.Seq { flow.Unbatch {}, flow.Batch { size = 2 } })
+    local out = run(flow.TensorSource { td = data(5), batch_size = 1 },
+      flow.Seq { flow.Unbatch {}, flow.Batch { size = 2 } })
     assert.are.same({ 2, 2, 1 }, sizes(out))
     assert.are.same({ 2 }, out[1]:batch_size())
     assert.are.same({ 2, 2 }, out[1].x:shape())
@@ -395,8 +399,10 @@ describe("flow: batching nodes", function()
     table.sort(big)
     assert.are.same(range(1, 50), big)
     -- the pipeline seed is the default
-    local d1 = ys(flow.run(flow.TensorSource { td = data(30), batch_size = 4 }, flow.Shuffle { buffer = 8 }, flow.Collect {}, { seed = 9 }))
-    local d2 = ys(flow.run(flow.TensorSource { td = data(30), batch_size = 4 }, flow.Shuffle { buffer = 8, seed = 9 }, flow.Collect {}))
+    local d1 = ys(flow.run(flow.TensorSource { td = data(30), batch_size = 4 }, flow.Shuffle { buffer = 8 },
+      flow.Collect {}, { seed = 9 }))
+    local d2 = ys(flow.run(flow.TensorSource { td = data(30), batch_size = 4 }, flow.Shuffle { buffer = 8, seed = 9 },
+      flow.Collect {}))
     assert.are.same(d1, d2)
   end)
 
@@ -429,7 +435,8 @@ describe("flow: masking nodes", function()
       "Filter: where 'y' is a tensor of dtype int64; expected a bool tensor over the batch dims")
     H.raises(function() flow.Filter { where = function() return T.ones(3, "bool") end }(data(2)) end,
       "Filter: mask of shape [3] does not cover the leading batch dims of batch size [2]")
-    H.raises(function() flow.Filter { where = 5 } end, "Filter: where: expected a key (a bool leaf of the batch) or a function")
+    H.raises(function() flow.Filter { where = 5 } end,
+      "Filter: where: expected a key (a bool leaf of the batch) or a function")
   end)
 
   it("MaskedFill writes a value where the mask holds, in chosen leaves or all", function()
@@ -513,7 +520,8 @@ describe("flow.run and close(failed)", function()
     function Probe:forward(td) if self.p.fail then self:fail("no") end return td end
     function Probe:close(failed) seen[#seen + 1] = failed end
     flow.run(flow.TensorSource { td = data(2), batch_size = 1 }, flow.Seq { Probe {} }, flow.Collect {})
-    pcall(flow.run, flow.TensorSource { td = data(2), batch_size = 1 }, flow.Seq { Probe { fail = true } }, flow.Collect {})
+    pcall(flow.run, flow.TensorSource { td = data(2), batch_size = 1 }, flow.Seq { Probe { fail = true } },
+      flow.Collect {})
     assert.are.same({ false, true }, seen)
     local path = os.tmpname()
     os.remove(path)
@@ -521,8 +529,8 @@ describe("flow.run and close(failed)", function()
     local failing = flow.Seq { flow.Normalize { keys = "x", path = path }, Probe { fail = true } }
     pcall(flow.run, flow.TensorSource { td = data(4), batch_size = 2 }, failing, flow.Collect {})
     assert.is_false(fs.exists(path))
-    flow.run(flow.TensorSource { td = data(4), batch_size = 2 }, flow.Seq { flow.Normalize { keys = "x", path = path } },
-      flow.Collect {})
+    flow.run(flow.TensorSource { td = data(4), batch_size = 2 },
+      flow.Seq { flow.Normalize { keys = "x", path = path } }, flow.Collect {})
     assert.is_true(fs.exists(path .. "/meta.json"))
     os.execute("rm -rf " .. path)
   end)
@@ -560,7 +568,8 @@ describe("key flow past functions that add undeclared keys", function()
     local problems = declared:check_keys(flow.KeySet.new({ "x", "y" }))
     assert.are.equal(1, #problems)
     assert.are.equal("nope", problems[1].key)
-    local mapped = flow.Seq { flow.Map { fn = function(td) return td end, workers = 0 }, flow.Apply { keys = "z", fn = double } }
+    local mapped = flow.Seq { flow.Map { fn = function(td) return td end, workers = 0 },
+      flow.Apply { keys = "z", fn = double } }
     assert.are.same({}, mapped:check_keys(flow.KeySet.new({ "x" })))
   end)
 end)

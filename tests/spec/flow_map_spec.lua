@@ -106,7 +106,11 @@ describe("flow.Map", function()
   end)
 
   it("raises a worker's error with the batch number, message and traceback, and closes", function()
-    local node = Map { fn = function(b) if b.x[1] == 5 then error("bad batch " .. b.x[1]) end return b end, workers = 2 }
+    local function fail_on_5(b)
+      if b.x[1] == 5 then error("bad batch " .. b.x[1]) end
+      return b
+    end
+    local node = Map { fn = fail_on_5, workers = 2 }
     local err = H.raises(function() run(node, 10, 2) end,
       "Map: batch 3 failed in worker", "bad batch 5", "stack traceback:", "flow_map_spec.lua:")
     assert.truthy(err:find("(Map)", 1, true) or err:find("Map:", 1, true))
@@ -197,7 +201,8 @@ describe("flow.Map", function()
     local node = Map { fn = function(b)
       local t = T.empty({ 2 ^ 22 })
       t:fill_(1)
-      return T.TensorDict({ ok = T.full({ #b }, (big:sum() == want and t:sum() == 2 ^ 22) and 1 or 0, "int64") }, { #b })
+      local ok = big:sum() == want and t:sum() == 2 ^ 22
+      return T.TensorDict({ ok = T.full({ #b }, ok and 1 or 0, "int64") }, { #b })
     end, workers = 2 }
     local out = run(node, 4, 1)
     for _, td in ipairs(out) do assert.same({ 1 }, td.ok:totable()) end

@@ -161,7 +161,8 @@ describe("flow.MemmapSource", function()
 
   it("round-trips its spec", function()
     rows(1, 9):memmap(dir .. "/d")
-    local src = MemmapSource({ path = dir .. "/d", batch_size = 4, shuffle = true, seed = 5, keys = { "id", { "nested", "y" } } })
+    local src = MemmapSource({ path = dir .. "/d", batch_size = 4, shuffle = true, seed = 5,
+      keys = { "id", { "nested", "y" } } })
     local spec = src:spec()
     assert.are.same({ type = "MemmapSource", path = dir .. "/d", batch_size = 4, shuffle = true, seed = 5,
       keys = { "id", { "nested", "y" } } }, spec)
@@ -252,7 +253,8 @@ describe("flow.MemmapSink", function()
     sink:write(rows(5, 3))
     sink:finish()
     rows(1, 7):memmap(dir .. "/b")
-    for _, f in ipairs({ "meta.json", "nested/meta.json", "tag/meta.json", "x.memmap", "id.memmap", "nested/y.memmap" }) do
+    local files = { "meta.json", "nested/meta.json", "tag/meta.json", "x.memmap", "id.memmap", "nested/y.memmap" }
+    for _, f in ipairs(files) do
       assert.are.equal(read_file(dir .. "/b/" .. f), read_file(dir .. "/a/" .. f), f)
     end
   end)
@@ -260,10 +262,9 @@ describe("flow.MemmapSink", function()
   it("grows across many appends and trims to the exact rows", function()
     math.randomseed(1234)
     local sink = MemmapSink({ path = dir .. "/grow", fsync = false })
-    local base, sizes = 1, {}
-    for i = 1, 300 do
+    local base = 1
+    for _ = 1, 300 do
       local n = math.random(0, 9)
-      sizes[i] = n
       sink:write(rows(base, n))
       base = base + n
     end
@@ -278,7 +279,8 @@ describe("flow.MemmapSink", function()
   end)
 
   it("round-trips a Python-written folder through MemmapSource (values, dtypes, nested batch dims)", function()
-    local out = flow.run(MemmapSource({ path = ALL_DTYPES, batch_size = 1 }), nil, MemmapSink({ path = dir .. "/copy" }))
+    local out = flow.run(MemmapSource({ path = ALL_DTYPES, batch_size = 1 }), nil,
+      MemmapSink({ path = dir .. "/copy" }))
     local orig = T.load_memmap(ALL_DTYPES)
     -- every file byte for byte (floats hold NaN, which equal() would not match)
     local p = io.popen(("cd '%s' && find . -type f | sort"):format(ALL_DTYPES))
@@ -543,7 +545,8 @@ describe("flow.ReplayBuffer", function()
     rb:extend(rows(1, 2))
     local bad = rows(3, 2)
     bad:set("x", T.zeros(2, 5))
-    H.raises(function() rb:extend(bad) end, "ReplayBuffer", "key 'x'", "shape [2, 5] does not match [4, 3] of the buffer")
+    H.raises(function() rb:extend(bad) end, "ReplayBuffer", "key 'x'",
+      "shape [2, 5] does not match [4, 3] of the buffer")
     bad = rows(3, 2)
     bad:set("x", T.zeros({ 2, 3 }, "float64"))
     H.raises(function() rb:extend(bad) end, "ReplayBuffer", "key 'x' is float64 but float32")
@@ -555,8 +558,9 @@ describe("flow.ReplayBuffer", function()
     -- a path that exists: refused unless existsok
     H.raises(function() ReplayBuffer({ path = dir .. "/rb", capacity = 4 }):extend(rows(1, 1)) end,
       "ReplayBuffer", "exists", "existsok = true")
-    H.raises(function() flow.run(TensorSourceOr(rows(1, 3)), nil, ReplayBuffer({ path = dir .. "/rb", capacity = 4 })) end,
-      "ReplayBuffer", "exists", "existsok = true")
+    H.raises(function()
+      flow.run(TensorSourceOr(rows(1, 3)), nil, ReplayBuffer({ path = dir .. "/rb", capacity = 4 }))
+    end, "ReplayBuffer", "exists", "existsok = true")
     ReplayBuffer({ path = dir .. "/rb", capacity = 4, existsok = true }):extend(rows(1, 1))
   end)
 end)

@@ -102,7 +102,6 @@ describe("T.from_file", function()
 end)
 
 describe("handle internals", function()
-  local H = require("helpers")
   it("cannot be swapped from Lua to reach freed memory", function()
     local a, b = T.zeros(4), T.ones(4)
     a.h = b.h
@@ -110,7 +109,8 @@ describe("handle internals", function()
     H.raises(function() local _ = a:sum() end, "tensor: its fields h and o were changed from Lua")
     local c, d = T.zeros(3), T.ones(3)
     c.h = d.h
-    H.raises(function() local _ = c:sum() end, "tensor: its fields h and o were changed from Lua and no longer belong together")
+    H.raises(function() local _ = c:sum() end,
+      "tensor: its fields h and o were changed from Lua and no longer belong together")
     local e = T.zeros(2)
     assert.has_error(function() e.o._td_p = nil end)
     local td1 = T.TensorDict({ x = T.zeros(2) }, { 2 })
@@ -125,7 +125,6 @@ describe("handle internals", function()
 end)
 
 describe("methods called on the wrong object", function()
-  local H = require("helpers")
   it("raise a tensordict error naming the method, not an internal Lua error", function()
     local t = T.zeros(3)
     H.raises(function() local _ = t.sum() end, "sum: expected a tensor, got nil (call it as x:sum(...))")

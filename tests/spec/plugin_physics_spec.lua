@@ -364,7 +364,9 @@ describe("physics.EnergyFilter", function()
   it("reads an energy leaf and reduces trajectories as asked", function()
     local td = T.TensorDict({ e = T.tensor({ { 1, 5 }, { 3, 2 }, { 9, 0 } }), id = T.tensor({ 1, 2, 3 }, "int64") },
       { 3 })
-    local function ids(reduce, lo, hi) return EnergyFilter { energy = "e", reduce = reduce, min = lo, max = hi }(td).id:totable() end
+    local function ids(reduce, lo, hi)
+      return EnergyFilter { energy = "e", reduce = reduce, min = lo, max = hi }(td).id:totable()
+    end
     assert.are.same({ 1, 2 }, ids("first", nil, 4))
     assert.are.same({ 2, 3 }, ids("last", nil, 4))
     assert.are.same({ 1, 2 }, ids("mean", nil, 4)) -- means 3, 2.5, 4.5
@@ -438,7 +440,8 @@ describe("physics.Histogram", function()
     assert.are.equal(nil, io.open(path .. ".tmp"))
     -- the same path again: refused before any data moves, unless existsok
     H.raises(function()
-      flow.run(flow.TensorSource { td = data, batch_size = 9 }, nil, Histogram { key = "mass", min = 0, max = 2, path = path })
+      flow.run(flow.TensorSource { td = data, batch_size = 9 }, nil,
+        Histogram { key = "mass", min = 0, max = 2, path = path })
     end, "tensordict: sink (physics.Histogram): path '" .. path .. "' exists (set existsok = true to replace it)")
     flow.run(flow.TensorSource { td = data, batch_size = 9 }, nil,
       Histogram { key = "mass", min = 0, max = 2, bins = 2, path = path, existsok = true })
@@ -453,7 +456,8 @@ describe("physics.Histogram", function()
     local path = tmp_path()
     local boom = flow.Lambda { fn = function() error("boom") end }
     assert.has_error(function()
-      flow.run(flow.TensorSource { td = particles(5), batch_size = 2 }, boom, Histogram { key = "mass", min = 0, max = 2, path = path })
+      flow.run(flow.TensorSource { td = particles(5), batch_size = 2 }, boom,
+        Histogram { key = "mass", min = 0, max = 2, path = path })
     end)
     assert.are.equal(nil, io.open(path))
   end)
@@ -475,7 +479,8 @@ describe("physics.Histogram", function()
   it("round-trips through its spec", function()
     local h = Histogram { key = { "f", "e" }, min = -1, max = 1, bins = 8, path = "/tmp/x.csv" }
     local spec = h:spec()
-    assert.are.same({ type = "physics.Histogram", key = { "f", "e" }, min = -1, max = 1, bins = 8, path = "/tmp/x.csv" }, spec)
+    assert.are.same({ type = "physics.Histogram", key = { "f", "e" }, min = -1, max = 1, bins = 8,
+      path = "/tmp/x.csv" }, spec)
     assert.are.same(spec, flow.build(spec):spec())
   end)
 end)
@@ -510,8 +515,8 @@ describe("physics in a recipe", function()
     if not ok then return pending("tensordict.recipe is not there yet") end
     local problems = recipe.check(steps({ use = "physics.Features", features = { "speed" }, vel = "v" }))
     assert.are.equal(1, #problems)
-    assert.is_truthy(problems[1]:find("steps[2] (physics.Features): key 'v' is neither given by the source nor produced upstream", 1, true),
-      problems[1])
+    local want = "steps[2] (physics.Features): key 'v' is neither given by the source nor produced upstream"
+    assert.is_truthy(problems[1]:find(want, 1, true), problems[1])
     problems = recipe.check(steps({ use = "physics.Features", features = { "sped" } }))
     assert.is_truthy(problems[1]:find("unknown feature 'sped' (did you mean 'speed'?)", 1, true), problems[1])
   end)

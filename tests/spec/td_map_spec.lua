@@ -155,7 +155,8 @@ describe("td:map", function()
     H.raises(function()
       td:map(function(c) return c.x[1] == 1 and c[{ { 1, 1 } }] or c end, { workers = 2, chunk = 3 })
     end,
-      "map: chunk 1 failed in worker 1: fn returned a TensorDict of batch size [1] for rows 1..3, expected one starting with 3")
+      "map: chunk 1 failed in worker 1: fn returned a TensorDict of batch size [1] for rows 1..3, "
+        .. "expected one starting with 3")
     H.raises(function() td:map(function(c) return c.x[1] == 1 and 42 or c end, { workers = 2, chunk = 3 }) end,
       "fn returned 42 for rows 1..3, expected a TensorDict")
     H.raises(function() td:map(function() return 42 end, { workers = 0, chunk = 3 }) end,

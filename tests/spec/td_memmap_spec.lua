@@ -318,7 +318,6 @@ describe("interop with Python tensordict", function()
 end)
 
 describe("non-regular files in a memmap folder", function()
-  local H = require("helpers")
   -- Each load runs in a child under `timeout`, so a regression fails instead of hanging.
   local function load_in_child(code)
     local script = H.tmpname()
@@ -333,7 +332,6 @@ describe("non-regular files in a memmap folder", function()
 
   it("refuses a FIFO in place of meta.json, a leaf file or a mapped file, without blocking", function()
     local dir = H.tmpdir()
-    local T = require("tensordict")
     T.TensorDict({ a = T.arange(1, 4, "float32") }, { 4 }):memmap(dir .. "/td")
     os.remove(dir .. "/td/a.memmap")
     assert.is_true(H.sh("mkfifo " .. dir .. "/td/a.memmap"))
@@ -354,7 +352,6 @@ describe("non-regular files in a memmap folder", function()
 end)
 
 describe("consolidate killed mid-save", function()
-  local H = require("helpers")
   it("leaves the old file or the new one, and the next save removes its temporary", function()
     local dir = H.tmpdir()
     local file = dir .. "/td.bin"
@@ -364,7 +361,6 @@ describe("consolidate killed mid-save", function()
       local file, gen = arg[1], tonumber(arg[2])
       T.TensorDict({ g = T.full({ 4 }, gen), big = T.full({ 4, 4000000 }, gen) }, { 4 }):consolidate(file)
     ]])
-    local T = require("tensordict")
     T.TensorDict({ g = T.full({ 4 }, 0), big = T.full({ 4, 4000000 }, 0) }, { 4 }):consolidate(file)
     math.randomseed(7)
     for round = 1, 12 do

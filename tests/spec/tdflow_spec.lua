@@ -53,7 +53,8 @@ describe("tdflow: bad recipes", function()
       "steps[2].use: unknown node type \"Fliter\" (did you mean 'Filter'?)" },
     { "a missing parameter", recipe('"steps": [{"use": "Apply", "fn": "Tensor.neg"}]'),
       "steps[1].keys: required (a list of keys (strings or arrays of strings))" },
-    { "a mistyped parameter", recipe('"steps": [{"use": "Take", "n": 1}, {"use": "Take", "n": 1}, {"use": "Rebatch", "size": "x"}]'),
+    { "a mistyped parameter",
+      recipe('"steps": [{"use": "Take", "n": 1}, {"use": "Take", "n": 1}, {"use": "Rebatch", "size": "x"}]'),
       'steps[3].size: expected an integer, got "x"' },
     { "a parameter below its minimum", recipe('"steps": [{"use": "Rebatch", "size": 0}]'),
       "steps[1].size: expected integer >= 1, got 0" },
@@ -65,21 +66,31 @@ describe("tdflow: bad recipes", function()
       "steps[1].size: unknown variable $vars.sise (did you mean $vars.size?) (vars: size)" },
     { "vars that are not an object", recipe('"vars": 3'), "vars: expected an object, got 3" },
     { "a negative seed", recipe('"seed": -1'), "seed: expected a non-negative integer, got -1" },
-    { "a zero batch size", '{"batch_size": 0, "source": ' .. SOURCE .. "}", "batch_size: expected a positive integer, got 0" },
-    { "a key no step produces", recipe('"steps": [{"use": "Apply", "keys": ["pos"], "fn": "Tensor.neg"}, {"use": "Apply", "keys": ["nope"], "fn": "Tensor.neg"}]'),
-      "steps[2] (Apply): key 'nope' is neither given by the source nor produced upstream (source keys: 'id', 'mass', 'pos', 'vel', 'energy')" },
-    { "a key removed upstream", recipe('"steps": [{"use": "Exclude", "keys": ["vel"]}, {"use": "Apply", "keys": ["vel"], "fn": "Tensor.neg"}]'),
+    { "a zero batch size", '{"batch_size": 0, "source": ' .. SOURCE .. "}",
+      "batch_size: expected a positive integer, got 0" },
+    { "a key no step produces",
+      recipe('"steps": [{"use": "Apply", "keys": ["pos"], "fn": "Tensor.neg"}, '
+        .. '{"use": "Apply", "keys": ["nope"], "fn": "Tensor.neg"}]'),
+      "steps[2] (Apply): key 'nope' is neither given by the source nor produced upstream "
+        .. "(source keys: 'id', 'mass', 'pos', 'vel', 'energy')" },
+    { "a key removed upstream",
+      recipe('"steps": [{"use": "Exclude", "keys": ["vel"]}, {"use": "Apply", "keys": ["vel"], "fn": "Tensor.neg"}]'),
       "steps[2] (Apply): key 'vel' is neither given by the source nor produced upstream" },
-    { "an error inside a nested Seq", recipe('"steps": [{"use": "Seq", "steps": [{"use": "Take", "n": 1}, {"use": "Tkae", "n": 1}]}]'),
+    { "an error inside a nested Seq",
+      recipe('"steps": [{"use": "Seq", "steps": [{"use": "Take", "n": 1}, {"use": "Tkae", "n": 1}]}]'),
       "steps[1].steps[2].use: unknown node type \"Tkae\" (did you mean 'Take'?)" },
-    { "a key given twice", recipe('"steps": [{"use": "Take", "n": 1, "n": 2}]'), "steps[1].n: given twice in the same object" },
-    { "a bad dtype", recipe('"steps": [{"use": "Cast", "dtype": "float17"}]'), "steps[1].dtype: expected a dtype name (" },
+    { "a key given twice", recipe('"steps": [{"use": "Take", "n": 1, "n": 2}]'),
+      "steps[1].n: given twice in the same object" },
+    { "a bad dtype", recipe('"steps": [{"use": "Cast", "dtype": "float17"}]'),
+      "steps[1].dtype: expected a dtype name (" },
     { "steps that are not a list", recipe('"steps": {"use": "Take", "n": 1}'), "steps: expected a list of steps" },
     { "a step that is not a table", recipe('"steps": [3]'), 'steps[1]: expected a step {"use": "Type", ...}, got 3' },
-    { "a node type's own check", recipe('"steps": [{"use": "Apply", "keys": ["pos", "vel"], "out_keys": ["a"], "fn": "Tensor.neg"}]'),
+    { "a node type's own check",
+      recipe('"steps": [{"use": "Apply", "keys": ["pos", "vel"], "out_keys": ["a"], "fn": "Tensor.neg"}]'),
       "steps[1] (Apply): keys has 2 keys but out_keys has 1; they pair up one to one" },
     { "several problems at once", recipe('"seed": "x", "steps": [{"use": "Fliter"}, {"use": "Take"}]'),
-      "3 problems:", "seed: expected a non-negative integer", "steps[1].use: unknown node type", "steps[2].n: required" },
+      "3 problems:", "seed: expected a non-negative integer", "steps[1].use: unknown node type",
+      "steps[2].n: required" },
   }
   for _, case in ipairs(cases) do
     it("reports " .. case[1] .. " with exit code 2", function()
@@ -189,7 +200,10 @@ describe("tdflow help and progress", function()
     assert.are.equal("1,234,567 rows  411,522 rows/s  00:03", progress.line(1234567, nil, 3))
     assert.are.equal("1:01:01", progress.clock(3661))
     local lines = {}
-    local sink = { write = function(_, ...) for _, x in ipairs({ ... }) do lines[#lines + 1] = x end end, flush = function() end }
+    local sink = {
+      write = function(_, ...) for _, x in ipairs({ ... }) do lines[#lines + 1] = x end end,
+      flush = function() end,
+    }
     local p = progress.new({ total = 10, tty = false, out = sink, every = 0 })
     p:update(5)
     p:done(10)
@@ -261,7 +275,8 @@ describe("tdflow and Ctrl-C", function()
     assert.are.equal("2", kids, "two workers were running: " .. text)
     assert.are.equal("0", left, "workers left behind: " .. text)
     local err = assert(H.read(dir .. "/int.err"))
-    assert.is_truthy(err:find("tdflow: interrupted: workers stopped, the sink aborted (nothing was committed)", 1, true), err)
+    local want = "tdflow: interrupted: workers stopped, the sink aborted (nothing was committed)"
+    assert.is_truthy(err:find(want, 1, true), err)
     local fs = require("tensordict.fs")
     assert.is_false(fs.exists(out_path))
     for _, name in ipairs(fs.list(dir)) do

@@ -173,7 +173,6 @@ describe("copies", function()
 end)
 
 describe("shape arithmetic that would overflow", function()
-  local H = require("helpers")
   it("refuses shapes whose strides would overflow, empty ones included", function()
     H.raises(function() T.zeros(2 ^ 31, 0, 2 ^ 31, 4) end,
       "shape [2147483648, 0, 2147483648, 4] is too large: its strides would overflow")

@@ -169,7 +169,7 @@ function Rename:init()
     pairs_list[#pairs_list + 1] = { pair[1], pair[2] }
   end
   local names = {}
-  for k, v in pairs(spec) do
+  for k in pairs(spec) do
     if type(k) ~= "number" then names[#names + 1] = k end
   end
   table.sort(names)

@@ -19,7 +19,9 @@ local Map = core.define("Map", {
     { "ordered", "boolean", default = true, doc = "emit results in input order (false: as they finish)" },
     { "seed", "integer", min = 0, doc = "seeds batch k's generator from (seed, k) (default: the pipeline seed)" },
     { "in_keys", "keys", doc = "only these keys are shipped to fn (default: the whole batch)" },
-    { "out_keys", "keys", doc = "these keys of fn's result are written into the batch, which is emitted (default: fn's result is emitted)" },
+    { "out_keys", "keys",
+      doc = "these keys of fn's result are written into the batch, which is emitted "
+        .. "(default: fn's result is emitted)" },
   },
 })
 

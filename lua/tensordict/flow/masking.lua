@@ -12,6 +12,7 @@ local is_tensor = tensor.is_tensor
 
 -- The mask param: a key (read from the batch) or a function of the batch.
 local MASK_KIND = "any"
+local MASK_DOC = "a bool leaf's key, or fn(td) -> bool tensor over the leading batch dims"
 
 local function check_mask_param(self, name)
   local m = self.p[name]
@@ -73,7 +74,7 @@ end
 local Filter = core.define("Filter", {
   doc = "Keeps the rows where a bool key holds or a function of the batch returns true.",
   params = {
-    { "where", MASK_KIND, required = true, doc = "a bool leaf's key, or fn(td) -> bool tensor over the leading batch dims" },
+    { "where", MASK_KIND, required = true, doc = MASK_DOC },
     { "keep_empty", "boolean", default = false, doc = "emit batches left with no rows (default: drop them)" },
   },
 })
@@ -98,7 +99,7 @@ end
 local MaskedFill = core.define("MaskedFill", {
   doc = "Writes value into the selected leaves (default: every leaf) where the mask holds.",
   params = {
-    { "mask", MASK_KIND, required = true, doc = "a bool leaf's key, or fn(td) -> bool tensor over the leading batch dims" },
+    { "mask", MASK_KIND, required = true, doc = MASK_DOC },
     { "value", "number", required = true, doc = "the value written" },
     { "keys", "keys", doc = "the leaves written (default: every tensor leaf)" },
   },
@@ -132,7 +133,7 @@ end
 local Where = core.define("Where", {
   doc = "out = where(cond, leaf, other) per selected leaf: other a number or another leaf.",
   params = {
-    { "cond", MASK_KIND, required = true, doc = "a bool leaf's key, or fn(td) -> bool tensor over the leading batch dims" },
+    { "cond", MASK_KIND, required = true, doc = MASK_DOC },
     { "keys", "keys", required = true, doc = "the leaves taken where cond holds" },
     { "other", "number", default = 0, doc = "the value taken elsewhere (unless other_keys)" },
     { "other_keys", "keys", doc = "leaves taken elsewhere, paired with keys" },

@@ -200,7 +200,9 @@ local ReplayBuffer = core.define("ReplayBuffer", {
     { "existsok", "boolean", default = false, doc = "replace a memmap folder already at path" },
     { "fsync", "boolean", default = true, doc = "sync the preallocated files (crash-safe creation)" },
   },
-  examples = { 'local rb = flow.ReplayBuffer{path = "rb", capacity = 100000}; rb:extend(td); local b = rb:sample(256, g)' },
+  examples = {
+    'local rb = flow.ReplayBuffer{path = "rb", capacity = 100000}; rb:extend(td); local b = rb:sample(256, g)',
+  },
 })
 
 function ReplayBuffer:init()

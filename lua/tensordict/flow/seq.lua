@@ -11,7 +11,8 @@ local Seq = core.define("Seq", {
   doc = "Runs nodes in order, each on what the previous one returned.",
   params = {
     { "steps", "nodes", required = true, doc = "the nodes, in order (also given as the list part: flow.Seq{a, b})" },
-    { "selected_out_keys", "keys", doc = "keep only these of the keys the steps add (the rest are dropped from the output)" },
+    { "selected_out_keys", "keys",
+      doc = "keep only these of the keys the steps add (the rest are dropped from the output)" },
   },
 })
 

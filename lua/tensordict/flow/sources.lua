@@ -71,7 +71,8 @@ local Collect = core.define("Collect", {
   kind = "sink",
   doc = "Keeps every batch that reaches it; finish() returns them as a list, or joined with cat.",
   params = {
-    { "cat", "boolean", default = false, doc = "finish() returns one TensorDict (T.cat along dim 1; nil when nothing came)" },
+    { "cat", "boolean", default = false,
+      doc = "finish() returns one TensorDict (T.cat along dim 1; nil when nothing came)" },
   },
 })
 
@@ -94,7 +95,8 @@ function Collect:abort() self.batches = {} end
 
 local Discard = core.define("Discard", {
   kind = "sink",
-  doc = "Takes batches and keeps nothing: finish() returns the rows it saw (for runs kept for their side effects or timing).",
+  doc = "Takes batches and keeps nothing: finish() returns the rows it saw "
+    .. "(for runs kept for their side effects or timing).",
   params = {},
 })
 

@@ -30,7 +30,8 @@ function M.line(rows, total, elapsed, width)
     local frac = math.min(1, rows / total)
     local bar_width = math.max(10, math.min(30, (width or 80) - 60))
     local filled = math.floor(frac * bar_width + 0.5)
-    table.insert(parts, 1, ("[%s%s] %3d%%"):format(("#"):rep(filled), ("."):rep(bar_width - filled), math.floor(frac * 100)))
+    local bar = ("#"):rep(filled) .. ("."):rep(bar_width - filled)
+    table.insert(parts, 1, ("[%s] %3d%%"):format(bar, math.floor(frac * 100)))
     if rate > 0 and rows < total then parts[#parts + 1] = "ETA " .. clock((total - rows) / rate) end
   end
   return table.concat(parts, "  ")
