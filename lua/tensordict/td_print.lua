@@ -8,7 +8,7 @@ local util = require("tensordict.util")
 local core = require("tensordict.td_core")
 local json = require("tensordict.json")
 
-local TD, mt = core.methods, core.mt
+local mt = core.mt
 local KIND_TENSOR, KIND_DICT, KIND_VALUE = C.TD_ENTRY_TENSOR, C.TD_ENTRY_DICT, C.TD_ENTRY_VALUE
 
 local options = { compact = true }
