@@ -105,6 +105,9 @@ local function index_read(self, key)
     r = TD.unflatten(r, adv.dim + 1, adv.tensor:shape())
   end
   if names then keep_names(self, r, names) end
+  -- What indexing gives is unlocked, as in Python (a sample of a loaded memmap can take
+  -- new keys; its leaves stay read-only where the file is).
+  if r._td_head.locked ~= 0 then C.td_dict_set_locked(r._td_p, 0) end
   return r
 end
 M.index_read = index_read

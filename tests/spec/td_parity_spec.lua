@@ -83,3 +83,21 @@ describe("messages name the call", function()
       "index: index 99 is out of range for dim 1 of size 6 (valid: 1..6 or -6..-1)")
   end)
 end)
+
+describe("locks", function()
+  it("what indexing gives is unlocked, as in Python; the file's leaves stay read-only", function()
+    local dir = H.tmpdir()
+    T.TensorDict({ a = T.zeros(10, 3) }, { 10 }):memmap(dir .. "/m")
+    local buf = T.load_memmap(dir .. "/m")
+    assert.is_true(buf:is_locked())
+    for _, sample in ipairs({ buf[T.tensor({ 1, 4 }, "int64")], buf[{ { 2, 5 } }], buf[3] }) do
+      assert.is_false(sample:is_locked())
+    end
+    local s = buf[T.tensor({ 1, 4 }, "int64")]
+    s.priority = T.ones(2) -- a sample takes new keys
+    assert.are.same({ "a", "priority" }, s:keys())
+    H.raises(function() buf[{ { 2, 5 } }].a:fill_(1) end, "read-only")
+    assert.is_true(buf:is_locked())
+    H.rmtree(dir)
+  end)
+end)
