@@ -1,5 +1,5 @@
 /*
- * workers.c: forked worker processes and their transport (the engine behind td:map and
+ * dict_workers.c: forked worker processes and their transport (the engine behind td:map and
  * flow.Map; the Lua side is lua/tensordict/workers.lua).
  *
  * Each worker has a SOCK_SEQPACKET socketpair to the parent (small fixed messages, and
@@ -34,7 +34,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../dict/dict_internal.h"
+#include "dict_internal.h"
 
 enum { MSG_JOB = 1, MSG_RESULT = 2, MSG_ERROR = 3, MSG_DONE = 4 };
 enum { FLAG_NEW_INPUT = 1 };

@@ -745,7 +745,7 @@ const char *td_json_key(const td_json_node *node);
 double td_json_number(const td_json_node *node);
 const char *td_json_string(const td_json_node *node);
 
-/* ---- worker processes and shipping containers (core/src/workers.c, core/dict/dict_ship.c) ---- */
+/* ---- worker processes and shipping containers (core/dict/dict_workers.c, dict_ship.c) ---- */
 /* A container packed into one flat region (structure, then each leaf C-contiguous and
  * 64-byte aligned) and unpacked elsewhere as views of it. Leaves that live in ref (may
  * be NULL) are not copied: the region refers to them by offset, and unpacking needs the

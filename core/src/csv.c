@@ -23,7 +23,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../kernels/dtypes.h"
 #include "internal.h"
 
 enum { CSV_BLOCK = 1 << 20, CSV_SHOW = 48 };

@@ -1,6 +1,6 @@
 /*
  * test_ship.c: containers packed into a flat region and unpacked as views (dict_ship.c),
- * and a round trip through forked workers (workers.c).
+ * and a round trip through forked workers (dict_workers.c).
  */
 #include <signal.h>
 #include <sys/wait.h>
