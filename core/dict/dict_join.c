@@ -309,7 +309,7 @@ static int32_t join_values(const join_ctx *c, const td_dict *const *lv, const in
       pos[j] = &e->t;
       continue;
     } else {
-      owned[j] = td_binary_scalar(TD_OP_ADD, &e->t, (double)first, TD_SCALAR_INT, 0);
+      owned[j] = td_binary_scalar(TD_BINARY_ADD, &e->t, (double)first, TD_SCALAR_INT, 0);
     }
     if (!owned[j]) st = td_last_status() ? td_last_status() : TD_ENOMEM;
     pos[j] = owned[j];

@@ -56,18 +56,18 @@ static const char *shape_str(char *buf, int32_t ndim, const int64_t *shape) {
   return td_format_shape(buf, TD_SHAPE_STR, ndim, shape);
 }
 
-static const char *const binary_names[TD_OP_LOGICAL_XOR + 1] = {
+static const char *const binary_names[TD_BINARY_LOGICAL_XOR + 1] = {
     "add",     "sub",     "mul", "div", "floor_divide", "remainder",   "pow",
     "minimum", "maximum", "eq",  "ne",  "lt",           "le",          "gt",
     "ge",      "logical_and",    "logical_or",          "logical_xor"};
-static const char *const binary_names_[TD_OP_LOGICAL_XOR + 1] = {
+static const char *const binary_names_[TD_BINARY_LOGICAL_XOR + 1] = {
     "add_",     "sub_",     "mul_", "div_", "floor_divide_", "remainder_",   "pow_",
     "minimum_", "maximum_", "eq_",  "ne_",  "lt_",           "le_",          "gt_",
     "ge_",      "logical_and_",     "logical_or_",           "logical_xor_"};
-static const char *const unary_names[TD_OP_ISINF + 1] = {
+static const char *const unary_names[TD_UNARY_ISINF + 1] = {
     "neg",  "abs",  "exp",  "log",     "log1p", "expm1", "sqrt",        "rsqrt", "sin",  "cos",
     "tanh", "sigmoid", "relu", "floor", "ceil", "round", "sign", "logical_not", "isnan", "isinf"};
-static const char *const unary_names_[TD_OP_ISINF + 1] = {
+static const char *const unary_names_[TD_UNARY_ISINF + 1] = {
     "neg_",  "abs_",     "exp_",  "log_",   "log1p_", "expm1_", "sqrt_",
     "rsqrt_", "sin_",    "cos_",  "tanh_",  "sigmoid_", "relu_", "floor_",
     "ceil_", "round_",   "sign_", "logical_not_", "isnan_", "isinf_"};
@@ -331,7 +331,7 @@ static int32_t unary_leaf_(const math_ctx *c, td_tensor *x, const td_tensor *y, 
 }
 
 TD_EXPORT td_dict *td_dict_unary(int32_t op, const td_dict *a) {
-  if (op < TD_OP_NEG || op > TD_OP_ISINF) {
+  if (op < TD_UNARY_NEG || op > TD_UNARY_ISINF) {
     td_fail(TD_EINVAL, "unary: unknown unary op %d", (int)op);
     return NULL;
   }
@@ -340,7 +340,7 @@ TD_EXPORT td_dict *td_dict_unary(int32_t op, const td_dict *a) {
 }
 
 TD_EXPORT int32_t td_dict_unary_(int32_t op, td_dict *a) {
-  if (op < TD_OP_NEG || op > TD_OP_ISINF)
+  if (op < TD_UNARY_NEG || op > TD_UNARY_ISINF)
     return td_fail(TD_EINVAL, "unary_: unknown unary op %d", (int)op);
   math_ctx c = {.call = unary_names_[op], .fn_ = unary_leaf_, .op = op};
   return check_dict(c.call, a, "TensorDict") ? visit_dict(a, NULL, &c) : td_last_status();
@@ -399,7 +399,7 @@ static int32_t binary_leaf_(const math_ctx *c, td_tensor *x, const td_tensor *y,
 /* The checks td_dict_binary and its in-place form share; fills c. */
 static bool binary_setup(math_ctx *c, int32_t op, const td_dict *a, const td_dict *b,
                          const td_tensor *bt, double s, int32_t s_kind, bool inplace) {
-  if (op < TD_OP_ADD || op > TD_OP_LOGICAL_XOR) {
+  if (op < TD_BINARY_ADD || op > TD_BINARY_LOGICAL_XOR) {
     td_fail(TD_EINVAL, "%s: unknown binary op %d", inplace ? "binary_" : "binary", (int)op);
     return false;
   }
@@ -587,7 +587,8 @@ static int32_t reduce_positions(const red_ctx *c, const td_entry *e, td_tensor *
       (st = td_tensor_view(ids, pos->ndim, pos->shape, &idv)) ||
       !(lo = td_reduce(TD_RED_MIN, &idv, c->dims, c->ndims, c->keepdim, 0)) ||
       !(hi = td_reduce(TD_RED_MAX, &idv, c->dims, c->ndims, c->keepdim, 0)) ||
-      !(ne = td_binary(TD_OP_NE, lo, hi)) || !(any = td_reduce(TD_RED_ANY, ne, NULL, 0, 0, 0))) {
+      !(ne = td_binary(TD_BINARY_NE, lo, hi)) ||
+      !(any = td_reduce(TD_RED_ANY, ne, NULL, 0, 0, 0))) {
     st = td_dict_fail_at(st ? st : pending(), c->call, p);
   } else if (*(const uint8_t *)td_tensor_data_borrow(any)) {
     char buf[TD_PATH_CHARS];
@@ -783,14 +784,14 @@ static int32_t close_tensors(const cmp_ctx *c, const td_tensor *x, const td_tens
   td_tensor *xf = td_tensor_to_dtype(x, TD_FLOAT64), *yf = NULL, *eq = NULL, *diff = NULL,
             *tol = NULL, *le = NULL, *fin = NULL;
   int32_t r = -1;
-  if (xf && (yf = td_tensor_to_dtype(y, TD_FLOAT64)) && (eq = td_binary(TD_OP_EQ, xf, yf)) &&
-      (diff = td_binary(TD_OP_SUB, xf, yf)) && !td_unary_(TD_OP_ABS, diff) &&
-      (tol = td_unary(TD_OP_ABS, yf)) &&
-      !td_binary_scalar_(TD_OP_MUL, tol, c->rtol, TD_SCALAR_FLOAT) &&
-      !td_binary_scalar_(TD_OP_ADD, tol, c->atol, TD_SCALAR_FLOAT) &&
-      (le = td_binary(TD_OP_LE, diff, tol)) &&
-      (fin = td_binary_scalar(TD_OP_LT, diff, INFINITY, TD_SCALAR_FLOAT, 0)) &&
-      !td_binary_(TD_OP_LOGICAL_AND, le, fin) && !td_binary_(TD_OP_LOGICAL_OR, eq, le))
+  if (xf && (yf = td_tensor_to_dtype(y, TD_FLOAT64)) && (eq = td_binary(TD_BINARY_EQ, xf, yf)) &&
+      (diff = td_binary(TD_BINARY_SUB, xf, yf)) && !td_unary_(TD_UNARY_ABS, diff) &&
+      (tol = td_unary(TD_UNARY_ABS, yf)) &&
+      !td_binary_scalar_(TD_BINARY_MUL, tol, c->rtol, TD_SCALAR_FLOAT) &&
+      !td_binary_scalar_(TD_BINARY_ADD, tol, c->atol, TD_SCALAR_FLOAT) &&
+      (le = td_binary(TD_BINARY_LE, diff, tol)) &&
+      (fin = td_binary_scalar(TD_BINARY_LT, diff, INFINITY, TD_SCALAR_FLOAT, 0)) &&
+      !td_binary_(TD_BINARY_LOGICAL_AND, le, fin) && !td_binary_(TD_BINARY_LOGICAL_OR, eq, le))
     r = truth(td_reduce(TD_RED_ALL, eq, NULL, 0, 0, 0));
   if (r < 0) r = pending();
   td_tensor_release(xf);
@@ -807,7 +808,7 @@ static int32_t cmp_tensors(const cmp_ctx *c, const td_tensor *x, const td_tensor
   if (!same_shape(x->ndim, x->shape, y->ndim, y->shape)) return 0;
   if (c->close && (td_dtype_is_floating(x->dtype) || td_dtype_is_floating(y->dtype)))
     return close_tensors(c, x, y);
-  td_tensor *eq = td_binary(TD_OP_EQ, x, y);
+  td_tensor *eq = td_binary(TD_BINARY_EQ, x, y);
   if (!eq) return pending();
   int32_t r = truth(td_reduce(TD_RED_ALL, eq, NULL, 0, 0, 0));
   td_tensor_release(eq);
