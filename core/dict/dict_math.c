@@ -331,10 +331,8 @@ static int32_t unary_leaf_(const math_ctx *c, td_tensor *x, const td_tensor *y, 
 }
 
 TD_EXPORT td_dict *td_dict_unary(int32_t op, const td_dict *a) {
-  if (op < TD_UNARY_NEG || op > TD_UNARY_ISINF) {
-    td_fail(TD_EINVAL, "unary: unknown unary op %d", (int)op);
-    return NULL;
-  }
+  if (op < TD_UNARY_NEG || op > TD_UNARY_ISINF)
+    return td_fail_null(TD_EINVAL, "unary: unknown unary op %d", (int)op);
   math_ctx c = {.call = unary_names[op], .fn = unary_leaf, .op = op};
   return check_dict(c.call, a, "TensorDict") ? map_dict(a, NULL, &c) : NULL;
 }
@@ -483,10 +481,9 @@ static int32_t mask_rows_leaf(const td_leaf_op *op, const td_tensor *in, td_tens
 TD_EXPORT td_dict *td_dict_masked_select(const td_dict *a, const td_tensor *mask) {
   const char *call = "masked_select";
   if (!check_dict(call, a, "TensorDict") || !check_mask(call, mask)) return NULL;
-  if (mask->ndim == 0) {
-    td_fail(TD_ESHAPE, "%s: the mask has no dims; it must cover leading batch dims", call);
-    return NULL;
-  }
+  if (mask->ndim == 0)
+    return td_fail_null(TD_ESHAPE, "%s: the mask has no dims; it must cover leading batch dims",
+                        call);
   if (!covers_leading(call, "mask", mask, a, true)) return NULL;
   td_tensor *n = td_reduce(TD_RED_SUM, mask, NULL, 0, 0, 0);
   if (!n) return NULL;
@@ -556,8 +553,7 @@ static td_tensor *canonical_ids(const td_values *v) {
   if (!ids || (n && !ix)) {
     td_tensor_release(ids);
     free(ix);
-    td_fail(TD_ENOMEM, "reduce: out of memory");
-    return NULL;
+    return td_fail_null(TD_ENOMEM, "reduce: out of memory");
   }
   for (int64_t k = 0; k < n; k++) ix[k] = (text_ix){v->texts[k], k};
   if (n) qsort(ix, (size_t)n, sizeof *ix, cmp_text_ix);
@@ -658,33 +654,29 @@ fail:
 
 TD_EXPORT td_dict *td_dict_reduce(int32_t op, const td_dict *a, const int32_t *dims,
                                   int32_t ndims, int32_t keepdim, double param) {
-  if (op < TD_RED_SUM || op > TD_RED_LOGSUMEXP) {
-    td_fail(TD_EINVAL, "reduce: unknown reduction op %d", (int)op);
-    return NULL;
-  }
+  if (op < TD_RED_SUM || op > TD_RED_LOGSUMEXP)
+    return td_fail_null(TD_EINVAL, "reduce: unknown reduction op %d", (int)op);
   red_ctx c = {.call = reduce_names[op], .op = op, .dims = dims, .ndims = ndims,
                .keepdim = keepdim != 0, .param = param};
   if (!check_dict(c.call, a, "TensorDict")) return NULL;
   c.top = a->head.ndim;
   if (ndims < 0 || ndims > a->head.ndim || (ndims > 0 && !dims)) {
     char bs[TD_SHAPE_STR];
-    td_fail(TD_EINVAL, "%s: %d dims given for batch size %s%s", c.call, (int)ndims,
-            shape_str(bs, a->head.ndim, a->head.shape),
-            ndims > 0 && !dims ? " but the list is NULL" : "");
-    return NULL;
+    return td_fail_null(TD_EINVAL, "%s: %d dims given for batch size %s%s", c.call, (int)ndims,
+                        shape_str(bs, a->head.ndim, a->head.shape),
+                        ndims > 0 && !dims ? " but the list is NULL" : "");
   }
   for (int32_t k = 0; k < ndims; k++) {
     int32_t dim = dims[k];
     if (dim < 0 || dim >= a->head.ndim) {
       char bs[TD_SHAPE_STR];
-      td_fail(TD_EINDEX, "%s: dim %d is out of range for batch size %s (dims are 0-based)",
-              c.call, (int)dim, shape_str(bs, a->head.ndim, a->head.shape));
-      return NULL;
+      return td_fail_null(TD_EINDEX,
+                          "%s: dim %d is out of range for batch size %s (dims are 0-based)", c.call,
+                          (int)dim, shape_str(bs, a->head.ndim, a->head.shape));
     }
-    if (c.reduced[dim]) {
-      td_fail(TD_EINVAL, "%s: dim %d appears more than once in the dims", c.call, (int)dim);
-      return NULL;
-    }
+    if (c.reduced[dim])
+      return td_fail_null(TD_EINVAL, "%s: dim %d appears more than once in the dims", c.call,
+                          (int)dim);
     c.reduced[dim] = true;
   }
   return reduce_level(a, &c, NULL);
@@ -718,19 +710,16 @@ static int32_t gather_leaves(const char *call, const td_dict *d, td_tensor *buf,
 }
 
 TD_EXPORT td_tensor *td_dict_reduce_all(int32_t op, const td_dict *a, double param) {
-  if (op < TD_RED_SUM || op > TD_RED_LOGSUMEXP) {
-    td_fail(TD_EINVAL, "reduce_all: unknown reduction op %d", (int)op);
-    return NULL;
-  }
+  if (op < TD_RED_SUM || op > TD_RED_LOGSUMEXP)
+    return td_fail_null(TD_EINVAL, "reduce_all: unknown reduction op %d", (int)op);
   const char *call = reduce_names[op];
   if (!check_dict(call, a, "TensorDict")) return NULL;
-  if (op == TD_RED_ARGMIN || op == TD_RED_ARGMAX) {
-    td_fail(TD_EINVAL,
-            "%s: an index over every leaf of a TensorDict has no meaning; reduce each leaf "
-            "instead",
-            call);
-    return NULL;
-  }
+  if (op == TD_RED_ARGMIN || op == TD_RED_ARGMAX)
+    return td_fail_null(
+        TD_EINVAL,
+        "%s: an index over every leaf of a TensorDict has no meaning; reduce each leaf "
+        "instead",
+        call);
   int64_t total = 0, nleaves = 0;
   gather_leaves(call, a, NULL, &total, &nleaves, NULL);
   const bool logical = op == TD_RED_ALL || op == TD_RED_ANY;
@@ -741,8 +730,7 @@ TD_EXPORT td_tensor *td_dict_reduce_all(int32_t op, const td_dict *a, double par
       case TD_RED_PROD: case TD_RED_ALL: return td_tensor_full(0, NULL, dtype, 1);
       case TD_RED_ANY: return td_tensor_full(0, NULL, dtype, 0);
       default:
-        td_fail(TD_EINVAL, "%s: the TensorDict has no tensor leaves to reduce", call);
-        return NULL;
+        return td_fail_null(TD_EINVAL, "%s: the TensorDict has no tensor leaves to reduce", call);
     }
   }
   td_tensor *buf = td_tensor_empty(1, &total, dtype);

@@ -417,8 +417,7 @@ TD_EXPORT td_dict *td_workers_recv(td_workers *w, int32_t i, int32_t *kind, int6
   if (got == 0) {
     describe_death(s, i);
     *kind = TD_REPLY_DIED;
-    td_fail(TD_EIO, "%s", s->message ? s->message : "a worker died");
-    return NULL;
+    return td_fail_null(TD_EIO, "%s", s->message ? s->message : "a worker died");
   }
   s->busy = 0;
   *job = m.job;

@@ -25,11 +25,9 @@ TD_EXPORT td_tensor *td_tensor_flatten(const td_tensor *t, int32_t start_dim, in
   if (!td_check_dim("flatten", t, start_dim, t->ndim) ||
       !td_check_dim("flatten", t, end_dim, t->ndim))
     return NULL;
-  if (start_dim > end_dim) {
-    td_fail(TD_EINVAL, "flatten: start dim %d comes after end dim %d", (int)start_dim,
-            (int)end_dim);
-    return NULL;
-  }
+  if (start_dim > end_dim)
+    return td_fail_null(TD_EINVAL, "flatten: start dim %d comes after end dim %d", (int)start_dim,
+                        (int)end_dim);
   int64_t shape[TD_MAX_DIMS];
   int32_t k = 0;
   for (int32_t i = 0; i < start_dim; i++) shape[k++] = t->shape[i];

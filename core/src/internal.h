@@ -40,6 +40,9 @@ void td_heap_cache_before_fork(void);
 /* ---- errors (error.c) ---- */
 /* Records status and a printf-style message for td_last_error(); returns status. */
 int32_t td_fail(int32_t status, const char *fmt, ...) TD_PRINTF(2, 3);
+/* td_fail for the calls that return a pointer: records the error, returns NULL, so a
+ * refusal is one line. */
+void *td_fail_null(int32_t status, const char *fmt, ...) TD_PRINTF(2, 3);
 /* Writes "[a, b, c]" into buf. */
 const char *td_format_shape(char *buf, size_t len, int32_t ndim, const int64_t *shape);
 enum { TD_SHAPE_STR = 16 * 22 + 4 };
