@@ -1,6 +1,7 @@
 # Makefile: the one build entry point (see README.md and docs/building.md).
 #   make            libtensordict.so and the generated Lua cdefs
-#   make test       luacheck, then the C tests and busted specs; ends with "N passed, N failed"
+#   make test       luacheck, the layering check, then the C tests and busted specs; ends
+#                   with "N passed, N failed"
 #   make lint       luacheck over the Lua sources, scripts, plugins and tests (.luacheckrc)
 #   make asan       the same tests under AddressSanitizer and UBSan
 #   make bench      benchmarks, each a ratio against a reference measured in the same run
@@ -32,7 +33,7 @@ CDEFS     = lua/tensordict/cdefs.lua
 CTESTS    = $(patsubst tests/c/%.c,$(BUILD)/tests/%,$(wildcard tests/c/test_*.c))
 CBENCHES  = $(patsubst tests/bench/%.c,$(BUILD)/bench/%,$(wildcard tests/bench/bench_*.c))
 
-.PHONY: all lib test check lint asan bench install deps clean demo run
+.PHONY: all lib layers test check lint asan bench install deps clean demo run
 
 all: $(LIB) $(CDEFS)
 
@@ -67,8 +68,12 @@ $(BUILD)/bench/%: tests/bench/%.c tests/bench/bench.h $(LIB) $(LIB_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(TD_CFLAGS) -Icore/src $< -o $@ -L$(BUILD) -ltensordict -Wl,-rpath,$(abspath $(BUILD)) $(LDLIBS) -lopenblas
 
+# core/src -> core/kernels -> core/dict: no folder calls or includes one above it.
+layers: $(LIB)
+	bash scripts/check_layers.sh $(BUILD)
+
 # The tests run against whatever BUILD holds; asan re-enters with a sanitized BUILD.
-check: all $(CTESTS)
+check: all layers $(CTESTS)
 	BUILD=$(BUILD) TD_PRELOAD="$(TD_PRELOAD)" bash scripts/run-tests.sh
 
 test: deps lint

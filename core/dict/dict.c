@@ -3,7 +3,6 @@
  * finding, deleting and renaming entries, lock, names, device and batch size.
  * Batch operations over the leaves are in dict_map.c and the files beside it.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -184,8 +183,7 @@ TD_EXPORT td_dict *td_dict_new(int32_t ndim, const int64_t *batch) {
   td_dict *d = dict_alloc(0);
   if (!d || !(d->keys = keys_new(4, 64))) {
     if (d) free(d->entries), free(d);
-    td_fail(TD_ENOMEM, "TensorDict: out of memory");
-    return NULL;
+    return td_fail_null(TD_ENOMEM, "TensorDict: out of memory");
   }
   d->head.ndim = ndim;
   if (ndim) memcpy(d->head.shape, batch, sizeof *batch * (size_t)ndim);
@@ -194,10 +192,7 @@ TD_EXPORT td_dict *td_dict_new(int32_t ndim, const int64_t *batch) {
 
 td_dict *td_dict_like(const td_dict *src, int32_t ndim, const int64_t *batch) {
   td_dict *d = dict_alloc(src->keys->n);
-  if (!d) {
-    td_fail(TD_ENOMEM, "TensorDict: out of memory");
-    return NULL;
-  }
+  if (!d) return td_fail_null(TD_ENOMEM, "TensorDict: out of memory");
   d->keys = src->keys;
   atomic_fetch_add(&d->keys->refcount, 1);
   d->head.nkeys = src->head.nkeys;
@@ -352,16 +347,6 @@ const char *td_key_path_text(const td_key_path *p, char *buf) {
 int32_t td_dict_fail_at(int32_t status, const char *call, const td_key_path *p) {
   char buf[TD_PATH_CHARS];
   return td_dict_fail_key(status, call, td_key_path_text(p, buf));
-}
-
-void *td_fail_null(int32_t status, const char *fmt, ...) {
-  char msg[4096]; /* more than td_fail keeps, so its own cap cuts long messages as before */
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  td_fail(status, "%s", msg);
-  return NULL;
 }
 
 TD_EXPORT int32_t td_dict_find(const td_dict *d, const char *key, int64_t len) {

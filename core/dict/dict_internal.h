@@ -111,9 +111,6 @@ typedef struct td_key_path {
 const char *td_key_path_text(const td_key_path *p, char *buf);
 /* td_dict_fail_key with the path of p. */
 int32_t td_dict_fail_at(int32_t status, const char *call, const td_key_path *p);
-/* td_fail for the calls that return a pointer: records the error, returns NULL, so a
- * refusal is one line. */
-void *td_fail_null(int32_t status, const char *fmt, ...) TD_PRINTF(2, 3);
 
 /* ---- dict_map.c: the walk every batch operation uses ---- */
 /* A leaf operation: in is a tensor whose dims [0, op_ndim) are the top-level batch dims

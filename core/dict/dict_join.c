@@ -161,8 +161,7 @@ static int32_t *new_map(join_ctx *c, int32_t level, int32_t nkeys) {
   c->maps[c->nmaps++] = (level_map){level, at};
   return at;
 oom:
-  td_fail(TD_ENOMEM, "%s: out of memory", c->call);
-  return NULL;
+  return td_fail_null(TD_ENOMEM, "%s: out of memory", c->call);
 }
 
 /* Row j of the level's key map (*map, made at the first input that needs one): where
@@ -309,7 +308,7 @@ static int32_t join_values(const join_ctx *c, const td_dict *const *lv, const in
       pos[j] = &e->t;
       continue;
     } else {
-      owned[j] = td_binary_scalar(TD_OP_ADD, &e->t, (double)first, TD_SCALAR_INT, 0);
+      owned[j] = td_binary_scalar(TD_BINARY_ADD, &e->t, (double)first, TD_SCALAR_INT, 0);
     }
     if (!owned[j]) st = td_last_status() ? td_last_status() : TD_ENOMEM;
     pos[j] = owned[j];
@@ -401,30 +400,24 @@ fail:
 }
 
 static td_dict *join(const char *call, bool cat, td_dict *const *ds, int32_t n, int32_t dim) {
-  if (!ds || n < 1) {
-    td_fail(TD_EINVAL, "%s: expected a non-empty list of TensorDicts, got %d", call,
-            ds ? (int)n : 0);
-    return NULL;
-  }
+  if (!ds || n < 1)
+    return td_fail_null(TD_EINVAL, "%s: expected a non-empty list of TensorDicts, got %d", call,
+                        ds ? (int)n : 0);
   for (int32_t j = 0; j < n; j++)
-    if (!ds[j]) {
-      td_fail(TD_EINVAL, "%s: TensorDict %d of the list is NULL", call, (int)j + 1);
-      return NULL;
-    }
+    if (!ds[j])
+      return td_fail_null(TD_EINVAL, "%s: TensorDict %d of the list is NULL", call, (int)j + 1);
   const td_dict *first = ds[0];
   const int32_t ndim = first->head.ndim;
   char a[TD_SHAPE_STR];
-  if (cat && ndim == 0) {
-    td_fail(TD_ESHAPE, "%s: TensorDicts with batch size [] cannot be concatenated (no batch "
-            "dims)", call);
-    return NULL;
-  }
+  if (cat && ndim == 0)
+    return td_fail_null(TD_ESHAPE,
+                        "%s: TensorDicts with batch size [] cannot be concatenated (no batch "
+                        "dims)",
+                        call);
   const int32_t hi = cat ? ndim - 1 : ndim;
-  if (dim < 0 || dim > hi) {
-    td_fail(TD_EINDEX, "%s: dim %d is out of range for batch size %s (dims 1..%d)", call,
-            (int)dim + 1, shape_str(a, ndim, first->head.shape), (int)hi + 1);
-    return NULL;
-  }
+  if (dim < 0 || dim > hi)
+    return td_fail_null(TD_EINDEX, "%s: dim %d is out of range for batch size %s (dims 1..%d)",
+                        call, (int)dim + 1, shape_str(a, ndim, first->head.shape), (int)hi + 1);
   join_ctx c = {.call = call, .cat = cat, .dim = dim, .n = n};
   const td_dict *const *lv = (const td_dict *const *)ds;
   td_dict *r = NULL;
@@ -549,21 +542,17 @@ TD_EXPORT td_dict *td_dict_pad(const td_dict *d, const int64_t *pads, int32_t np
                                double value) {
   const char *call = "pad";
   char a[TD_SHAPE_STR];
-  if (!d || (!pads && npads > 0)) {
-    td_fail(TD_EINVAL, "%s: the %s is NULL", call, d ? "pads array" : "TensorDict");
-    return NULL;
-  }
+  if (!d || (!pads && npads > 0))
+    return td_fail_null(TD_EINVAL, "%s: the %s is NULL", call, d ? "pads array" : "TensorDict");
   const int32_t ndim = d->head.ndim;
-  if (npads < 0 || npads % 2 != 0) {
-    td_fail(TD_EINVAL, "%s: pads has %d entries; it needs an even count (before and after for "
-            "each batch dim)", call, (int)npads);
-    return NULL;
-  }
-  if (npads / 2 > ndim) {
-    td_fail(TD_EINVAL, "%s: %d pads cover %d batch dims but batch size %s has %d", call,
-            (int)npads, (int)(npads / 2), shape_str(a, ndim, d->head.shape), (int)ndim);
-    return NULL;
-  }
+  if (npads < 0 || npads % 2 != 0)
+    return td_fail_null(TD_EINVAL,
+                        "%s: pads has %d entries; it needs an even count (before and after for "
+                        "each batch dim)",
+                        call, (int)npads);
+  if (npads / 2 > ndim)
+    return td_fail_null(TD_EINVAL, "%s: %d pads cover %d batch dims but batch size %s has %d", call,
+                        (int)npads, (int)(npads / 2), shape_str(a, ndim, d->head.shape), (int)ndim);
   int64_t shape[TD_MAX_DIMS];
   bool grows = false;
   memcpy(shape, d->head.shape, sizeof *shape * (size_t)ndim);
@@ -571,20 +560,17 @@ TD_EXPORT td_dict *td_dict_pad(const td_dict *d, const int64_t *pads, int32_t np
     const int64_t b = pads[2 * k], e = pads[2 * k + 1], s = shape[k];
     /* INT64_MIN / 2 .. INT64_MAX / 2 keeps the sums from overflowing. */
     bool ok = b > INT64_MIN / 2 && b < INT64_MAX / 2 && e > INT64_MIN / 2 && e < INT64_MAX / 2;
-    if (!ok || s + b + e < 0 || s + (b < 0 ? b : 0) + (e < 0 ? e : 0) < 0) {
-      td_fail(TD_ESHAPE, "%s: batch dim %d of size %lld padded by (%lld, %lld) leaves %s", call,
-              (int)k + 1, (long long)s, (long long)b, (long long)e,
-              ok ? "a negative size" : "a size out of range");
-      return NULL;
-    }
+    if (!ok || s + b + e < 0 || s + (b < 0 ? b : 0) + (e < 0 ? e : 0) < 0)
+      return td_fail_null(TD_ESHAPE,
+                          "%s: batch dim %d of size %lld padded by (%lld, %lld) leaves %s", call,
+                          (int)k + 1, (long long)s, (long long)b, (long long)e,
+                          ok ? "a negative size" : "a size out of range");
     shape[k] = s + b + e;
     grows = grows || b > 0 || e > 0;
   }
   char path[TD_PATH_CHARS];
-  if (grows && find_stacked(d, NULL, path)) {
-    td_fail(TD_EINVAL, "%s: cannot pad the stacked non-tensor value '%s'", call, path);
-    return NULL;
-  }
+  if (grows && find_stacked(d, NULL, path))
+    return td_fail_null(TD_EINVAL, "%s: cannot pad the stacked non-tensor value '%s'", call, path);
   pad_ctx c = {pads, npads, value};
   td_leaf_op op = {call, pad_leaf, ndim, &c};
   td_dict *r = td_dict_map(d, &op, ndim, shape);

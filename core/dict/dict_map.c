@@ -27,11 +27,9 @@ static td_dict *map_level(const td_dict *d, const td_leaf_op *op, int32_t new_nd
                           const td_key_path *parent) {
   int32_t extra = d->head.ndim - op->op_ndim;
   int32_t ndim = new_ndim + extra;
-  if (ndim > TD_MAX_DIMS) {
-    td_fail(TD_ESHAPE, "%s: the result would have %d batch dims, at most %d", op->call,
-            (int)ndim, TD_MAX_DIMS);
-    return NULL;
-  }
+  if (ndim > TD_MAX_DIMS)
+    return td_fail_null(TD_ESHAPE, "%s: the result would have %d batch dims, at most %d", op->call,
+                        (int)ndim, TD_MAX_DIMS);
   int64_t shape[TD_MAX_DIMS];
   memcpy(shape, new_batch, sizeof *shape * (size_t)new_ndim);
   memcpy(shape + new_ndim, d->head.shape + op->op_ndim, sizeof *shape * (size_t)extra);
@@ -294,10 +292,8 @@ static int32_t indexed_batch(const td_dict *d, index_ctx *c, int32_t *ndim, int6
 
 TD_EXPORT td_dict *td_dict_index(const td_dict *d, const td_index *entries, int32_t n,
                                  const td_tensor *adv, int32_t adv_dim) {
-  if (d->head.ndim == 0) {
-    td_fail(TD_EINDEX, "index: the TensorDict has no batch dims (batch size [])");
-    return NULL;
-  }
+  if (d->head.ndim == 0)
+    return td_fail_null(TD_EINDEX, "index: the TensorDict has no batch dims (batch size [])");
   index_ctx c = {.adv = adv, .adv_dim = adv_dim};
   if (normalize("index", entries, n, d->head.ndim, &c) || make_plan("index", d, &c)) return NULL;
   int32_t ndim;
@@ -681,11 +677,9 @@ TD_EXPORT td_dict *td_dict_permute(const td_dict *d, const int32_t *dims) {
 
 TD_EXPORT td_dict *td_dict_transpose(const td_dict *d, int32_t dim0, int32_t dim1) {
   int32_t n = d->head.ndim;
-  if (dim0 < 0 || dim0 >= n || dim1 < 0 || dim1 >= n) {
-    td_fail(TD_EINDEX, "transpose: dims %d and %d for %d batch dims", (int)dim0 + 1,
-            (int)dim1 + 1, (int)n);
-    return NULL;
-  }
+  if (dim0 < 0 || dim0 >= n || dim1 < 0 || dim1 >= n)
+    return td_fail_null(TD_EINDEX, "transpose: dims %d and %d for %d batch dims", (int)dim0 + 1,
+                        (int)dim1 + 1, (int)n);
   int32_t dims[TD_MAX_DIMS];
   for (int32_t i = 0; i < n; i++) dims[i] = i;
   dims[dim0] = dim1;
@@ -706,10 +700,8 @@ TD_EXPORT td_dict *td_dict_unsqueeze(const td_dict *d, int32_t dim) {
 TD_EXPORT td_dict *td_dict_squeeze(const td_dict *d, int32_t dim) {
   shape_ctx c = {0};
   int32_t n = d->head.ndim;
-  if (dim >= n || dim < -1) {
-    td_fail(TD_EINDEX, "squeeze: dim %d for %d batch dims", (int)dim + 1, (int)n);
-    return NULL;
-  }
+  if (dim >= n || dim < -1)
+    return td_fail_null(TD_EINDEX, "squeeze: dim %d for %d batch dims", (int)dim + 1, (int)n);
   for (int32_t i = n - 1; i >= 0; i--) /* descending, so earlier dims keep their place */
     if ((dim == -1 || dim == i) && d->head.shape[i] == 1) c.dims[c.a++] = i;
   for (int32_t i = 0; i < n; i++) {
@@ -722,11 +714,9 @@ TD_EXPORT td_dict *td_dict_squeeze(const td_dict *d, int32_t dim) {
 
 TD_EXPORT td_dict *td_dict_flatten(const td_dict *d, int32_t start_dim, int32_t end_dim) {
   int32_t n = d->head.ndim;
-  if (start_dim < 0 || end_dim >= n || start_dim > end_dim) {
-    td_fail(TD_EINDEX, "flatten: dims %d..%d for %d batch dims", (int)start_dim + 1,
-            (int)end_dim + 1, (int)n);
-    return NULL;
-  }
+  if (start_dim < 0 || end_dim >= n || start_dim > end_dim)
+    return td_fail_null(TD_EINDEX, "flatten: dims %d..%d for %d batch dims", (int)start_dim + 1,
+                        (int)end_dim + 1, (int)n);
   shape_ctx c = {.a = start_dim, .b = end_dim};
   int64_t merged = 1;
   for (int32_t i = 0; i < n; i++) {
@@ -766,10 +756,8 @@ static int32_t copy_leaf(const td_leaf_op *op, const td_tensor *in, td_tensor *o
 }
 
 TD_EXPORT td_dict *td_dict_copy(const td_dict *d, int32_t mode) {
-  if (mode < TD_COPY_CLONE || mode > TD_COPY_ZEROS) {
-    td_fail(TD_EINVAL, "copy: unknown mode %d", (int)mode);
-    return NULL;
-  }
+  if (mode < TD_COPY_CLONE || mode > TD_COPY_ZEROS)
+    return td_fail_null(TD_EINVAL, "copy: unknown mode %d", (int)mode);
   copy_ctx c = {.mode = mode};
   td_leaf_op op = {mode == TD_COPY_CLONE ? "clone" : mode == TD_COPY_CONTIGUOUS ? "contiguous"
                                                    : mode == TD_COPY_EMPTY    ? "empty"

@@ -56,18 +56,18 @@ static const char *shape_str(char *buf, int32_t ndim, const int64_t *shape) {
   return td_format_shape(buf, TD_SHAPE_STR, ndim, shape);
 }
 
-static const char *const binary_names[TD_OP_LOGICAL_XOR + 1] = {
+static const char *const binary_names[TD_BINARY_LOGICAL_XOR + 1] = {
     "add",     "sub",     "mul", "div", "floor_divide", "remainder",   "pow",
     "minimum", "maximum", "eq",  "ne",  "lt",           "le",          "gt",
     "ge",      "logical_and",    "logical_or",          "logical_xor"};
-static const char *const binary_names_[TD_OP_LOGICAL_XOR + 1] = {
+static const char *const binary_names_[TD_BINARY_LOGICAL_XOR + 1] = {
     "add_",     "sub_",     "mul_", "div_", "floor_divide_", "remainder_",   "pow_",
     "minimum_", "maximum_", "eq_",  "ne_",  "lt_",           "le_",          "gt_",
     "ge_",      "logical_and_",     "logical_or_",           "logical_xor_"};
-static const char *const unary_names[TD_OP_ISINF + 1] = {
+static const char *const unary_names[TD_UNARY_ISINF + 1] = {
     "neg",  "abs",  "exp",  "log",     "log1p", "expm1", "sqrt",        "rsqrt", "sin",  "cos",
     "tanh", "sigmoid", "relu", "floor", "ceil", "round", "sign", "logical_not", "isnan", "isinf"};
-static const char *const unary_names_[TD_OP_ISINF + 1] = {
+static const char *const unary_names_[TD_UNARY_ISINF + 1] = {
     "neg_",  "abs_",     "exp_",  "log_",   "log1p_", "expm1_", "sqrt_",
     "rsqrt_", "sin_",    "cos_",  "tanh_",  "sigmoid_", "relu_", "floor_",
     "ceil_", "round_",   "sign_", "logical_not_", "isnan_", "isinf_"};
@@ -331,16 +331,14 @@ static int32_t unary_leaf_(const math_ctx *c, td_tensor *x, const td_tensor *y, 
 }
 
 TD_EXPORT td_dict *td_dict_unary(int32_t op, const td_dict *a) {
-  if (op < TD_OP_NEG || op > TD_OP_ISINF) {
-    td_fail(TD_EINVAL, "unary: unknown unary op %d", (int)op);
-    return NULL;
-  }
+  if (op < TD_UNARY_NEG || op > TD_UNARY_ISINF)
+    return td_fail_null(TD_EINVAL, "unary: unknown unary op %d", (int)op);
   math_ctx c = {.call = unary_names[op], .fn = unary_leaf, .op = op};
   return check_dict(c.call, a, "TensorDict") ? map_dict(a, NULL, &c) : NULL;
 }
 
 TD_EXPORT int32_t td_dict_unary_(int32_t op, td_dict *a) {
-  if (op < TD_OP_NEG || op > TD_OP_ISINF)
+  if (op < TD_UNARY_NEG || op > TD_UNARY_ISINF)
     return td_fail(TD_EINVAL, "unary_: unknown unary op %d", (int)op);
   math_ctx c = {.call = unary_names_[op], .fn_ = unary_leaf_, .op = op};
   return check_dict(c.call, a, "TensorDict") ? visit_dict(a, NULL, &c) : td_last_status();
@@ -399,7 +397,7 @@ static int32_t binary_leaf_(const math_ctx *c, td_tensor *x, const td_tensor *y,
 /* The checks td_dict_binary and its in-place form share; fills c. */
 static bool binary_setup(math_ctx *c, int32_t op, const td_dict *a, const td_dict *b,
                          const td_tensor *bt, double s, int32_t s_kind, bool inplace) {
-  if (op < TD_OP_ADD || op > TD_OP_LOGICAL_XOR) {
+  if (op < TD_BINARY_ADD || op > TD_BINARY_LOGICAL_XOR) {
     td_fail(TD_EINVAL, "%s: unknown binary op %d", inplace ? "binary_" : "binary", (int)op);
     return false;
   }
@@ -483,10 +481,9 @@ static int32_t mask_rows_leaf(const td_leaf_op *op, const td_tensor *in, td_tens
 TD_EXPORT td_dict *td_dict_masked_select(const td_dict *a, const td_tensor *mask) {
   const char *call = "masked_select";
   if (!check_dict(call, a, "TensorDict") || !check_mask(call, mask)) return NULL;
-  if (mask->ndim == 0) {
-    td_fail(TD_ESHAPE, "%s: the mask has no dims; it must cover leading batch dims", call);
-    return NULL;
-  }
+  if (mask->ndim == 0)
+    return td_fail_null(TD_ESHAPE, "%s: the mask has no dims; it must cover leading batch dims",
+                        call);
   if (!covers_leading(call, "mask", mask, a, true)) return NULL;
   td_tensor *n = td_reduce(TD_RED_SUM, mask, NULL, 0, 0, 0);
   if (!n) return NULL;
@@ -556,8 +553,7 @@ static td_tensor *canonical_ids(const td_values *v) {
   if (!ids || (n && !ix)) {
     td_tensor_release(ids);
     free(ix);
-    td_fail(TD_ENOMEM, "reduce: out of memory");
-    return NULL;
+    return td_fail_null(TD_ENOMEM, "reduce: out of memory");
   }
   for (int64_t k = 0; k < n; k++) ix[k] = (text_ix){v->texts[k], k};
   if (n) qsort(ix, (size_t)n, sizeof *ix, cmp_text_ix);
@@ -587,7 +583,8 @@ static int32_t reduce_positions(const red_ctx *c, const td_entry *e, td_tensor *
       (st = td_tensor_view(ids, pos->ndim, pos->shape, &idv)) ||
       !(lo = td_reduce(TD_RED_MIN, &idv, c->dims, c->ndims, c->keepdim, 0)) ||
       !(hi = td_reduce(TD_RED_MAX, &idv, c->dims, c->ndims, c->keepdim, 0)) ||
-      !(ne = td_binary(TD_OP_NE, lo, hi)) || !(any = td_reduce(TD_RED_ANY, ne, NULL, 0, 0, 0))) {
+      !(ne = td_binary(TD_BINARY_NE, lo, hi)) ||
+      !(any = td_reduce(TD_RED_ANY, ne, NULL, 0, 0, 0))) {
     st = td_dict_fail_at(st ? st : pending(), c->call, p);
   } else if (*(const uint8_t *)td_tensor_data_borrow(any)) {
     char buf[TD_PATH_CHARS];
@@ -657,33 +654,29 @@ fail:
 
 TD_EXPORT td_dict *td_dict_reduce(int32_t op, const td_dict *a, const int32_t *dims,
                                   int32_t ndims, int32_t keepdim, double param) {
-  if (op < TD_RED_SUM || op > TD_RED_LOGSUMEXP) {
-    td_fail(TD_EINVAL, "reduce: unknown reduction op %d", (int)op);
-    return NULL;
-  }
+  if (op < TD_RED_SUM || op > TD_RED_LOGSUMEXP)
+    return td_fail_null(TD_EINVAL, "reduce: unknown reduction op %d", (int)op);
   red_ctx c = {.call = reduce_names[op], .op = op, .dims = dims, .ndims = ndims,
                .keepdim = keepdim != 0, .param = param};
   if (!check_dict(c.call, a, "TensorDict")) return NULL;
   c.top = a->head.ndim;
   if (ndims < 0 || ndims > a->head.ndim || (ndims > 0 && !dims)) {
     char bs[TD_SHAPE_STR];
-    td_fail(TD_EINVAL, "%s: %d dims given for batch size %s%s", c.call, (int)ndims,
-            shape_str(bs, a->head.ndim, a->head.shape),
-            ndims > 0 && !dims ? " but the list is NULL" : "");
-    return NULL;
+    return td_fail_null(TD_EINVAL, "%s: %d dims given for batch size %s%s", c.call, (int)ndims,
+                        shape_str(bs, a->head.ndim, a->head.shape),
+                        ndims > 0 && !dims ? " but the list is NULL" : "");
   }
   for (int32_t k = 0; k < ndims; k++) {
     int32_t dim = dims[k];
     if (dim < 0 || dim >= a->head.ndim) {
       char bs[TD_SHAPE_STR];
-      td_fail(TD_EINDEX, "%s: dim %d is out of range for batch size %s (dims are 0-based)",
-              c.call, (int)dim, shape_str(bs, a->head.ndim, a->head.shape));
-      return NULL;
+      return td_fail_null(TD_EINDEX,
+                          "%s: dim %d is out of range for batch size %s (dims are 0-based)", c.call,
+                          (int)dim, shape_str(bs, a->head.ndim, a->head.shape));
     }
-    if (c.reduced[dim]) {
-      td_fail(TD_EINVAL, "%s: dim %d appears more than once in the dims", c.call, (int)dim);
-      return NULL;
-    }
+    if (c.reduced[dim])
+      return td_fail_null(TD_EINVAL, "%s: dim %d appears more than once in the dims", c.call,
+                          (int)dim);
     c.reduced[dim] = true;
   }
   return reduce_level(a, &c, NULL);
@@ -717,19 +710,16 @@ static int32_t gather_leaves(const char *call, const td_dict *d, td_tensor *buf,
 }
 
 TD_EXPORT td_tensor *td_dict_reduce_all(int32_t op, const td_dict *a, double param) {
-  if (op < TD_RED_SUM || op > TD_RED_LOGSUMEXP) {
-    td_fail(TD_EINVAL, "reduce_all: unknown reduction op %d", (int)op);
-    return NULL;
-  }
+  if (op < TD_RED_SUM || op > TD_RED_LOGSUMEXP)
+    return td_fail_null(TD_EINVAL, "reduce_all: unknown reduction op %d", (int)op);
   const char *call = reduce_names[op];
   if (!check_dict(call, a, "TensorDict")) return NULL;
-  if (op == TD_RED_ARGMIN || op == TD_RED_ARGMAX) {
-    td_fail(TD_EINVAL,
-            "%s: an index over every leaf of a TensorDict has no meaning; reduce each leaf "
-            "instead",
-            call);
-    return NULL;
-  }
+  if (op == TD_RED_ARGMIN || op == TD_RED_ARGMAX)
+    return td_fail_null(
+        TD_EINVAL,
+        "%s: an index over every leaf of a TensorDict has no meaning; reduce each leaf "
+        "instead",
+        call);
   int64_t total = 0, nleaves = 0;
   gather_leaves(call, a, NULL, &total, &nleaves, NULL);
   const bool logical = op == TD_RED_ALL || op == TD_RED_ANY;
@@ -740,8 +730,7 @@ TD_EXPORT td_tensor *td_dict_reduce_all(int32_t op, const td_dict *a, double par
       case TD_RED_PROD: case TD_RED_ALL: return td_tensor_full(0, NULL, dtype, 1);
       case TD_RED_ANY: return td_tensor_full(0, NULL, dtype, 0);
       default:
-        td_fail(TD_EINVAL, "%s: the TensorDict has no tensor leaves to reduce", call);
-        return NULL;
+        return td_fail_null(TD_EINVAL, "%s: the TensorDict has no tensor leaves to reduce", call);
     }
   }
   td_tensor *buf = td_tensor_empty(1, &total, dtype);
@@ -783,14 +772,14 @@ static int32_t close_tensors(const cmp_ctx *c, const td_tensor *x, const td_tens
   td_tensor *xf = td_tensor_to_dtype(x, TD_FLOAT64), *yf = NULL, *eq = NULL, *diff = NULL,
             *tol = NULL, *le = NULL, *fin = NULL;
   int32_t r = -1;
-  if (xf && (yf = td_tensor_to_dtype(y, TD_FLOAT64)) && (eq = td_binary(TD_OP_EQ, xf, yf)) &&
-      (diff = td_binary(TD_OP_SUB, xf, yf)) && !td_unary_(TD_OP_ABS, diff) &&
-      (tol = td_unary(TD_OP_ABS, yf)) &&
-      !td_binary_scalar_(TD_OP_MUL, tol, c->rtol, TD_SCALAR_FLOAT) &&
-      !td_binary_scalar_(TD_OP_ADD, tol, c->atol, TD_SCALAR_FLOAT) &&
-      (le = td_binary(TD_OP_LE, diff, tol)) &&
-      (fin = td_binary_scalar(TD_OP_LT, diff, INFINITY, TD_SCALAR_FLOAT, 0)) &&
-      !td_binary_(TD_OP_LOGICAL_AND, le, fin) && !td_binary_(TD_OP_LOGICAL_OR, eq, le))
+  if (xf && (yf = td_tensor_to_dtype(y, TD_FLOAT64)) && (eq = td_binary(TD_BINARY_EQ, xf, yf)) &&
+      (diff = td_binary(TD_BINARY_SUB, xf, yf)) && !td_unary_(TD_UNARY_ABS, diff) &&
+      (tol = td_unary(TD_UNARY_ABS, yf)) &&
+      !td_binary_scalar_(TD_BINARY_MUL, tol, c->rtol, TD_SCALAR_FLOAT) &&
+      !td_binary_scalar_(TD_BINARY_ADD, tol, c->atol, TD_SCALAR_FLOAT) &&
+      (le = td_binary(TD_BINARY_LE, diff, tol)) &&
+      (fin = td_binary_scalar(TD_BINARY_LT, diff, INFINITY, TD_SCALAR_FLOAT, 0)) &&
+      !td_binary_(TD_BINARY_LOGICAL_AND, le, fin) && !td_binary_(TD_BINARY_LOGICAL_OR, eq, le))
     r = truth(td_reduce(TD_RED_ALL, eq, NULL, 0, 0, 0));
   if (r < 0) r = pending();
   td_tensor_release(xf);
@@ -807,7 +796,7 @@ static int32_t cmp_tensors(const cmp_ctx *c, const td_tensor *x, const td_tensor
   if (!same_shape(x->ndim, x->shape, y->ndim, y->shape)) return 0;
   if (c->close && (td_dtype_is_floating(x->dtype) || td_dtype_is_floating(y->dtype)))
     return close_tensors(c, x, y);
-  td_tensor *eq = td_binary(TD_OP_EQ, x, y);
+  td_tensor *eq = td_binary(TD_BINARY_EQ, x, y);
   if (!eq) return pending();
   int32_t r = truth(td_reduce(TD_RED_ALL, eq, NULL, 0, 0, 0));
   td_tensor_release(eq);

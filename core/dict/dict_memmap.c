@@ -588,15 +588,9 @@ static void swap_leaves(td_mm_save *S, td_dict *d, int32_t dir, int32_t *k) {
 }
 
 char *td_mm_clean_prefix(const char *call, const char *prefix) {
-  if (!prefix || !*prefix) {
-    td_fail(TD_EINVAL, "%s: the prefix is empty", call);
-    return NULL;
-  }
+  if (!prefix || !*prefix) return td_fail_null(TD_EINVAL, "%s: the prefix is empty", call);
   char *p = strdup(prefix);
-  if (!p) {
-    td_fail(TD_ENOMEM, "%s: out of memory", call);
-    return NULL;
-  }
+  if (!p) return td_fail_null(TD_ENOMEM, "%s: out of memory", call);
   size_t n = strlen(p);
   while (n > 1 && p[n - 1] == '/') p[--n] = '\0';
   const char *slash = strrchr(p, '/'), *name = slash ? slash + 1 : p;

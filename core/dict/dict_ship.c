@@ -1,6 +1,6 @@
 /*
  * dict_ship.c: a container packed into one flat byte region and unpacked in another
- * process as views of that region (the worker engine's transport, core/src/workers.c).
+ * process as views of that region (the worker engine's transport, core/dict/dict_workers.c).
  *
  * Layout (all integers int64, little-endian as the machine writes them: both ends are
  * the same machine):

@@ -270,24 +270,24 @@ int32_t td_result_type_scalar(const td_tensor *a, int32_t scalar_kind);
 /* ---- elementwise ------------------------------------------------------------------------ */
 
 enum td_binary_op {
-  TD_OP_ADD = 0,
-  TD_OP_SUB = 1,
-  TD_OP_MUL = 2,
-  TD_OP_DIV = 3,          /* true division: integers give float32 */
-  TD_OP_FLOOR_DIVIDE = 4,
-  TD_OP_REMAINDER = 5,    /* the sign of the divisor, like Python and torch */
-  TD_OP_POW = 6,
-  TD_OP_MINIMUM = 7,      /* NaN propagates */
-  TD_OP_MAXIMUM = 8,
-  TD_OP_EQ = 9,           /* comparisons give bool; NaN compares false (ne: true) */
-  TD_OP_NE = 10,
-  TD_OP_LT = 11,
-  TD_OP_LE = 12,
-  TD_OP_GT = 13,
-  TD_OP_GE = 14,
-  TD_OP_LOGICAL_AND = 15, /* logical ops give bool */
-  TD_OP_LOGICAL_OR = 16,
-  TD_OP_LOGICAL_XOR = 17
+  TD_BINARY_ADD = 0,
+  TD_BINARY_SUB = 1,
+  TD_BINARY_MUL = 2,
+  TD_BINARY_DIV = 3,          /* true division: integers give float32 */
+  TD_BINARY_FLOOR_DIVIDE = 4,
+  TD_BINARY_REMAINDER = 5,    /* the sign of the divisor, like Python and torch */
+  TD_BINARY_POW = 6,
+  TD_BINARY_MINIMUM = 7,      /* NaN propagates */
+  TD_BINARY_MAXIMUM = 8,
+  TD_BINARY_EQ = 9,           /* comparisons give bool; NaN compares false (ne: true) */
+  TD_BINARY_NE = 10,
+  TD_BINARY_LT = 11,
+  TD_BINARY_LE = 12,
+  TD_BINARY_GT = 13,
+  TD_BINARY_GE = 14,
+  TD_BINARY_LOGICAL_AND = 15, /* logical ops give bool */
+  TD_BINARY_LOGICAL_OR = 16,
+  TD_BINARY_LOGICAL_XOR = 17
 };
 
 /* a op b with broadcasting and promotion: a new tensor. */
@@ -301,26 +301,26 @@ int32_t td_binary_(int32_t op, td_tensor *a, const td_tensor *b);
 int32_t td_binary_scalar_(int32_t op, td_tensor *a, double s, int32_t scalar_kind);
 
 enum td_unary_op {
-  TD_OP_NEG = 0,
-  TD_OP_ABS = 1,
-  TD_OP_EXP = 2,          /* exp .. sigmoid: integers and bool give float32 */
-  TD_OP_LOG = 3,
-  TD_OP_LOG1P = 4,
-  TD_OP_EXPM1 = 5,
-  TD_OP_SQRT = 6,
-  TD_OP_RSQRT = 7,
-  TD_OP_SIN = 8,
-  TD_OP_COS = 9,
-  TD_OP_TANH = 10,
-  TD_OP_SIGMOID = 11,
-  TD_OP_RELU = 12,
-  TD_OP_FLOOR = 13,
-  TD_OP_CEIL = 14,
-  TD_OP_ROUND = 15,       /* half to even, like torch */
-  TD_OP_SIGN = 16,
-  TD_OP_LOGICAL_NOT = 17, /* logical_not, isnan, isinf give bool */
-  TD_OP_ISNAN = 18,
-  TD_OP_ISINF = 19
+  TD_UNARY_NEG = 0,
+  TD_UNARY_ABS = 1,
+  TD_UNARY_EXP = 2,          /* exp .. sigmoid: integers and bool give float32 */
+  TD_UNARY_LOG = 3,
+  TD_UNARY_LOG1P = 4,
+  TD_UNARY_EXPM1 = 5,
+  TD_UNARY_SQRT = 6,
+  TD_UNARY_RSQRT = 7,
+  TD_UNARY_SIN = 8,
+  TD_UNARY_COS = 9,
+  TD_UNARY_TANH = 10,
+  TD_UNARY_SIGMOID = 11,
+  TD_UNARY_RELU = 12,
+  TD_UNARY_FLOOR = 13,
+  TD_UNARY_CEIL = 14,
+  TD_UNARY_ROUND = 15,       /* half to even, like torch */
+  TD_UNARY_SIGN = 16,
+  TD_UNARY_LOGICAL_NOT = 17, /* logical_not, isnan, isinf give bool */
+  TD_UNARY_ISNAN = 18,
+  TD_UNARY_ISINF = 19
 };
 
 td_tensor *td_unary(int32_t op, const td_tensor *a);
@@ -746,7 +746,7 @@ const char *td_json_key(const td_json_node *node);
 double td_json_number(const td_json_node *node);
 const char *td_json_string(const td_json_node *node);
 
-/* ---- worker processes and shipping containers (core/src/workers.c, core/dict/dict_ship.c) ---- */
+/* ---- worker processes and shipping containers (core/dict/dict_workers.c, dict_ship.c) ---- */
 /* A container packed into one flat region (structure, then each leaf C-contiguous and
  * 64-byte aligned) and unpacked elsewhere as views of it. Leaves that live in ref (may
  * be NULL) are not copied: the region refers to them by offset, and unpacking needs the

@@ -397,11 +397,10 @@ static td_tensor *run(const char *call, const td_tensor *a, const td_tensor *b) 
 
 TD_EXPORT td_tensor *td_matmul(const td_tensor *a, const td_tensor *b) {
   if (!check_pair("matmul", a, b)) return NULL;
-  if (a->ndim == 0 || b->ndim == 0) {
-    td_fail(TD_ESHAPE, "matmul: both arguments need at least 1 dim, but they have %d and %d",
-            (int)a->ndim, (int)b->ndim);
-    return NULL;
-  }
+  if (a->ndim == 0 || b->ndim == 0)
+    return td_fail_null(TD_ESHAPE,
+                        "matmul: both arguments need at least 1 dim, but they have %d and %d",
+                        (int)a->ndim, (int)b->ndim);
   return run("matmul", a, b);
 }
 
@@ -414,10 +413,9 @@ TD_EXPORT td_tensor *td_bmm(const td_tensor *a, const td_tensor *b) {
   if (!check_pair("bmm", a, b) || !check_ndims("bmm", a, b, 3, 3)) return NULL;
   if (a->shape[0] != b->shape[0]) {
     char sa[TD_SHAPE_STR], sb[TD_SHAPE_STR];
-    td_fail(TD_ESHAPE, "bmm: batch sizes differ: shapes %s and %s",
-            td_format_shape(sa, sizeof sa, a->ndim, a->shape),
-            td_format_shape(sb, sizeof sb, b->ndim, b->shape));
-    return NULL;
+    return td_fail_null(TD_ESHAPE, "bmm: batch sizes differ: shapes %s and %s",
+                        td_format_shape(sa, sizeof sa, a->ndim, a->shape),
+                        td_format_shape(sb, sizeof sb, b->ndim, b->shape));
   }
   return run("bmm", a, b);
 }

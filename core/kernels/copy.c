@@ -305,10 +305,7 @@ TD_EXPORT int32_t td_tensor_fill_(td_tensor *dst, double value) {
 }
 
 TD_EXPORT td_tensor *td_tensor_clone(const td_tensor *t) {
-  if (!t) {
-    td_fail(TD_EINVAL, "clone: the tensor is NULL");
-    return NULL;
-  }
+  if (!t) return td_fail_null(TD_EINVAL, "clone: the tensor is NULL");
   td_tensor *out = td_tensor_empty(t->ndim, t->shape, t->dtype);
   if (out && td_tensor_copy_(out, t) < 0) {
     td_tensor_release(out);
@@ -318,19 +315,13 @@ TD_EXPORT td_tensor *td_tensor_clone(const td_tensor *t) {
 }
 
 TD_EXPORT td_tensor *td_tensor_contiguous(const td_tensor *t) {
-  if (!t) {
-    td_fail(TD_EINVAL, "contiguous: the tensor is NULL");
-    return NULL;
-  }
+  if (!t) return td_fail_null(TD_EINVAL, "contiguous: the tensor is NULL");
   if (td_tensor_is_contiguous(t)) return td_tensor_share(t);
   return td_tensor_clone(t);
 }
 
 TD_EXPORT td_tensor *td_tensor_to_dtype(const td_tensor *t, int32_t dtype) {
-  if (!t) {
-    td_fail(TD_EINVAL, "to_dtype: the tensor is NULL");
-    return NULL;
-  }
+  if (!t) return td_fail_null(TD_EINVAL, "to_dtype: the tensor is NULL");
   if (!td_check_dtype("to_dtype", dtype)) return NULL;
   if (t->dtype == dtype) return td_tensor_share(t);
   td_tensor *out = td_tensor_empty(t->ndim, t->shape, dtype);
@@ -356,14 +347,9 @@ TD_EXPORT td_tensor *td_tensor_full(int32_t ndim, const int64_t *shape, int32_t 
 
 TD_EXPORT td_tensor *td_tensor_arange(double start, double step, int64_t n, int32_t dtype) {
   if (!td_check_dtype("arange", dtype)) return NULL;
-  if (n < 0) {
-    td_fail(TD_EINVAL, "arange: count %lld is negative", (long long)n);
-    return NULL;
-  }
-  if (!isfinite(start) || !isfinite(step)) {
-    td_fail(TD_EINVAL, "arange: start %g and step %g must be finite", start, step);
-    return NULL;
-  }
+  if (n < 0) return td_fail_null(TD_EINVAL, "arange: count %lld is negative", (long long)n);
+  if (!isfinite(start) || !isfinite(step))
+    return td_fail_null(TD_EINVAL, "arange: start %g and step %g must be finite", start, step);
   td_tensor *t = td_tensor_empty(1, &n, dtype);
   if (!t) return NULL;
   /* Values are start + i * step (no accumulated error), cast a chunk at a time. */
@@ -383,18 +369,14 @@ TD_EXPORT td_tensor *td_tensor_arange(double start, double step, int64_t n, int3
 
 /* Address of t[index], or NULL after td_fail naming the offending index. */
 static char *element_ptr(const char *call, const td_tensor *t, const int64_t *index) {
-  if (t->ndim > 0 && !index) {
-    td_fail(TD_EINVAL, "%s: index is NULL for a %d-dim tensor", call, (int)t->ndim);
-    return NULL;
-  }
+  if (t->ndim > 0 && !index)
+    return td_fail_null(TD_EINVAL, "%s: index is NULL for a %d-dim tensor", call, (int)t->ndim);
   if (!td_check_cpu(call, t, "tensor")) return NULL;
   int64_t off = 0;
   for (int32_t d = 0; d < t->ndim; d++) {
-    if (index[d] < 0 || index[d] >= t->shape[d]) {
-      td_fail(TD_EINDEX, "%s: index %lld is out of range for dim %d of size %lld", call,
-              (long long)index[d], (int)d, (long long)t->shape[d]);
-      return NULL;
-    }
+    if (index[d] < 0 || index[d] >= t->shape[d])
+      return td_fail_null(TD_EINDEX, "%s: index %lld is out of range for dim %d of size %lld", call,
+                          (long long)index[d], (int)d, (long long)t->shape[d]);
     off += index[d] * t->strides[d];
   }
   return td_tensor_ptr(t) + off * t->itemsize;

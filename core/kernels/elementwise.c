@@ -77,7 +77,7 @@
 
 #include "elementwise.h"
 
-static const char *const names[TD_OP_LOGICAL_XOR + 1] = {
+static const char *const names[TD_BINARY_LOGICAL_XOR + 1] = {
     "add",     "sub",     "mul", "div", "floor_divide", "remainder",   "pow",
     "minimum", "maximum", "eq",  "ne",  "lt",           "le",          "gt",
     "ge",      "logical_and",    "logical_or",          "logical_xor"};
@@ -90,20 +90,20 @@ static bool is_bool_operand(td_operand x) {
 static int32_t compute_dtype(const char *call, int32_t op, td_operand x, td_operand y,
                              int32_t promoted) {
   const bool bx = is_bool_operand(x), by = is_bool_operand(y);
-  if (op == TD_OP_SUB && (bx || by)) {
+  if (op == TD_BINARY_SUB && (bx || by)) {
     if (bx && by)
       return td_fail(TD_EDTYPE, "%s: subtraction with two bool tensors is not supported; use "
                                 "logical_xor instead", call);
     return td_fail(TD_EDTYPE, "%s: subtraction with a bool tensor is not supported; to "
                               "invert a mask use logical_not instead", call);
   }
-  if (op == TD_OP_DIV)
+  if (op == TD_BINARY_DIV)
     return td_dtype_category(promoted) == TD_CAT_FLOAT ? promoted : TD_FLOAT32;
   /* bool ** a bool scalar is allowed: torch fills or copies before looking at dtypes */
-  if ((op == TD_OP_FLOOR_DIVIDE || op == TD_OP_REMAINDER || op == TD_OP_POW) &&
-      promoted == TD_BOOL && !(op == TD_OP_POW && !y.t))
+  if ((op == TD_BINARY_FLOOR_DIVIDE || op == TD_BINARY_REMAINDER || op == TD_BINARY_POW) &&
+      promoted == TD_BOOL && !(op == TD_BINARY_POW && !y.t))
     return td_fail(TD_EDTYPE, "%s: not supported for bool tensors", call);
-  if (op == TD_OP_POW && !y.t && promoted != TD_BOOL) {
+  if (op == TD_BINARY_POW && !y.t && promoted != TD_BOOL) {
     if (y.kind == TD_SCALAR_INT && y.s <= -1 && td_dtype_category(promoted) != TD_CAT_FLOAT)
       return td_fail(TD_EINVAL, "%s: integers to negative integer powers are not allowed",
                      call);
@@ -120,7 +120,7 @@ static int32_t compute_dtype(const char *call, int32_t op, td_operand x, td_oper
  * in float (elementwise_binary.c), so do we. */
 static bool float_scalar(int32_t op, td_operand y, int32_t c) {
   return !y.t && (c == TD_FLOAT16 || c == TD_BFLOAT16) &&
-         (op == TD_OP_MUL || op == TD_OP_DIV || op == TD_OP_FLOOR_DIVIDE);
+         (op == TD_BINARY_MUL || op == TD_BINARY_DIV || op == TD_BINARY_FLOOR_DIVIDE);
 }
 
 /* x op y into a new tensor (a NULL) or into a (in place). */
@@ -134,7 +134,7 @@ static int32_t binary_impl(const char *call, int32_t op, td_operand x, td_operan
   else td_promo_scalar(&pr, y.kind);
   const int32_t c = compute_dtype(call, op, x, y, td_promo_result(&pr));
   if (c < 0) return c;
-  const int32_t o = op >= TD_OP_EQ ? TD_BOOL : c; /* the op's result dtype */
+  const int32_t o = op >= TD_BINARY_EQ ? TD_BOOL : c; /* the op's result dtype */
   int32_t ndim;
   int64_t shape[TD_MAX_DIMS];
   if (!td_ew_broadcast(call, x, y, &ndim, shape)) return td_last_status();
@@ -143,7 +143,7 @@ static int32_t binary_impl(const char *call, int32_t op, td_operand x, td_operan
   td_ew_ctx ctx;
   td_ew_ctx_init(&ctx);
   td_inner_loop pow_special =
-      op == TD_OP_POW && !y.t ? td_ew_pow_scalar_loop(c, y.s, &ctx) : NULL;
+      op == TD_BINARY_POW && !y.t ? td_ew_pow_scalar_loop(c, y.s, &ctx) : NULL;
   const bool fscalar = float_scalar(op, y, c);
   td_inner_loop loop = pow_special ? pow_special
                        : fscalar   ? td_ew_float_scalar_loop(op, c)
@@ -159,7 +159,7 @@ static int32_t binary_impl(const char *call, int32_t op, td_operand x, td_operan
   }
   /* Write straight into a when the result has its dtype and nothing can fail midway;
    * otherwise into a temporary, copied (and cast) into a at the end. */
-  const bool int_division = (op == TD_OP_FLOOR_DIVIDE || op == TD_OP_REMAINDER) &&
+  const bool int_division = (op == TD_BINARY_FLOOR_DIVIDE || op == TD_BINARY_REMAINDER) &&
                             td_dtype_category(c) != TD_CAT_FLOAT;
   const bool direct = a && o == a->dtype && !int_division;
   out = direct ? a : td_tensor_empty(ndim, shape, o);
@@ -203,7 +203,7 @@ done:
 }
 
 static bool check_op(const char *call, int32_t op) {
-  if (op >= TD_OP_ADD && op <= TD_OP_LOGICAL_XOR) return true;
+  if (op >= TD_BINARY_ADD && op <= TD_BINARY_LOGICAL_XOR) return true;
   td_fail(TD_EINVAL, "%s: unknown binary op %d", call, (int)op);
   return false;
 }

@@ -235,25 +235,25 @@ EW_ALL(DEF_PRED, logical_xor)
 
 #define ENTRY(OP, DN, IT, CT, FAM, LD, ST) [TD_##DN] = bin_##OP##_##DN,
 /* loops[op][dtype] */
-static const td_inner_loop loops[TD_OP_LOGICAL_XOR + 1][TD_NUM_DTYPES] = {
-    [TD_OP_ADD] = {EW_ALL(ENTRY, add)},
-    [TD_OP_SUB] = {EW_NUM(ENTRY, sub)},
-    [TD_OP_MUL] = {EW_ALL(ENTRY, mul)},
-    [TD_OP_DIV] = {EW_FLOAT(ENTRY, div)},
-    [TD_OP_FLOOR_DIVIDE] = {EW_NUM(ENTRY, floor_divide)},
-    [TD_OP_REMAINDER] = {EW_NUM(ENTRY, remainder)},
-    [TD_OP_POW] = {EW_NUM(ENTRY, pow)},
-    [TD_OP_MINIMUM] = {EW_ALL(ENTRY, minimum)},
-    [TD_OP_MAXIMUM] = {EW_ALL(ENTRY, maximum)},
-    [TD_OP_EQ] = {EW_ALL(ENTRY, eq)},
-    [TD_OP_NE] = {EW_ALL(ENTRY, ne)},
-    [TD_OP_LT] = {EW_ALL(ENTRY, lt)},
-    [TD_OP_LE] = {EW_ALL(ENTRY, le)},
-    [TD_OP_GT] = {EW_ALL(ENTRY, gt)},
-    [TD_OP_GE] = {EW_ALL(ENTRY, ge)},
-    [TD_OP_LOGICAL_AND] = {EW_ALL(ENTRY, logical_and)},
-    [TD_OP_LOGICAL_OR] = {EW_ALL(ENTRY, logical_or)},
-    [TD_OP_LOGICAL_XOR] = {EW_ALL(ENTRY, logical_xor)},
+static const td_inner_loop loops[TD_BINARY_LOGICAL_XOR + 1][TD_NUM_DTYPES] = {
+    [TD_BINARY_ADD] = {EW_ALL(ENTRY, add)},
+    [TD_BINARY_SUB] = {EW_NUM(ENTRY, sub)},
+    [TD_BINARY_MUL] = {EW_ALL(ENTRY, mul)},
+    [TD_BINARY_DIV] = {EW_FLOAT(ENTRY, div)},
+    [TD_BINARY_FLOOR_DIVIDE] = {EW_NUM(ENTRY, floor_divide)},
+    [TD_BINARY_REMAINDER] = {EW_NUM(ENTRY, remainder)},
+    [TD_BINARY_POW] = {EW_NUM(ENTRY, pow)},
+    [TD_BINARY_MINIMUM] = {EW_ALL(ENTRY, minimum)},
+    [TD_BINARY_MAXIMUM] = {EW_ALL(ENTRY, maximum)},
+    [TD_BINARY_EQ] = {EW_ALL(ENTRY, eq)},
+    [TD_BINARY_NE] = {EW_ALL(ENTRY, ne)},
+    [TD_BINARY_LT] = {EW_ALL(ENTRY, lt)},
+    [TD_BINARY_LE] = {EW_ALL(ENTRY, le)},
+    [TD_BINARY_GT] = {EW_ALL(ENTRY, gt)},
+    [TD_BINARY_GE] = {EW_ALL(ENTRY, ge)},
+    [TD_BINARY_LOGICAL_AND] = {EW_ALL(ENTRY, logical_and)},
+    [TD_BINARY_LOGICAL_OR] = {EW_ALL(ENTRY, logical_or)},
+    [TD_BINARY_LOGICAL_XOR] = {EW_ALL(ENTRY, logical_xor)},
 };
 
 td_inner_loop td_ew_binary_loop(int32_t op, int32_t dtype) { return loops[op][dtype]; }
@@ -358,10 +358,10 @@ EW_HALF(DEF_FLOAT_SCALAR, floor_divide)
 
 td_inner_loop td_ew_float_scalar_loop(int32_t op, int32_t dtype) {
 #define FS_ENTRY(OP, DN, IT, CT, FAM, LD, ST) [TD_##DN] = fs_##OP##_##DN,
-  static const td_inner_loop fs[TD_OP_FLOOR_DIVIDE + 1][TD_NUM_DTYPES] = {
-      [TD_OP_MUL] = {EW_HALF(FS_ENTRY, mul)},
-      [TD_OP_DIV] = {EW_HALF(FS_ENTRY, div)},
-      [TD_OP_FLOOR_DIVIDE] = {EW_HALF(FS_ENTRY, floor_divide)},
+  static const td_inner_loop fs[TD_BINARY_FLOOR_DIVIDE + 1][TD_NUM_DTYPES] = {
+      [TD_BINARY_MUL] = {EW_HALF(FS_ENTRY, mul)},
+      [TD_BINARY_DIV] = {EW_HALF(FS_ENTRY, div)},
+      [TD_BINARY_FLOOR_DIVIDE] = {EW_HALF(FS_ENTRY, floor_divide)},
   };
-  return op <= TD_OP_FLOOR_DIVIDE ? fs[op][dtype] : NULL;
+  return op <= TD_BINARY_FLOOR_DIVIDE ? fs[op][dtype] : NULL;
 }

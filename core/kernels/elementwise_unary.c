@@ -110,27 +110,27 @@ EW_FLOAT(DEF_PRED, isinf)
 #define ENTRY(OP, DN, IT, CT, FAM, LD, ST) [TD_##DN] = un_##OP##_##DN,
 /* loops[op][dtype]; a missing entry is an identity (abs of uint8, floor of integers,
  * sign of bool, ...), a constant false (isnan of integers) or a refusal. */
-static const td_inner_loop loops[TD_OP_ISINF + 1][TD_NUM_DTYPES] = {
-    [TD_OP_NEG] = {EW_NUM(ENTRY, neg)},
-    [TD_OP_ABS] = {EW_SINT(ENTRY, abs) EW_FLOAT(ENTRY, abs)},
-    [TD_OP_EXP] = {EW_FLOAT(ENTRY, exp)},
-    [TD_OP_LOG] = {EW_FLOAT(ENTRY, log)},
-    [TD_OP_LOG1P] = {EW_FLOAT(ENTRY, log1p)},
-    [TD_OP_EXPM1] = {EW_FLOAT(ENTRY, expm1)},
-    [TD_OP_SQRT] = {EW_FLOAT(ENTRY, sqrt)},
-    [TD_OP_RSQRT] = {EW_FLOAT(ENTRY, rsqrt)},
-    [TD_OP_SIN] = {EW_FLOAT(ENTRY, sin)},
-    [TD_OP_COS] = {EW_FLOAT(ENTRY, cos)},
-    [TD_OP_TANH] = {EW_FLOAT(ENTRY, tanh)},
-    [TD_OP_SIGMOID] = {EW_FLOAT(ENTRY, sigmoid)},
-    [TD_OP_RELU] = {EW_SINT(ENTRY, relu) EW_FLOAT(ENTRY, relu)},
-    [TD_OP_FLOOR] = {EW_FLOAT(ENTRY, floor)},
-    [TD_OP_CEIL] = {EW_FLOAT(ENTRY, ceil)},
-    [TD_OP_ROUND] = {EW_FLOAT(ENTRY, round)},
-    [TD_OP_SIGN] = {EW_NUM(ENTRY, sign)},
-    [TD_OP_LOGICAL_NOT] = {EW_ALL(ENTRY, logical_not)},
-    [TD_OP_ISNAN] = {EW_FLOAT(ENTRY, isnan)},
-    [TD_OP_ISINF] = {EW_FLOAT(ENTRY, isinf)},
+static const td_inner_loop loops[TD_UNARY_ISINF + 1][TD_NUM_DTYPES] = {
+    [TD_UNARY_NEG] = {EW_NUM(ENTRY, neg)},
+    [TD_UNARY_ABS] = {EW_SINT(ENTRY, abs) EW_FLOAT(ENTRY, abs)},
+    [TD_UNARY_EXP] = {EW_FLOAT(ENTRY, exp)},
+    [TD_UNARY_LOG] = {EW_FLOAT(ENTRY, log)},
+    [TD_UNARY_LOG1P] = {EW_FLOAT(ENTRY, log1p)},
+    [TD_UNARY_EXPM1] = {EW_FLOAT(ENTRY, expm1)},
+    [TD_UNARY_SQRT] = {EW_FLOAT(ENTRY, sqrt)},
+    [TD_UNARY_RSQRT] = {EW_FLOAT(ENTRY, rsqrt)},
+    [TD_UNARY_SIN] = {EW_FLOAT(ENTRY, sin)},
+    [TD_UNARY_COS] = {EW_FLOAT(ENTRY, cos)},
+    [TD_UNARY_TANH] = {EW_FLOAT(ENTRY, tanh)},
+    [TD_UNARY_SIGMOID] = {EW_FLOAT(ENTRY, sigmoid)},
+    [TD_UNARY_RELU] = {EW_SINT(ENTRY, relu) EW_FLOAT(ENTRY, relu)},
+    [TD_UNARY_FLOOR] = {EW_FLOAT(ENTRY, floor)},
+    [TD_UNARY_CEIL] = {EW_FLOAT(ENTRY, ceil)},
+    [TD_UNARY_ROUND] = {EW_FLOAT(ENTRY, round)},
+    [TD_UNARY_SIGN] = {EW_NUM(ENTRY, sign)},
+    [TD_UNARY_LOGICAL_NOT] = {EW_ALL(ENTRY, logical_not)},
+    [TD_UNARY_ISNAN] = {EW_FLOAT(ENTRY, isnan)},
+    [TD_UNARY_ISINF] = {EW_FLOAT(ENTRY, isinf)},
 };
 
 /* Transcendentals of float32 / float64 go through SLEEF (elementwise_vecmath.c). */
@@ -141,7 +141,7 @@ td_inner_loop td_ew_unary_loop(int32_t op, int32_t dtype) {
 
 /* ---- entry points ------------------------------------------------------------------------- */
 
-static const char *const names[TD_OP_ISINF + 1] = {
+static const char *const names[TD_UNARY_ISINF + 1] = {
     "neg",  "abs",     "exp",  "log",   "log1p", "expm1", "sqrt",
     "rsqrt", "sin",    "cos",  "tanh",  "sigmoid", "relu", "floor",
     "ceil", "round",   "sign", "logical_not", "isnan", "isinf"};
@@ -152,19 +152,19 @@ enum plan { RUN_LOOP, RUN_IDENTITY, RUN_FALSE };
  * -1 after td_fail for a refused combination. */
 static int32_t plan_for(const char *call, int32_t op, int32_t a, int32_t *c, int32_t *o) {
   *c = *o = a;
-  if (op >= TD_OP_EXP && op <= TD_OP_SIGMOID) {
+  if (op >= TD_UNARY_EXP && op <= TD_UNARY_SIGMOID) {
     *c = *o = td_dtype_category(a) == TD_CAT_FLOAT ? a : TD_FLOAT32;
     return RUN_LOOP;
   }
-  if (a == TD_BOOL && op == TD_OP_NEG)
+  if (a == TD_BOOL && op == TD_UNARY_NEG)
     return td_fail(TD_EDTYPE, "%s: negation of a bool tensor is not supported; to invert a "
                               "mask use logical_not instead", call);
-  if (a == TD_BOOL && (op == TD_OP_ABS || op == TD_OP_RELU || op == TD_OP_FLOOR ||
-                       op == TD_OP_CEIL || op == TD_OP_ROUND))
+  if (a == TD_BOOL && (op == TD_UNARY_ABS || op == TD_UNARY_RELU || op == TD_UNARY_FLOOR ||
+                       op == TD_UNARY_CEIL || op == TD_UNARY_ROUND))
     return td_fail(TD_EDTYPE, "%s: not supported for bool tensors", call);
-  if (op >= TD_OP_LOGICAL_NOT) *o = TD_BOOL;
+  if (op >= TD_UNARY_LOGICAL_NOT) *o = TD_BOOL;
   if (loops[op][a]) return RUN_LOOP;
-  return op >= TD_OP_LOGICAL_NOT ? RUN_FALSE : RUN_IDENTITY;
+  return op >= TD_UNARY_LOGICAL_NOT ? RUN_FALSE : RUN_IDENTITY;
 }
 
 static td_tensor *unary_new(const char *call, int32_t op, const td_tensor *a) {
@@ -185,7 +185,7 @@ static td_tensor *unary_new(const char *call, int32_t op, const td_tensor *a) {
 }
 
 static bool check_op(const char *call, int32_t op) {
-  if (op >= TD_OP_NEG && op <= TD_OP_ISINF) return true;
+  if (op >= TD_UNARY_NEG && op <= TD_UNARY_ISINF) return true;
   td_fail(TD_EINVAL, "%s: unknown unary op %d", call, (int)op);
   return false;
 }

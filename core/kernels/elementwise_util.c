@@ -60,10 +60,8 @@ td_tensor *td_ew_scalar_tensor(const char *call, double s, int32_t kind, int32_t
   if (kind == TD_SCALAR_INT) {
     /* A Python int beyond int64 is an OverflowError in torch; an INT value with a
      * fraction is truncated (the Lua layer decides the kind). */
-    if (!(s >= -0x1p63 && s < 0x1p63)) {
-      td_fail(TD_EINVAL, "%s: integer scalar %g is outside the int64 range", call, s);
-      return NULL;
-    }
+    if (!(s >= -0x1p63 && s < 0x1p63))
+      return td_fail_null(TD_EINVAL, "%s: integer scalar %g is outside the int64 range", call, s);
     const int64_t i = (int64_t)s;
     return zero_dim(dtype, TD_INT64, &i); /* int64 -> narrower integers wraps, like torch */
   }

@@ -45,19 +45,15 @@ static bool same_ndim(const char *call, const td_tensor *a, const char *aname,
 TD_EXPORT td_tensor *td_index_select(const td_tensor *a, int32_t dim, const td_tensor *index) {
   const char *call = "index_select";
   int32_t d;
-  if (!a || !index) {
-    td_fail(TD_EINVAL, "%s: the %s is NULL", call, a ? "index" : "tensor");
-    return NULL;
-  }
+  if (!a || !index)
+    return td_fail_null(TD_EINVAL, "%s: the %s is NULL", call, a ? "index" : "tensor");
   if (!td_check_cpu(call, a, "tensor") || !td_check_cpu(call, index, "index") ||
       !td_wrap_dim(call, dim, a->ndim, &d) || !check_1d_index(call, index))
     return NULL;
   const int64_t n = td_tensor_numel(index);
-  if (a->ndim == 0 && n != 1) {
-    td_fail(TD_ESHAPE, "%s: a 0-dim tensor takes exactly one index, got %lld", call,
-            (long long)n);
-    return NULL;
-  }
+  if (a->ndim == 0 && n != 1)
+    return td_fail_null(TD_ESHAPE, "%s: a 0-dim tensor takes exactly one index, got %lld", call,
+                        (long long)n);
   td_tensor a1;
   td_as_1d_at_least(a, &a1);
   td_tensor *offs = td_index_offsets(call, index, a1.shape[d], d, a1.strides[d] * a1.itemsize);
@@ -79,10 +75,8 @@ TD_EXPORT td_tensor *td_index_select(const td_tensor *a, int32_t dim, const td_t
 TD_EXPORT td_tensor *td_gather(const td_tensor *a, int32_t dim, const td_tensor *index) {
   const char *call = "gather";
   int32_t d;
-  if (!a || !index) {
-    td_fail(TD_EINVAL, "%s: the %s is NULL", call, a ? "index" : "tensor");
-    return NULL;
-  }
+  if (!a || !index)
+    return td_fail_null(TD_EINVAL, "%s: the %s is NULL", call, a ? "index" : "tensor");
   if (!td_check_cpu(call, a, "tensor") || !td_check_cpu(call, index, "index") ||
       !td_wrap_dim(call, dim, a->ndim, &d) || !same_ndim(call, a, "the input", index, "index"))
     return NULL;
@@ -92,10 +86,11 @@ TD_EXPORT td_tensor *td_gather(const td_tensor *a, int32_t dim, const td_tensor 
   for (int32_t k = 0; k < a1.ndim; k++) {
     if (k == d || i1.shape[k] <= a1.shape[k]) continue;
     char si[TD_SHAPE_STR], sa[TD_SHAPE_STR];
-    td_fail(TD_ESHAPE, "%s: index shape %s is larger than input shape %s in dim %d (only "
-            "dim %d may be larger)", call, td_format_shape(si, sizeof si, index->ndim, index->shape),
-            td_format_shape(sa, sizeof sa, a->ndim, a->shape), (int)k, (int)d);
-    return NULL;
+    return td_fail_null(TD_ESHAPE,
+                        "%s: index shape %s is larger than input shape %s in dim %d (only "
+                        "dim %d may be larger)",
+                        call, td_format_shape(si, sizeof si, index->ndim, index->shape),
+                        td_format_shape(sa, sizeof sa, a->ndim, a->shape), (int)k, (int)d);
   }
   td_tensor *offs = td_index_offsets(call, index, a1.shape[d], d, a1.strides[d] * a1.itemsize);
   if (!offs) return NULL;

@@ -158,22 +158,20 @@ TD_EXPORT td_tensor *td_stack(const td_tensor *const *tensors, int32_t n, int32_
     for (int32_t d = 0; d < t->ndim && same; d++) same = t->shape[d] == ref->shape[d];
     if (same) continue;
     char a[TD_SHAPE_STR], b[TD_SHAPE_STR];
-    td_fail(TD_ESHAPE, "%s: tensors must have one shape, but tensor 0 has shape %s and "
-            "tensor %d has shape %s", call, td_format_shape(a, sizeof a, ref->ndim, ref->shape),
-            (int)i, td_format_shape(b, sizeof b, t->ndim, t->shape));
-    return NULL;
+    return td_fail_null(TD_ESHAPE,
+                        "%s: tensors must have one shape, but tensor 0 has shape %s and "
+                        "tensor %d has shape %s",
+                        call, td_format_shape(a, sizeof a, ref->ndim, ref->shape), (int)i,
+                        td_format_shape(b, sizeof b, t->ndim, t->shape));
   }
   const int32_t nd = ref->ndim + 1;
-  if (nd > TD_MAX_DIMS) {
-    td_fail(TD_ESHAPE, "%s: the result would have %d dims (at most %d)", call, (int)nd,
-            TD_MAX_DIMS);
-    return NULL;
-  }
-  if (dim < -nd || dim >= nd) {
-    td_fail(TD_EINDEX, "%s: dim %d is out of range for stacking %d-dim tensors (valid: %d..%d)",
-            call, (int)dim, (int)ref->ndim, (int)-nd, (int)nd - 1);
-    return NULL;
-  }
+  if (nd > TD_MAX_DIMS)
+    return td_fail_null(TD_ESHAPE, "%s: the result would have %d dims (at most %d)", call, (int)nd,
+                        TD_MAX_DIMS);
+  if (dim < -nd || dim >= nd)
+    return td_fail_null(TD_EINDEX,
+                        "%s: dim %d is out of range for stacking %d-dim tensors (valid: %d..%d)",
+                        call, (int)dim, (int)ref->ndim, (int)-nd, (int)nd - 1);
   const int32_t d = dim < 0 ? dim + nd : dim;
   int32_t dtype;
   if (!common_dtype(tensors, n, &dtype)) return NULL;
@@ -262,21 +260,16 @@ done:
 TD_EXPORT td_tensor *td_pad(const td_tensor *a, const int64_t *pads, int32_t npads,
                             double value) {
   const char *call = "pad";
-  if (!a || (!pads && npads > 0)) {
-    td_fail(TD_EINVAL, "%s: the %s is NULL", call, a ? "pads array" : "tensor");
-    return NULL;
-  }
+  if (!a || (!pads && npads > 0))
+    return td_fail_null(TD_EINVAL, "%s: the %s is NULL", call, a ? "pads array" : "tensor");
   if (!td_check_cpu(call, a, "tensor")) return NULL;
-  if (npads < 0 || npads % 2 != 0) {
-    td_fail(TD_EINVAL, "%s: pads has %d entries; it needs an even count (before, after per dim)",
-            call, (int)npads);
-    return NULL;
-  }
-  if (npads / 2 > a->ndim) {
-    td_fail(TD_EINVAL, "%s: %d pads cover %d dims but the tensor has %d", call, (int)npads,
-            (int)(npads / 2), (int)a->ndim);
-    return NULL;
-  }
+  if (npads < 0 || npads % 2 != 0)
+    return td_fail_null(TD_EINVAL,
+                        "%s: pads has %d entries; it needs an even count (before, after per dim)",
+                        call, (int)npads);
+  if (npads / 2 > a->ndim)
+    return td_fail_null(TD_EINVAL, "%s: %d pads cover %d dims but the tensor has %d", call,
+                        (int)npads, (int)(npads / 2), (int)a->ndim);
   /* Per dim: the result's size, and which range of a lands where in it. */
   int64_t shape[TD_MAX_DIMS], before[TD_MAX_DIMS] = {0}, after[TD_MAX_DIMS] = {0};
   for (int32_t k = 0; k < a->ndim; k++) shape[k] = a->shape[k];
@@ -290,12 +283,10 @@ TD_EXPORT td_tensor *td_pad(const td_tensor *a, const int64_t *pads, int32_t npa
       kept = s + (b < 0 ? b : 0) + (e < 0 ? e : 0);
       size = s + b + e;
     }
-    if (!ok || kept < 0) {
-      td_fail(TD_ESHAPE, "%s: dim %d of size %lld padded by (%lld, %lld) leaves %s", call,
-              (int)k, (long long)s, (long long)b, (long long)e,
-              ok ? "a negative size after cropping" : "a size out of range");
-      return NULL;
-    }
+    if (!ok || kept < 0)
+      return td_fail_null(TD_ESHAPE, "%s: dim %d of size %lld padded by (%lld, %lld) leaves %s",
+                          call, (int)k, (long long)s, (long long)b, (long long)e,
+                          ok ? "a negative size after cropping" : "a size out of range");
     shape[k] = size;
     before[k] = b;
     after[k] = e;

@@ -206,10 +206,8 @@ static bool check_mask(const char *call, const td_tensor *mask) {
 
 TD_EXPORT td_tensor *td_masked_select(const td_tensor *a, const td_tensor *mask) {
   const char *call = "masked_select";
-  if (!a || !mask) {
-    td_fail(TD_EINVAL, "%s: the %s is NULL", call, a ? "mask" : "tensor");
-    return NULL;
-  }
+  if (!a || !mask)
+    return td_fail_null(TD_EINVAL, "%s: the %s is NULL", call, a ? "mask" : "tensor");
   int32_t nd;
   int64_t shape[TD_MAX_DIMS];
   if (!td_check_cpu(call, a, "tensor") || !check_mask(call, mask) ||
@@ -234,10 +232,7 @@ TD_EXPORT td_tensor *td_masked_select(const td_tensor *a, const td_tensor *mask)
 
 TD_EXPORT td_tensor *td_nonzero(const td_tensor *a) {
   const char *call = "nonzero";
-  if (!a) {
-    td_fail(TD_EINVAL, "%s: the tensor is NULL", call);
-    return NULL;
-  }
+  if (!a) return td_fail_null(TD_EINVAL, "%s: the tensor is NULL", call);
   if (!td_check_cpu(call, a, "tensor")) return NULL;
   td_tensor pos;
   position_counter(a, a->ndim, a->shape, &pos);
@@ -263,16 +258,14 @@ static td_tensor *row_offsets(const char *call, const td_tensor *a, const td_ten
   for (int32_t d = 0; d < mask->ndim && ok; d++) ok = mask->shape[d] == a->shape[d];
   if (!ok) {
     char sm[TD_SHAPE_STR], sa[TD_SHAPE_STR];
-    td_fail(TD_ESHAPE, "%s: mask shape %s does not match the leading dims of tensor shape %s",
-            call, td_format_shape(sm, sizeof sm, mask->ndim, mask->shape),
-            td_format_shape(sa, sizeof sa, a->ndim, a->shape));
-    return NULL;
+    return td_fail_null(TD_ESHAPE,
+                        "%s: mask shape %s does not match the leading dims of tensor shape %s",
+                        call, td_format_shape(sm, sizeof sm, mask->ndim, mask->shape),
+                        td_format_shape(sa, sizeof sa, a->ndim, a->shape));
   }
-  if (a->ndim - mask->ndim + 1 > TD_MAX_DIMS) {
-    td_fail(TD_ESHAPE, "%s: the result would have %d dims (at most %d)", call,
-            (int)(a->ndim - mask->ndim + 1), TD_MAX_DIMS);
-    return NULL;
-  }
+  if (a->ndim - mask->ndim + 1 > TD_MAX_DIMS)
+    return td_fail_null(TD_ESHAPE, "%s: the result would have %d dims (at most %d)", call,
+                        (int)(a->ndim - mask->ndim + 1), TD_MAX_DIMS);
   td_tensor lead, pos;
   td_view_set(&lead, a, a->offset, mask->ndim, mask->shape, a->strides);
   position_counter(mask, mask->ndim, mask->shape, &pos);
@@ -308,10 +301,8 @@ static int32_t rows_layout(const td_tensor *a, const td_tensor *mask, const td_t
 
 TD_EXPORT td_tensor *td_mask_rows(const td_tensor *a, const td_tensor *mask) {
   const char *call = "mask_rows";
-  if (!a || !mask) {
-    td_fail(TD_EINVAL, "%s: the %s is NULL", call, a ? "mask" : "tensor");
-    return NULL;
-  }
+  if (!a || !mask)
+    return td_fail_null(TD_EINVAL, "%s: the %s is NULL", call, a ? "mask" : "tensor");
   if (!td_check_cpu(call, a, "tensor") || !check_mask(call, mask)) return NULL;
   td_tensor *offs = row_offsets(call, a, mask);
   if (!offs) return NULL;

@@ -61,10 +61,7 @@ static td_generator default_generator = {0, 0};
 
 TD_EXPORT td_generator *td_generator_new(uint64_t seed) {
   td_generator *g = malloc(sizeof *g);
-  if (!g) {
-    td_fail(TD_ENOMEM, "generator_new: out of memory");
-    return NULL;
-  }
+  if (!g) return td_fail_null(TD_ENOMEM, "generator_new: out of memory");
   g->seed = seed;
   g->offset = 0;
   return g;
@@ -380,17 +377,12 @@ TD_EXPORT int32_t td_randint_(td_tensor *t, int64_t low, int64_t high, td_genera
 
 TD_EXPORT td_tensor *td_randperm(int64_t n, int32_t dtype, td_generator *g) {
   if (!td_check_dtype("randperm", dtype)) return NULL;
-  if (n < 0) {
-    td_fail(TD_EINVAL, "randperm: n %lld is negative", (long long)n);
-    return NULL;
-  }
+  if (n < 0) return td_fail_null(TD_EINVAL, "randperm: n %lld is negative", (long long)n);
   int64_t lo, hi;
   exact_range(dtype, &lo, &hi);
-  if (dtype == TD_BOOL || n - 1 > hi) {
-    td_fail(TD_EDTYPE, "randperm: dtype %s cannot hold values up to %lld", td_dtype_name(dtype),
-            (long long)(n - 1));
-    return NULL;
-  }
+  if (dtype == TD_BOOL || n - 1 > hi)
+    return td_fail_null(TD_EDTYPE, "randperm: dtype %s cannot hold values up to %lld",
+                        td_dtype_name(dtype), (long long)(n - 1));
   td_tensor *perm = td_tensor_empty(1, &n, TD_INT64);
   if (!perm) return NULL;
   if (!g) g = &default_generator;

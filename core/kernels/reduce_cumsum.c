@@ -120,11 +120,10 @@ static void column_blocks(int64_t b, int64_t e, void *vpl) {
 TD_EXPORT td_tensor *td_cumsum(const td_tensor *a, int32_t dim) {
   if (!red_check_input("cumsum", a)) return NULL;
   const int32_t nd = a->ndim > 0 ? a->ndim : 1;
-  if (dim < 0 || dim >= nd) {
-    td_fail(TD_EINDEX, "cumsum: dim %d is out of range for a tensor of %d dims (dims are 0-based)",
-            (int)dim, (int)a->ndim);
-    return NULL;
-  }
+  if (dim < 0 || dim >= nd)
+    return td_fail_null(TD_EINDEX,
+                        "cumsum: dim %d is out of range for a tensor of %d dims (dims are 0-based)",
+                        (int)dim, (int)a->ndim);
   const int32_t odt = td_dtype_is_floating(a->dtype) ? a->dtype : TD_INT64;
   td_tensor *out = td_tensor_empty(a->ndim, a->shape, odt);
   if (!out) return NULL;

@@ -55,11 +55,9 @@ static void offs_chunk(int64_t begin, int64_t end, void *arg) {
 
 td_tensor *td_index_offsets(const char *call, const td_tensor *index, int64_t size,
                             int32_t dim, int64_t stride_bytes) {
-  if (index->dtype != TD_INT64 && index->dtype != TD_INT32) {
-    td_fail(TD_EDTYPE, "%s: index dtype %s is not int64 or int32", call,
-            td_dtype_name(index->dtype));
-    return NULL;
-  }
+  if (index->dtype != TD_INT64 && index->dtype != TD_INT32)
+    return td_fail_null(TD_EDTYPE, "%s: index dtype %s is not int64 or int32", call,
+                        td_dtype_name(index->dtype));
   td_tensor *out = td_tensor_empty(index->ndim, index->shape, TD_INT64);
   if (!out) return NULL;
   const td_tensor *ops[2] = {out, index};
@@ -69,8 +67,7 @@ td_tensor *td_index_offsets(const char *call, const td_tensor *index, int64_t si
   offs_ctx *chunks = calloc((size_t)(nchunks > 0 ? nchunks : 1), sizeof *chunks);
   if (!chunks) {
     td_tensor_release(out);
-    td_fail(TD_ENOMEM, "%s: out of memory", call);
-    return NULL;
+    return td_fail_null(TD_ENOMEM, "%s: out of memory", call);
   }
   for (int64_t c = 0; c < nchunks; c++) chunks[c] = (offs_ctx){size, stride_bytes, 0, false};
   offs_job job = {&it, index->dtype == TD_INT64 ? offs_from_i64 : offs_from_i32, chunks};

@@ -50,7 +50,7 @@ VM_PAIR(tanh, SLF(tanh), SLD(tanh))
 VM_PAIR(sigmoid, sigmoid_vf, sigmoid_vd)
 
 #define VM_CASE(OP, NAME) \
-  case TD_OP_##OP:        \
+  case TD_UNARY_##OP:     \
     return dtype == TD_FLOAT32 ? vm_##NAME##_f32 : vm_##NAME##_f64;
 
 td_inner_loop VM_TABLE(int32_t op, int32_t dtype);

@@ -23,7 +23,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../kernels/dtypes.h"
 #include "internal.h"
 
 enum { CSV_BLOCK = 1 << 20, CSV_SHOW = 48 };
@@ -371,23 +370,16 @@ TD_EXPORT void td_csv_close(td_csv *r) {
 }
 
 static td_csv *open_reader(const char *path, int32_t delimiter) {
-  if (!path) {
-    td_fail(TD_EINVAL, "csv_open: path is NULL");
-    return NULL;
-  }
+  if (!path) return td_fail_null(TD_EINVAL, "csv_open: path is NULL");
   if (delimiter <= 0 || delimiter > 127 || delimiter == '"' || delimiter == '\n' ||
-      delimiter == '\r') {
-    td_fail(TD_EINVAL,
-            "csv_open: the delimiter must be one ASCII character other than a quote or a line end, "
-            "got code %d",
-            (int)delimiter);
-    return NULL;
-  }
+      delimiter == '\r')
+    return td_fail_null(
+        TD_EINVAL,
+        "csv_open: the delimiter must be one ASCII character other than a quote or a line end, "
+        "got code %d",
+        (int)delimiter);
   td_csv *r = calloc(1, sizeof *r);
-  if (!r) {
-    td_fail(TD_ENOMEM, "csv_open: out of memory");
-    return NULL;
-  }
+  if (!r) return td_fail_null(TD_ENOMEM, "csv_open: out of memory");
   r->fd = -1;
   r->delim = (char)delimiter;
   r->line = 1;
@@ -396,8 +388,7 @@ static td_csv *open_reader(const char *path, int32_t delimiter) {
   r->buf = malloc((size_t)r->cap);
   if (!r->path || !r->buf) {
     td_csv_close(r);
-    td_fail(TD_ENOMEM, "csv_open: out of memory");
-    return NULL;
+    return td_fail_null(TD_ENOMEM, "csv_open: out of memory");
   }
   r->fd = open(path, O_RDONLY | O_CLOEXEC);
   if (r->fd < 0) {
@@ -433,8 +424,7 @@ TD_EXPORT td_csv *td_csv_open(const char *path, int32_t delimiter, int32_t has_h
     r->names = calloc((size_t)r->ncols, sizeof *r->names);
     if (!r->names) {
       td_csv_close(r);
-      td_fail(TD_ENOMEM, "csv_open: out of memory");
-      return NULL;
+      return td_fail_null(TD_ENOMEM, "csv_open: out of memory");
     }
     for (int32_t i = 0; i < r->ncols; i++) {
       csv_span s = r->spans[i];
@@ -446,8 +436,7 @@ TD_EXPORT td_csv *td_csv_open(const char *path, int32_t delimiter, int32_t has_h
       r->names[i] = span_text(r, &s);
       if (!r->names[i]) {
         td_csv_close(r);
-        td_fail(TD_ENOMEM, "csv_open: out of memory");
-        return NULL;
+        return td_fail_null(TD_ENOMEM, "csv_open: out of memory");
       }
     }
   }

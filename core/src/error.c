@@ -7,13 +7,25 @@
 static _Thread_local char last_message[1024];
 static _Thread_local int32_t last_status;
 
+static void record(int32_t status, const char *fmt, va_list ap) {
+  vsnprintf(last_message, sizeof last_message, fmt, ap);
+  last_status = status;
+}
+
 int32_t td_fail(int32_t status, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(last_message, sizeof last_message, fmt, ap);
+  record(status, fmt, ap);
   va_end(ap);
-  last_status = status;
   return status;
+}
+
+void *td_fail_null(int32_t status, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  record(status, fmt, ap);
+  va_end(ap);
+  return NULL;
 }
 
 TD_EXPORT const char *td_last_error(void) { return last_message; }

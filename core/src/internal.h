@@ -40,6 +40,9 @@ void td_heap_cache_before_fork(void);
 /* ---- errors (error.c) ---- */
 /* Records status and a printf-style message for td_last_error(); returns status. */
 int32_t td_fail(int32_t status, const char *fmt, ...) TD_PRINTF(2, 3);
+/* td_fail for the calls that return a pointer: records the error, returns NULL, so a
+ * refusal is one line. */
+void *td_fail_null(int32_t status, const char *fmt, ...) TD_PRINTF(2, 3);
 /* Writes "[a, b, c]" into buf. */
 const char *td_format_shape(char *buf, size_t len, int32_t ndim, const int64_t *shape);
 enum { TD_SHAPE_STR = 16 * 22 + 4 };
@@ -69,7 +72,15 @@ static inline char *td_tensor_ptr(const td_tensor *t) {
   return t->storage->data + t->offset * t->itemsize;
 }
 
-/* ---- broadcasting (views.c) ---- */
+/* ---- shapes (shape.c) ---- */
+/* False with "<call>: dim d is out of range ..." unless 0 <= dim < ndim. */
+bool td_check_dim(const char *call, const td_tensor *t, int32_t dim, int32_t ndim);
+/* Copies shape into out with its one -1 resolved from t's element count; false with an
+ * error when the shape is invalid or does not hold exactly t's elements. */
+bool td_infer_shape(const char *call, const td_tensor *t, int32_t ndim, const int64_t *shape,
+                    int64_t *out);
+/* Strides that view t as shape (same element count) without a copy, or false. */
+bool td_view_strides(const td_tensor *t, int32_t ndim, const int64_t *shape, int64_t *strides);
 /* The broadcast of two shapes (numpy rules) into out_shape / *out_ndim; on failure
  * sets "<call>: shapes [..] and [..] do not broadcast" and returns false. */
 bool td_broadcast_shapes(const char *call, int32_t a_ndim, const int64_t *a_shape,

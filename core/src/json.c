@@ -59,10 +59,7 @@ static void fail_at(const char *text, int64_t len, int64_t offset, const char *w
 }
 
 TD_EXPORT td_json *td_json_parse(const char *text, int64_t len) {
-  if (!text || len < 0) {
-    td_fail(TD_EINVAL, "json: no text given");
-    return NULL;
-  }
+  if (!text || len < 0) return td_fail_null(TD_EINVAL, "json: no text given");
   int64_t nul = find_nul_escape(text, len);
   if (nul >= 0) {
     fail_at(text, len, nul, "\\u0000 (a NUL character) is not supported in strings");
@@ -88,8 +85,7 @@ TD_EXPORT td_json *td_json_parse(const char *text, int64_t len) {
   td_json *doc = malloc(sizeof *doc);
   if (!doc) {
     cJSON_Delete(root);
-    td_fail(TD_ENOMEM, "json: out of memory");
-    return NULL;
+    return td_fail_null(TD_ENOMEM, "json: out of memory");
   }
   doc->root = root;
   return doc;

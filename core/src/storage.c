@@ -18,15 +18,10 @@ static atomic_int_fast64_t live_bytes;
 TD_EXPORT int64_t td_live_bytes(void) { return (int64_t)atomic_load(&live_bytes); }
 
 static td_storage *storage_header(const char *call, int64_t nbytes) {
-  if (nbytes < 0) {
-    td_fail(TD_EINVAL, "%s: negative byte count %lld", call, (long long)nbytes);
-    return NULL;
-  }
+  if (nbytes < 0)
+    return td_fail_null(TD_EINVAL, "%s: negative byte count %lld", call, (long long)nbytes);
   td_storage *s = calloc(1, sizeof *s);
-  if (!s) {
-    td_fail(TD_ENOMEM, "%s: out of memory", call);
-    return NULL;
-  }
+  if (!s) return td_fail_null(TD_ENOMEM, "%s: out of memory", call);
   atomic_init(&s->refcount, 1);
   s->nbytes = nbytes;
   s->writable = 1;
@@ -41,8 +36,7 @@ TD_EXPORT td_storage *td_storage_new_heap(int64_t nbytes) {
   s->data = td_heap_alloc(nbytes, &s->mapped_bytes);
   if (!s->data) {
     free(s);
-    td_fail(TD_ENOMEM, "storage: cannot allocate %lld bytes", (long long)nbytes);
-    return NULL;
+    return td_fail_null(TD_ENOMEM, "storage: cannot allocate %lld bytes", (long long)nbytes);
   }
   atomic_fetch_add(&live_bytes, nbytes);
   return s;
@@ -57,9 +51,8 @@ TD_EXPORT td_storage *td_storage_new_shared(int64_t nbytes) {
                  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) {
     free(s);
-    td_fail(TD_ENOMEM, "shared storage: cannot map %lld bytes: %s", (long long)nbytes,
-            strerror(errno));
-    return NULL;
+    return td_fail_null(TD_ENOMEM, "shared storage: cannot map %lld bytes: %s", (long long)nbytes,
+                        strerror(errno));
   }
   s->data = p;
   atomic_fetch_add(&live_bytes, nbytes);
@@ -75,14 +68,9 @@ static const char *mode_name(int32_t mode) {
 }
 
 TD_EXPORT td_storage *td_storage_map_file(const char *path, int64_t nbytes, int32_t mode) {
-  if (!path) {
-    td_fail(TD_EINVAL, "map_file: path is NULL");
-    return NULL;
-  }
-  if (mode != TD_MAP_READ && mode != TD_MAP_READWRITE && mode != TD_MAP_CREATE) {
-    td_fail(TD_EINVAL, "map_file: unknown mode %d for '%s'", (int)mode, path);
-    return NULL;
-  }
+  if (!path) return td_fail_null(TD_EINVAL, "map_file: path is NULL");
+  if (mode != TD_MAP_READ && mode != TD_MAP_READWRITE && mode != TD_MAP_CREATE)
+    return td_fail_null(TD_EINVAL, "map_file: unknown mode %d for '%s'", (int)mode, path);
   td_storage *s = storage_header("map_file", nbytes);
   if (!s) return NULL;
   s->kind = TD_STORAGE_FILE;

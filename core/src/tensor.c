@@ -102,10 +102,7 @@ static void set_layout(td_tensor *h, td_storage *s, int64_t offset, int32_t ndim
 td_tensor *td_tensor_wrap(td_storage *s, int64_t offset, int32_t ndim, const int64_t *shape,
                           const int64_t *strides, int32_t dtype) {
   td_tensor *t = malloc(sizeof *t);
-  if (!t) {
-    td_fail(TD_ENOMEM, "tensor: out of memory");
-    return NULL;
-  }
+  if (!t) return td_fail_null(TD_ENOMEM, "tensor: out of memory");
   set_layout(t, s, offset, ndim, shape, strides, dtype);
   t->refcount = 1;
   td_storage_retain(s);
@@ -141,17 +138,12 @@ TD_EXPORT td_tensor *td_tensor_from_storage(td_storage *s, int64_t offset, int32
                                             const int64_t *shape, const int64_t *strides,
                                             int32_t dtype) {
   int64_t numel;
-  if (!s) {
-    td_fail(TD_EINVAL, "from_storage: storage is NULL");
-    return NULL;
-  }
+  if (!s) return td_fail_null(TD_EINVAL, "from_storage: storage is NULL");
   if (!td_check_dtype("from_storage", dtype) ||
       !td_shape_is_valid("from_storage", ndim, shape, &numel))
     return NULL;
-  if (offset < 0) {
-    td_fail(TD_EINDEX, "from_storage: negative offset %lld", (long long)offset);
-    return NULL;
-  }
+  if (offset < 0)
+    return td_fail_null(TD_EINDEX, "from_storage: negative offset %lld", (long long)offset);
   int64_t cstrides[TD_MAX_DIMS];
   if (!strides) {
     (void)td_contiguous_strides(ndim, shape, cstrides); /* td_shape_is_valid checked it */
@@ -161,32 +153,26 @@ TD_EXPORT td_tensor *td_tensor_from_storage(td_storage *s, int64_t offset, int32
   int64_t last = offset, bytes;
   for (int32_t i = 0; i < ndim && numel; i++) {
     int64_t step;
-    if (strides[i] < 0) {
-      td_fail(TD_EINVAL, "from_storage: negative stride %lld", (long long)strides[i]);
-      return NULL;
-    }
+    if (strides[i] < 0)
+      return td_fail_null(TD_EINVAL, "from_storage: negative stride %lld", (long long)strides[i]);
     if (__builtin_mul_overflow(shape[i] - 1, strides[i], &step) ||
-        __builtin_add_overflow(last, step, &last)) {
-      td_fail(TD_EINDEX, "from_storage: strides reach past any storage");
-      return NULL;
-    }
+        __builtin_add_overflow(last, step, &last))
+      return td_fail_null(TD_EINDEX, "from_storage: strides reach past any storage");
   }
   if (numel && (__builtin_add_overflow(last, 1, &last) ||
                 __builtin_mul_overflow(last, td_itemsizes[dtype], &bytes) || bytes > s->nbytes)) {
     char buf[TD_SHAPE_STR];
-    td_fail(TD_EINDEX, "from_storage: shape %s at offset %lld needs more than the %lld bytes "
-            "of the storage", td_format_shape(buf, sizeof buf, ndim, shape), (long long)offset,
-            (long long)s->nbytes);
-    return NULL;
+    return td_fail_null(TD_EINDEX,
+                        "from_storage: shape %s at offset %lld needs more than the %lld bytes "
+                        "of the storage",
+                        td_format_shape(buf, sizeof buf, ndim, shape), (long long)offset,
+                        (long long)s->nbytes);
   }
   return td_tensor_wrap(s, offset, ndim, shape, strides, dtype);
 }
 
 TD_EXPORT td_tensor *td_tensor_share(const td_tensor *t) {
-  if (!t) {
-    td_fail(TD_EINVAL, "share: the tensor is NULL");
-    return NULL;
-  }
+  if (!t) return td_fail_null(TD_EINVAL, "share: the tensor is NULL");
   if (t->refcount > 0) {
     td_tensor_retain((td_tensor *)t);
     return (td_tensor *)t;

@@ -1,19 +1,13 @@
 /*
  * views.c: every operation that makes a new header over the same storage: select,
  * slice, index, (un)squeeze, permute, transpose, expand, view, unflatten write a
- * caller-owned header into out; reshape and flatten return an owned tensor, copying
- * when the strides forbid a view. None of them touches element data otherwise.
+ * caller-owned header into out. None of them touches element data. reshape and flatten,
+ * which copy when the strides forbid a view, live in core/kernels/reshape.c; the shape
+ * arithmetic they share with these is in shape.c.
  */
 #include <string.h>
 
 #include "internal.h"
-
-static bool check_dim(const char *call, const td_tensor *t, int32_t dim, int32_t ndim) {
-  if (dim >= 0 && dim < ndim) return true;
-  td_fail(TD_EINDEX, "%s: dim %d is out of range for a tensor of %d dims", call, (int)dim,
-          (int)t->ndim);
-  return false;
-}
 
 static int32_t derive(td_tensor *out, const td_tensor *t, int64_t offset, int32_t ndim,
                       const int64_t *shape, const int64_t *strides) {
@@ -31,13 +25,13 @@ static int32_t index_at_dim(const td_tensor *t, int32_t dim, td_index e, td_tens
 
 TD_EXPORT int32_t td_tensor_select(const td_tensor *t, int32_t dim, int64_t index,
                                    td_tensor *out) {
-  if (!check_dim("select", t, dim, t->ndim)) return TD_EINDEX;
+  if (!td_check_dim("select", t, dim, t->ndim)) return TD_EINDEX;
   return index_at_dim(t, dim, (td_index){TD_INDEX_SELECT, index, 0, 0}, out);
 }
 
 TD_EXPORT int32_t td_tensor_slice(const td_tensor *t, int32_t dim, int64_t start, int64_t stop,
                                   int64_t step, td_tensor *out) {
-  if (!check_dim("slice", t, dim, t->ndim)) return TD_EINDEX;
+  if (!td_check_dim("slice", t, dim, t->ndim)) return TD_EINDEX;
   return index_at_dim(t, dim, (td_index){TD_INDEX_SLICE, start, stop, step}, out);
 }
 
@@ -115,12 +109,12 @@ TD_EXPORT int32_t td_tensor_index(const td_tensor *t, const td_index *entries, i
 }
 
 TD_EXPORT int32_t td_tensor_unsqueeze(const td_tensor *t, int32_t dim, td_tensor *out) {
-  if (!check_dim("unsqueeze", t, dim, t->ndim + 1)) return TD_EINDEX;
+  if (!td_check_dim("unsqueeze", t, dim, t->ndim + 1)) return TD_EINDEX;
   return index_at_dim(t, dim, (td_index){TD_INDEX_NEWAXIS, 0, 0, 0}, out);
 }
 
 TD_EXPORT int32_t td_tensor_squeeze(const td_tensor *t, int32_t dim, td_tensor *out) {
-  if (!check_dim("squeeze", t, dim, t->ndim)) return TD_EINDEX;
+  if (!td_check_dim("squeeze", t, dim, t->ndim)) return TD_EINDEX;
   if (t->shape[dim] != 1) return derive(out, t, t->offset, t->ndim, t->shape, t->strides);
   return td_tensor_select(t, dim, 0, out);
 }
@@ -142,7 +136,7 @@ TD_EXPORT int32_t td_tensor_permute(const td_tensor *t, const int32_t *dims, td_
   if (t->ndim > 0 && !dims) return td_fail(TD_EINVAL, "permute: dims is NULL");
   for (int32_t i = 0; i < t->ndim; i++) {
     int32_t d = dims[i];
-    if (!check_dim("permute", t, d, t->ndim)) return TD_EINDEX;
+    if (!td_check_dim("permute", t, d, t->ndim)) return TD_EINDEX;
     if (seen[d]) return td_fail(TD_EINVAL, "permute: dim %d appears twice", (int)d);
     seen[d] = true;
     shape[i] = t->shape[d];
@@ -153,7 +147,8 @@ TD_EXPORT int32_t td_tensor_permute(const td_tensor *t, const int32_t *dims, td_
 
 TD_EXPORT int32_t td_tensor_transpose(const td_tensor *t, int32_t dim0, int32_t dim1,
                                       td_tensor *out) {
-  if (!check_dim("transpose", t, dim0, t->ndim) || !check_dim("transpose", t, dim1, t->ndim))
+  if (!td_check_dim("transpose", t, dim0, t->ndim) ||
+      !td_check_dim("transpose", t, dim1, t->ndim))
     return TD_EINDEX;
   int32_t dims[TD_MAX_DIMS];
   for (int32_t i = 0; i < t->ndim; i++) dims[i] = i;
@@ -196,73 +191,11 @@ TD_EXPORT int32_t td_tensor_expand(const td_tensor *t, int32_t ndim, const int64
   return derive(out, t, t->offset, ndim, out_shape, out_strides);
 }
 
-/* Resolves one -1 in shape from numel; checks the element count matches. */
-static bool infer_shape(const char *call, const td_tensor *t, int32_t ndim,
-                        const int64_t *shape, int64_t *out) {
-  int64_t numel = td_tensor_numel(t), known = 1;
-  int32_t infer = -1;
-  char have[TD_SHAPE_STR], want[TD_SHAPE_STR];
-  if (ndim < 0 || ndim > TD_MAX_DIMS || (ndim > 0 && !shape)) {
-    td_fail(TD_ESHAPE, "%s: %d dims requested, at most %d supported", call, (int)ndim,
-            TD_MAX_DIMS);
-    return false;
-  }
-  for (int32_t i = 0; i < ndim; i++) {
-    out[i] = shape[i];
-    if (shape[i] == -1 && infer < 0) {
-      infer = i;
-    } else if (shape[i] < 0) {
-      td_fail(TD_ESHAPE, "%s: invalid shape %s (one size may be -1, none negative)", call,
-              td_format_shape(want, sizeof want, ndim, shape));
-      return false;
-    } else if (__builtin_mul_overflow(known, shape[i], &known)) {
-      known = -1;
-      break;
-    }
-  }
-  if (infer >= 0 && known > 0 && numel % known == 0) out[infer] = numel / known;
-  if ((infer >= 0 && (known <= 0 || numel % known != 0)) || (infer < 0 && known != numel)) {
-    td_fail(TD_ESHAPE, "%s: shape %s is invalid for a tensor of shape %s (%lld elements)", call,
-            td_format_shape(want, sizeof want, ndim, shape),
-            td_format_shape(have, sizeof have, t->ndim, t->shape), (long long)numel);
-    return false;
-  }
-  return true;
-}
-
-/*
- * Strides for viewing t as shape, or false when no strides exist. Dims of t group
- * into chunks that are contiguous with each other; every run of new dims must
- * multiply to exactly one chunk, and takes its strides from that chunk's innermost.
- */
-static bool view_strides(const td_tensor *t, int32_t ndim, const int64_t *shape,
-                         int64_t *strides) {
-  if (td_tensor_numel(t) == 0 || t->ndim == 0) return td_contiguous_strides(ndim, shape, strides);
-  int32_t vd = ndim - 1;
-  int64_t base = t->strides[t->ndim - 1], tn = 1, vn = 1;
-  for (int32_t td = t->ndim - 1; td >= 0; td--) {
-    tn *= t->shape[td];
-    bool chunk_ends = td == 0 || (t->shape[td - 1] != 1 && t->strides[td - 1] != tn * base);
-    if (!chunk_ends) continue;
-    while (vd >= 0 && (vn < tn || shape[vd] == 1)) {
-      strides[vd] = vn * base;
-      vn *= shape[vd];
-      vd--;
-    }
-    if (vn != tn) return false;
-    if (td > 0) {
-      base = t->strides[td - 1];
-      tn = vn = 1;
-    }
-  }
-  return vd == -1;
-}
-
 TD_EXPORT int32_t td_tensor_view(const td_tensor *t, int32_t ndim, const int64_t *shape,
                                  td_tensor *out) {
   int64_t resolved[TD_MAX_DIMS], strides[TD_MAX_DIMS];
-  if (!infer_shape("view", t, ndim, shape, resolved)) return TD_ESHAPE;
-  if (!view_strides(t, ndim, resolved, strides)) {
+  if (!td_infer_shape("view", t, ndim, shape, resolved)) return TD_ESHAPE;
+  if (!td_view_strides(t, ndim, resolved, strides)) {
     char have[TD_SHAPE_STR], st[TD_SHAPE_STR], want[TD_SHAPE_STR];
     return td_fail(TD_ESHAPE, "view: cannot view shape %s with strides %s as %s without a copy; "
                    "use reshape() or contiguous() first",
@@ -273,43 +206,9 @@ TD_EXPORT int32_t td_tensor_view(const td_tensor *t, int32_t ndim, const int64_t
   return derive(out, t, t->offset, ndim, resolved, strides);
 }
 
-TD_EXPORT td_tensor *td_tensor_reshape(const td_tensor *t, int32_t ndim, const int64_t *shape) {
-  int64_t resolved[TD_MAX_DIMS], strides[TD_MAX_DIMS];
-  if (!infer_shape("reshape", t, ndim, shape, resolved)) return NULL;
-  if (view_strides(t, ndim, resolved, strides))
-    return td_tensor_wrap(t->storage, t->offset, ndim, resolved, strides, t->dtype);
-  td_tensor *c = td_tensor_contiguous(t);
-  if (!c) return NULL;
-  td_tensor *r = td_tensor_wrap(c->storage, c->offset, ndim, resolved, NULL, c->dtype);
-  td_tensor_release(c);
-  return r;
-}
-
-TD_EXPORT td_tensor *td_tensor_flatten(const td_tensor *t, int32_t start_dim, int32_t end_dim) {
-  if (t->ndim == 0) {
-    int64_t one = 1;
-    return td_tensor_reshape(t, 1, &one);
-  }
-  if (!check_dim("flatten", t, start_dim, t->ndim) || !check_dim("flatten", t, end_dim, t->ndim))
-    return NULL;
-  if (start_dim > end_dim) {
-    td_fail(TD_EINVAL, "flatten: start dim %d comes after end dim %d", (int)start_dim,
-            (int)end_dim);
-    return NULL;
-  }
-  int64_t shape[TD_MAX_DIMS];
-  int32_t k = 0;
-  for (int32_t i = 0; i < start_dim; i++) shape[k++] = t->shape[i];
-  shape[k] = 1;
-  for (int32_t i = start_dim; i <= end_dim; i++) shape[k] *= t->shape[i];
-  k++;
-  for (int32_t i = end_dim + 1; i < t->ndim; i++) shape[k++] = t->shape[i];
-  return td_tensor_reshape(t, k, shape);
-}
-
 TD_EXPORT int32_t td_tensor_unflatten(const td_tensor *t, int32_t dim, int32_t n,
                                       const int64_t *sizes, td_tensor *out) {
-  if (!check_dim("unflatten", t, dim, t->ndim)) return TD_EINDEX;
+  if (!td_check_dim("unflatten", t, dim, t->ndim)) return TD_EINDEX;
   if (n < 1 || t->ndim - 1 + n > TD_MAX_DIMS || !sizes)
     return td_fail(TD_ESHAPE, "unflatten: cannot split a dim of a %d-dim tensor into %d dims",
                    (int)t->ndim, (int)n);
@@ -340,26 +239,4 @@ TD_EXPORT int32_t td_tensor_unflatten(const td_tensor *t, int32_t dim, int32_t n
                    td_format_shape(buf, sizeof buf, n, sizes), (long long)t->shape[dim]);
   }
   return td_tensor_view(t, k, shape, out);
-}
-
-bool td_broadcast_shapes(const char *call, int32_t a_ndim, const int64_t *a_shape,
-                         int32_t b_ndim, const int64_t *b_shape, int32_t *out_ndim,
-                         int64_t *out_shape) {
-  int32_t n = a_ndim > b_ndim ? a_ndim : b_ndim;
-  int64_t shape[TD_MAX_DIMS];
-  for (int32_t i = 0; i < n; i++) { /* align from the right */
-    int32_t ia = a_ndim - n + i, ib = b_ndim - n + i;
-    int64_t sa = ia >= 0 ? a_shape[ia] : 1, sb = ib >= 0 ? b_shape[ib] : 1;
-    if (sa != sb && sa != 1 && sb != 1) {
-      char a[TD_SHAPE_STR], b[TD_SHAPE_STR];
-      td_fail(TD_ESHAPE, "%s: shapes %s and %s do not broadcast", call,
-              td_format_shape(a, sizeof a, a_ndim, a_shape),
-              td_format_shape(b, sizeof b, b_ndim, b_shape));
-      return false;
-    }
-    shape[i] = sa == 1 ? sb : sa;
-  }
-  for (int32_t i = 0; i < n; i++) out_shape[i] = shape[i];
-  *out_ndim = n;
-  return true;
 }

@@ -44,8 +44,8 @@ function M.zero_based(idx, size, dim, call)
     fail(("%s: index 0 in dim %d: indices are 1-based (negative from the end)"):format(call, dim))
   end
   -- i > 0 -> i - 1; negative values keep their meaning (C counts them from the end).
-  local positive = adopt(C.td_binary_scalar(C.TD_OP_GT, h, 0, INT, 0))
-  local shifted = adopt(C.td_binary_scalar(C.TD_OP_SUB, h, 1, INT, 0))
+  local positive = adopt(C.td_binary_scalar(C.TD_BINARY_GT, h, 0, INT, 0))
+  local shifted = adopt(C.td_binary_scalar(C.TD_BINARY_SUB, h, 1, INT, 0))
   return adopt(C.td_where(positive.h, shifted.h, 0, 0, h, 0, 0))
 end
 
@@ -62,7 +62,7 @@ end
 -- [count, dim()] 1-based positions of the non-zero elements.
 function Tensor.nonzero(self)
   local positions = adopt(C.td_nonzero(H(self)))
-  check(C.td_binary_scalar_(C.TD_OP_ADD, positions.h, 1, INT))
+  check(C.td_binary_scalar_(C.TD_BINARY_ADD, positions.h, 1, INT))
   return positions
 end
 

@@ -53,11 +53,12 @@ local function binary_(op, call, self, b)
 end
 
 local BINARY = {
-  add = C.TD_OP_ADD, sub = C.TD_OP_SUB, mul = C.TD_OP_MUL, div = C.TD_OP_DIV,
-  floor_divide = C.TD_OP_FLOOR_DIVIDE, remainder = C.TD_OP_REMAINDER, pow = C.TD_OP_POW,
-  minimum = C.TD_OP_MINIMUM, maximum = C.TD_OP_MAXIMUM,
-  eq = C.TD_OP_EQ, ne = C.TD_OP_NE, lt = C.TD_OP_LT, le = C.TD_OP_LE, gt = C.TD_OP_GT, ge = C.TD_OP_GE,
-  logical_and = C.TD_OP_LOGICAL_AND, logical_or = C.TD_OP_LOGICAL_OR, logical_xor = C.TD_OP_LOGICAL_XOR,
+  add = C.TD_BINARY_ADD, sub = C.TD_BINARY_SUB, mul = C.TD_BINARY_MUL, div = C.TD_BINARY_DIV,
+  floor_divide = C.TD_BINARY_FLOOR_DIVIDE, remainder = C.TD_BINARY_REMAINDER, pow = C.TD_BINARY_POW,
+  minimum = C.TD_BINARY_MINIMUM, maximum = C.TD_BINARY_MAXIMUM,
+  eq = C.TD_BINARY_EQ, ne = C.TD_BINARY_NE, lt = C.TD_BINARY_LT, le = C.TD_BINARY_LE,
+  gt = C.TD_BINARY_GT, ge = C.TD_BINARY_GE,
+  logical_and = C.TD_BINARY_LOGICAL_AND, logical_or = C.TD_BINARY_LOGICAL_OR, logical_xor = C.TD_BINARY_LOGICAL_XOR,
 }
 -- Comparisons and logical ops produce bool; an in-place form would have to cast that
 -- back, which torch allows but nobody means: they have no `_` form here.
@@ -72,11 +73,11 @@ for name, op in pairs(BINARY) do
 end
 
 local UNARY = {
-  neg = C.TD_OP_NEG, abs = C.TD_OP_ABS, exp = C.TD_OP_EXP, log = C.TD_OP_LOG,
-  log1p = C.TD_OP_LOG1P, expm1 = C.TD_OP_EXPM1, sqrt = C.TD_OP_SQRT, rsqrt = C.TD_OP_RSQRT,
-  sin = C.TD_OP_SIN, cos = C.TD_OP_COS, tanh = C.TD_OP_TANH, sigmoid = C.TD_OP_SIGMOID,
-  relu = C.TD_OP_RELU, floor = C.TD_OP_FLOOR, ceil = C.TD_OP_CEIL, round = C.TD_OP_ROUND,
-  sign = C.TD_OP_SIGN, logical_not = C.TD_OP_LOGICAL_NOT, isnan = C.TD_OP_ISNAN, isinf = C.TD_OP_ISINF,
+  neg = C.TD_UNARY_NEG, abs = C.TD_UNARY_ABS, exp = C.TD_UNARY_EXP, log = C.TD_UNARY_LOG,
+  log1p = C.TD_UNARY_LOG1P, expm1 = C.TD_UNARY_EXPM1, sqrt = C.TD_UNARY_SQRT, rsqrt = C.TD_UNARY_RSQRT,
+  sin = C.TD_UNARY_SIN, cos = C.TD_UNARY_COS, tanh = C.TD_UNARY_TANH, sigmoid = C.TD_UNARY_SIGMOID,
+  relu = C.TD_UNARY_RELU, floor = C.TD_UNARY_FLOOR, ceil = C.TD_UNARY_CEIL, round = C.TD_UNARY_ROUND,
+  sign = C.TD_UNARY_SIGN, logical_not = C.TD_UNARY_LOGICAL_NOT, isnan = C.TD_UNARY_ISNAN, isinf = C.TD_UNARY_ISINF,
 }
 local NO_UNARY_INPLACE = { logical_not = true, isnan = true, isinf = true }
 
@@ -142,15 +143,15 @@ end
 -- Installs + - * / % ^ on a metatable from binary(op, name, a, b) and neg(a); the
 -- TensorDict type installs its own the same way.
 function M.install_operators(meta, bin, neg)
-  meta.__add = function(a, b) return bin(C.TD_OP_ADD, "add", a, b) end
-  meta.__sub = function(a, b) return bin(C.TD_OP_SUB, "sub", a, b) end
-  meta.__mul = function(a, b) return bin(C.TD_OP_MUL, "mul", a, b) end
-  meta.__div = function(a, b) return bin(C.TD_OP_DIV, "div", a, b) end
-  meta.__mod = function(a, b) return bin(C.TD_OP_REMAINDER, "remainder", a, b) end
-  meta.__pow = function(a, b) return bin(C.TD_OP_POW, "pow", a, b) end
+  meta.__add = function(a, b) return bin(C.TD_BINARY_ADD, "add", a, b) end
+  meta.__sub = function(a, b) return bin(C.TD_BINARY_SUB, "sub", a, b) end
+  meta.__mul = function(a, b) return bin(C.TD_BINARY_MUL, "mul", a, b) end
+  meta.__div = function(a, b) return bin(C.TD_BINARY_DIV, "div", a, b) end
+  meta.__mod = function(a, b) return bin(C.TD_BINARY_REMAINDER, "remainder", a, b) end
+  meta.__pow = function(a, b) return bin(C.TD_BINARY_POW, "pow", a, b) end
   meta.__unm = neg
 end
-M.install_operators(mt, binary, function(a) return adopt(C.td_unary(C.TD_OP_NEG, H(a))) end)
+M.install_operators(mt, binary, function(a) return adopt(C.td_unary(C.TD_UNARY_NEG, H(a))) end)
 
 -- Shared with the TensorDict methods (td_math.lua).
 M.scalar, M.clamp_bounds = scalar, clamp_bounds

@@ -115,7 +115,7 @@ function M.randperm(n, dtype, g)
   end
   local code = dtype and dtypes.code(dtype, "randperm") or dtypes.INT64
   local t = adopt(C.td_randperm(n, code, gen_arg(g, "randperm")))
-  check(C.td_binary_scalar_(C.TD_OP_ADD, t.h, 1, C.TD_SCALAR_INT))
+  check(C.td_binary_scalar_(C.TD_BINARY_ADD, t.h, 1, C.TD_SCALAR_INT))
   return t
 end
 

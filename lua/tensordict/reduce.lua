@@ -76,7 +76,7 @@ end
 
 -- 0-based int64 indices -> 1-based, in place (they are fresh tensors).
 local function one_based(t)
-  check(C.td_binary_scalar_(C.TD_OP_ADD, t.h, 1, C.TD_SCALAR_INT))
+  check(C.td_binary_scalar_(C.TD_BINARY_ADD, t.h, 1, C.TD_SCALAR_INT))
   return t
 end
 

@@ -67,7 +67,7 @@ for name, op in pairs(ops.UNARY) do
   end
 end
 
-ops.install_operators(mt, binary, function(a) return wrap(C.td_dict_unary(C.TD_OP_NEG, D(a))) end)
+ops.install_operators(mt, binary, function(a) return wrap(C.td_dict_unary(C.TD_UNARY_NEG, D(a))) end)
 
 function TD.clamp(self, lo, hi)
   return wrap(C.td_dict_clamp(D(self), ops.clamp_bounds("clamp", lo, hi)))

@@ -1,6 +1,6 @@
 -- workers.lua: the worker-process engine behind td:map and flow.Map.
 --
--- workers.open(n, handler, seed) forks n workers once (core/src/workers.c). They inherit
+-- workers.open(n, handler, seed) forks n workers once (core/dict/dict_workers.c). They inherit
 -- this Lua state, so handler's closures and upvalues work there. The parent submits jobs
 -- (a batch number and optionally a TensorDict, packed into the worker's shared input
 -- region); a worker unpacks views of it, seeds the global generator from (seed, batch

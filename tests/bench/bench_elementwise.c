@@ -86,7 +86,7 @@ int main(void) {
   printf("threads: %d\n", (int)td_get_num_threads());
   td_tensor *a = make(1, &n, TD_FLOAT32, 1.5), *b = make(1, &n, TD_FLOAT32, 0.25);
   {
-    job j = {.kind = 0, .op = TD_OP_ADD, .a = a, .b = b};
+    job j = {.kind = 0, .op = TD_BINARY_ADD, .a = a, .b = b};
     figure("add_ 16M f32 (a += b, 3 x 64 MiB)", &j, 3 * mib64, 0.7);
     /* memcpy runs on one thread: the same add on one thread, for a like-for-like ratio */
     const int32_t threads = td_get_num_threads();
@@ -96,22 +96,22 @@ int main(void) {
     j.kind = 1;
     figure("add 16M f32 (new tensor, 3 x 64 MiB)", &j, 3 * mib64, 0);
     j.kind = 0;
-    j.op = TD_OP_MUL;
+    j.op = TD_BINARY_MUL;
     figure("mul_ 16M f32 (3 x 64 MiB)", &j, 3 * mib64, 0);
   }
   {
     td_tensor *e = make(1, &n, TD_FLOAT32, -0.5);
-    job j = {.kind = 3, .op = TD_OP_EXP, .a = e};
+    job j = {.kind = 3, .op = TD_UNARY_EXP, .a = e};
     figure("exp 16M f32 (new tensor, 2 x 64 MiB)", &j, 2 * mib64, 0);
     j.kind = 2;
-    j.op = TD_OP_SIGMOID; /* exp_ would overflow after a few rounds; sigmoid stays bounded */
+    j.op = TD_UNARY_SIGMOID; /* exp_ would overflow after a few rounds; sigmoid stays bounded */
     figure("sigmoid_ 16M f32 (an exp per element, 2 x 64 MiB)", &j, 2 * mib64, 0);
     td_tensor_release(e);
   }
   {
     const int64_t shape[2] = {4096, 4096}, row[1] = {4096};
     td_tensor *m = make(2, shape, TD_FLOAT32, 1), *r = make(1, row, TD_FLOAT32, 0.5);
-    job j = {.kind = 0, .op = TD_OP_ADD, .a = m, .b = r};
+    job j = {.kind = 0, .op = TD_BINARY_ADD, .a = m, .b = r};
     figure("broadcast add_ [4096,4096] += [4096] f32 (2 x 64 MiB)", &j, 2 * mib64, 0);
     td_tensor_release(m);
     td_tensor_release(r);

@@ -393,7 +393,7 @@ static void test_modes(void) {
   CHECK(x && td_tensor_select(x, 0, 1, &view) == 0);
   CHECK(x && td_tensor_write_f64(&view, NULL, 5) == TD_EREADONLY);
   CHECK(x && td_tensor_fill_((td_tensor *)x, 0) == TD_EREADONLY);
-  CHECK(r && td_dict_binary_(TD_OP_ADD, r, NULL, NULL, 1, TD_SCALAR_INT) < 0);
+  CHECK(r && td_dict_binary_(TD_BINARY_ADD, r, NULL, NULL, 1, TD_SCALAR_INT) < 0);
   CHECK(holds(x, (const double[]){1, 2, 3}));
   td_dict_release(r);
 
@@ -402,7 +402,7 @@ static void test_modes(void) {
   x = leaf(r, "x");
   CHECK(x && td_tensor_is_writable(x));
   CHECK(x && td_tensor_write_f64((td_tensor *)x, (const int64_t[]){2}, 30) == 0);
-  CHECK(r && td_dict_binary_(TD_OP_ADD, r, NULL, NULL, 1, TD_SCALAR_INT) == 0);
+  CHECK(r && td_dict_binary_(TD_BINARY_ADD, r, NULL, NULL, 1, TD_SCALAR_INT) == 0);
   td_dict_release(r);
   r = td_dict_from_consolidated(f, TD_MAP_READ);
   CHECK(holds(leaf(r, "x"), (const double[]){2, 3, 31}));

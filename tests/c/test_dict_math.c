@@ -82,7 +82,7 @@ static void test_unary(void) {
   const int64_t before = td_live_bytes();
   td_dict *d = sample();
 
-  td_dict *r = td_dict_unary(TD_OP_NEG, d);
+  td_dict *r = td_dict_unary(TD_UNARY_NEG, d);
   check_structure(r, d);
   CHECK(leaf(r, "a")->dtype == TD_FLOAT32 && SHAPE_IS(leaf(r, "a"), 3, 2));
   ALL_EQ(leaf(r, "a"), 3, 2, 1, -(2.0 * i + j));
@@ -95,27 +95,27 @@ static void test_unary(void) {
   td_dict_release(r);
 
   /* exp: integers give float32 */
-  r = td_dict_unary(TD_OP_EXP, d);
+  r = td_dict_unary(TD_UNARY_EXP, d);
   CHECK(r && leaf(r, "b")->dtype == TD_FLOAT32 && fabs(EL(leaf(r, "b"), 2) - exp(2.0)) < 1e-5);
   td_dict_release(r);
 
   /* isnan gives bool leaves */
-  r = td_dict_unary(TD_OP_ISNAN, d);
+  r = td_dict_unary(TD_UNARY_ISNAN, d);
   CHECK(r && leaf(r, "a")->dtype == TD_BOOL && leaf(r, "b")->dtype == TD_BOOL);
   td_dict_release(r);
 
   /* in place: every leaf written, the values untouched */
-  CHECK(td_dict_unary_(TD_OP_NEG, d) == 0);
+  CHECK(td_dict_unary_(TD_UNARY_NEG, d) == 0);
   ALL_EQ(leaf(d, "a"), 3, 2, 1, -(2.0 * i + j));
   ALL_EQ(leaf(d, "b"), 3, 1, 1, -(double)i);
   c = kid(d, "child");
   ALL_EQ(leaf(c, "x"), 3, 4, 1, -(4.0 * i + j));
   td_dict_release(c);
-  CHECK(td_dict_unary_(TD_OP_ABS, d) == 0);
+  CHECK(td_dict_unary_(TD_UNARY_ABS, d) == 0);
   ALL_EQ(leaf(d, "a"), 3, 2, 1, 2.0 * i + j);
 
   /* exp_ cannot write float32 into the int64 leaf b: refused before a is written */
-  CHECK(td_dict_unary_(TD_OP_EXP, d) == TD_EDTYPE);
+  CHECK(td_dict_unary_(TD_UNARY_EXP, d) == TD_EDTYPE);
   CHECK_MSG("exp_: key 'b': exp_: result type float32 can't be cast to the desired output "
             "type int64");
   ALL_EQ(leaf(d, "a"), 3, 2, 1, 2.0 * i + j);
@@ -125,7 +125,7 @@ static void test_unary(void) {
   td_dict *inner = td_dict_new(1, (const int64_t[]){2});
   put(inner, "m", td_tensor_full(1, (const int64_t[]){2}, TD_BOOL, 1));
   put_dict(bools, "in", inner);
-  CHECK(td_dict_unary(TD_OP_NEG, bools) == NULL);
+  CHECK(td_dict_unary(TD_UNARY_NEG, bools) == NULL);
   CHECK_ERROR("neg: key 'in.m': ");
   CHECK_ERROR("bool");
   td_dict_release(bools);
@@ -133,7 +133,7 @@ static void test_unary(void) {
   CHECK(td_dict_unary(99, d) == NULL);
   CHECK_MSG("unary: unknown unary op 99");
   CHECK(td_dict_unary_(-1, d) == TD_EINVAL);
-  CHECK(td_dict_unary(TD_OP_NEG, NULL) == NULL);
+  CHECK(td_dict_unary(TD_UNARY_NEG, NULL) == NULL);
   CHECK_MSG("neg: the TensorDict is NULL");
   td_dict_release(d);
 
@@ -143,10 +143,10 @@ static void test_unary(void) {
   td_dict *ro = td_dict_new(1, (const int64_t[]){3});
   put(ro, "w", seq(1, (const int64_t[]){3}, TD_FLOAT32, 1));
   CHECK(td_dict_set_tensor(ro, "r", 1, f.t) >= 0);
-  CHECK(td_dict_unary_(TD_OP_NEG, ro) == TD_EREADONLY);
+  CHECK(td_dict_unary_(TD_UNARY_NEG, ro) == TD_EREADONLY);
   CHECK_ERROR("neg_: key 'r': ");
   CHECK(EL(leaf(ro, "w"), 0) == 1);
-  r = td_dict_unary(TD_OP_NEG, ro); /* out of place reads it fine */
+  r = td_dict_unary(TD_UNARY_NEG, ro); /* out of place reads it fine */
   CHECK(r && EL(leaf(r, "r"), 2) == -2);
   td_dict_release(r);
   td_dict_release(ro);
@@ -187,7 +187,7 @@ static void test_binary_scalar(void) {
   td_dict *d = sample();
 
   /* an int scalar keeps every dtype */
-  td_dict *r = td_dict_binary(TD_OP_ADD, d, NULL, NULL, 10, TD_SCALAR_INT, 0);
+  td_dict *r = td_dict_binary(TD_BINARY_ADD, d, NULL, NULL, 10, TD_SCALAR_INT, 0);
   check_structure(r, d);
   CHECK(leaf(r, "a")->dtype == TD_FLOAT32 && leaf(r, "b")->dtype == TD_INT64);
   ALL_EQ(leaf(r, "a"), 3, 2, 1, 2.0 * i + j + 10);
@@ -199,22 +199,22 @@ static void test_binary_scalar(void) {
   td_dict_release(r);
 
   /* a float scalar raises integers to float32 */
-  r = td_dict_binary(TD_OP_MUL, d, NULL, NULL, 0.5, TD_SCALAR_FLOAT, 0);
+  r = td_dict_binary(TD_BINARY_MUL, d, NULL, NULL, 0.5, TD_SCALAR_FLOAT, 0);
   CHECK(r && leaf(r, "b")->dtype == TD_FLOAT32 && leaf(r, "a")->dtype == TD_FLOAT32);
   ALL_EQ(leaf(r, "b"), 3, 1, 1, 0.5 * i);
   td_dict_release(r);
 
   /* scalar first: 10 - x */
-  r = td_dict_binary(TD_OP_SUB, d, NULL, NULL, 10, TD_SCALAR_INT, 1);
+  r = td_dict_binary(TD_BINARY_SUB, d, NULL, NULL, 10, TD_SCALAR_INT, 1);
   ALL_EQ(leaf(r, "a"), 3, 2, 1, 10 - (2.0 * i + j));
   ALL_EQ(leaf(r, "b"), 3, 1, 1, 10.0 - i);
   td_dict_release(r);
 
   /* true division of integers gives float32; comparisons give bool */
-  r = td_dict_binary(TD_OP_DIV, d, NULL, NULL, 2, TD_SCALAR_INT, 0);
+  r = td_dict_binary(TD_BINARY_DIV, d, NULL, NULL, 2, TD_SCALAR_INT, 0);
   CHECK(r && leaf(r, "b")->dtype == TD_FLOAT32 && EL(leaf(r, "b"), 1) == 0.5);
   td_dict_release(r);
-  r = td_dict_binary(TD_OP_GT, d, NULL, NULL, 2, TD_SCALAR_INT, 0);
+  r = td_dict_binary(TD_BINARY_GT, d, NULL, NULL, 2, TD_SCALAR_INT, 0);
   CHECK(r && leaf(r, "a")->dtype == TD_BOOL && leaf(r, "b")->dtype == TD_BOOL);
   ALL_EQ(leaf(r, "a"), 3, 2, 1, 2.0 * i + j > 2);
   c = kid(r, "child");
@@ -224,7 +224,7 @@ static void test_binary_scalar(void) {
   td_dict_release(r);
 
   /* in place */
-  CHECK(td_dict_binary_(TD_OP_MUL, d, NULL, NULL, 3, TD_SCALAR_INT) == 0);
+  CHECK(td_dict_binary_(TD_BINARY_MUL, d, NULL, NULL, 3, TD_SCALAR_INT) == 0);
   ALL_EQ(leaf(d, "a"), 3, 2, 1, 3 * (2.0 * i + j));
   ALL_EQ(leaf(d, "b"), 3, 1, 1, 3.0 * i);
   c = kid(d, "child");
@@ -233,38 +233,38 @@ static void test_binary_scalar(void) {
   CHECK(strcmp(text(d, "u", 0), "\"hi\"") == 0);
 
   /* div_ would write float32 into int64 b: refused, a (visited first) unchanged */
-  CHECK(td_dict_binary_(TD_OP_DIV, d, NULL, NULL, 2, TD_SCALAR_INT) == TD_EDTYPE);
+  CHECK(td_dict_binary_(TD_BINARY_DIV, d, NULL, NULL, 2, TD_SCALAR_INT) == TD_EDTYPE);
   CHECK_MSG("div_: key 'b': div_: result type float32 can't be cast to the desired output "
             "type int64");
   ALL_EQ(leaf(d, "a"), 3, 2, 1, 3 * (2.0 * i + j));
   /* add_ of a float scalar: the same refusal */
-  CHECK(td_dict_binary_(TD_OP_ADD, d, NULL, NULL, 0.5, TD_SCALAR_FLOAT) == TD_EDTYPE);
+  CHECK(td_dict_binary_(TD_BINARY_ADD, d, NULL, NULL, 0.5, TD_SCALAR_FLOAT) == TD_EDTYPE);
   ALL_EQ(leaf(d, "a"), 3, 2, 1, 3 * (2.0 * i + j));
   /* an integer division by a zero scalar is refused before a is written */
-  CHECK(td_dict_binary_(TD_OP_FLOOR_DIVIDE, d, NULL, NULL, 0, TD_SCALAR_INT) == TD_EINVAL);
+  CHECK(td_dict_binary_(TD_BINARY_FLOOR_DIVIDE, d, NULL, NULL, 0, TD_SCALAR_INT) == TD_EINVAL);
   CHECK_MSG("floor_divide_: key 'b': floor_divide: integer division by zero");
   ALL_EQ(leaf(d, "a"), 3, 2, 1, 3 * (2.0 * i + j));
-  CHECK(td_dict_binary(TD_OP_REMAINDER, d, NULL, NULL, 0, TD_SCALAR_INT, 0) == NULL);
+  CHECK(td_dict_binary(TD_BINARY_REMAINDER, d, NULL, NULL, 0, TD_SCALAR_INT, 0) == NULL);
   CHECK_MSG("remainder: key 'b': remainder: integer division by zero");
   /* comparisons in place write 0 / 1 in the leaf's dtype */
-  CHECK(td_dict_binary_(TD_OP_GE, d, NULL, NULL, 3, TD_SCALAR_INT) == 0);
+  CHECK(td_dict_binary_(TD_BINARY_GE, d, NULL, NULL, 3, TD_SCALAR_INT) == 0);
   CHECK(leaf(d, "b")->dtype == TD_INT64);
   ALL_EQ(leaf(d, "b"), 3, 1, 1, 3.0 * i >= 3);
 
   /* errors */
   CHECK(td_dict_binary(42, d, NULL, NULL, 1, TD_SCALAR_INT, 0) == NULL);
   CHECK_MSG("binary: unknown binary op 42");
-  CHECK(td_dict_binary(TD_OP_ADD, d, NULL, NULL, 1, 7, 0) == NULL);
+  CHECK(td_dict_binary(TD_BINARY_ADD, d, NULL, NULL, 1, 7, 0) == NULL);
   CHECK_MSG("add: unknown scalar kind 7");
-  CHECK(td_dict_binary_(TD_OP_ADD, NULL, NULL, NULL, 1, TD_SCALAR_INT) == TD_EINVAL);
+  CHECK(td_dict_binary_(TD_BINARY_ADD, NULL, NULL, NULL, 1, TD_SCALAR_INT) == TD_EINVAL);
   CHECK_MSG("add_: the TensorDict is NULL");
   /* sub with a bool leaf: the kernel's refusal names the key */
   td_dict *m = td_dict_new(0, NULL);
   put(m, "ok", td_tensor_full(0, NULL, TD_FLOAT32, 1));
   put(m, "flag", td_tensor_full(0, NULL, TD_BOOL, 1));
-  CHECK(td_dict_binary(TD_OP_SUB, m, NULL, NULL, 1, TD_SCALAR_INT, 0) == NULL);
+  CHECK(td_dict_binary(TD_BINARY_SUB, m, NULL, NULL, 1, TD_SCALAR_INT, 0) == NULL);
   CHECK_ERROR("sub: key 'flag': sub: subtraction with a bool tensor is not supported");
-  CHECK(td_dict_binary_(TD_OP_SUB, m, NULL, NULL, 1, TD_SCALAR_INT) != 0);
+  CHECK(td_dict_binary_(TD_BINARY_SUB, m, NULL, NULL, 1, TD_SCALAR_INT) != 0);
   CHECK_ERROR("sub_: key 'flag': ");
   CHECK(EL0(leaf(m, "ok")) == 1); /* checked before writing */
   td_dict_release(m);
@@ -293,7 +293,7 @@ static void test_binary_dict(void) {
   const int64_t before = td_live_bytes();
   td_dict *d = sample(), *o = other();
 
-  td_dict *r = td_dict_binary(TD_OP_ADD, d, o, NULL, 0, 0, 0);
+  td_dict *r = td_dict_binary(TD_BINARY_ADD, d, o, NULL, 0, 0, 0);
   check_structure(r, d); /* a's keys, order and non-tensor values */
   int64_t klen;
   CHECK(r && strcmp(td_dict_key_borrow(r, 0, &klen), "a") == 0);
@@ -308,13 +308,13 @@ static void test_binary_dict(void) {
   td_dict_release(r);
 
   /* the other container first: o - d */
-  r = td_dict_binary(TD_OP_SUB, d, o, NULL, 0, 0, 1);
+  r = td_dict_binary(TD_BINARY_SUB, d, o, NULL, 0, 0, 1);
   ALL_EQ(leaf(r, "a"), 3, 2, 1, 100.0);
   ALL_EQ(leaf(r, "b"), 3, 1, 1, 9.0 * i);
   td_dict_release(r);
 
   /* comparisons give bool leaves */
-  r = td_dict_binary(TD_OP_LT, d, o, NULL, 0, 0, 0);
+  r = td_dict_binary(TD_BINARY_LT, d, o, NULL, 0, 0, 0);
   CHECK(r && leaf(r, "b")->dtype == TD_BOOL);
   ALL_EQ(leaf(r, "b"), 3, 1, 1, i < 10.0 * i);
   td_dict_release(r);
@@ -328,15 +328,15 @@ static void test_binary_dict(void) {
   put_dict(bc, "child", bcc);
   put_value(bc, "u", "1");
   put_value(bc, "s", "2");
-  r = td_dict_binary(TD_OP_ADD, d, bc, NULL, 0, 0, 0);
+  r = td_dict_binary(TD_BINARY_ADD, d, bc, NULL, 0, 0, 0);
   ALL_EQ(leaf(r, "a"), 3, 2, 1, 2.0 * i + j + 1000 * (j + 1));
   ALL_EQ(leaf(r, "b"), 3, 1, 1, i + 7.0);
   td_dict_release(r);
 
   /* in place: d += bc, then d += d (the operand is d itself) */
-  CHECK(td_dict_binary_(TD_OP_ADD, d, bc, NULL, 0, 0) == 0);
+  CHECK(td_dict_binary_(TD_BINARY_ADD, d, bc, NULL, 0, 0) == 0);
   ALL_EQ(leaf(d, "a"), 3, 2, 1, 2.0 * i + j + 1000 * (j + 1));
-  CHECK(td_dict_binary_(TD_OP_MUL, d, d, NULL, 0, 0) == 0);
+  CHECK(td_dict_binary_(TD_BINARY_MUL, d, d, NULL, 0, 0) == 0);
   ALL_EQ(leaf(d, "b"), 3, 1, 1, (i + 7.0) * (i + 7.0));
   c = kid(d, "child");
   ALL_EQ(leaf(c, "x"), 3, 4, 1, (4.0 * i + j + 0.5) * (4.0 * i + j + 0.5));
@@ -345,9 +345,9 @@ static void test_binary_dict(void) {
 
   /* add_ of o into d: o's float64 a is fine (float32 target), o's int32 b too; but o has
    * float32 child.x into float64: fine. Now make one leaf refuse: a float into int64 b. */
-  td_dict *fl = td_dict_binary(TD_OP_MUL, o, NULL, NULL, 1.0, TD_SCALAR_FLOAT, 0);
+  td_dict *fl = td_dict_binary(TD_BINARY_MUL, o, NULL, NULL, 1.0, TD_SCALAR_FLOAT, 0);
   double a00 = EL(leaf(d, "a"), 0, 0);
-  CHECK(td_dict_binary_(TD_OP_ADD, d, fl, NULL, 0, 0) == TD_EDTYPE);
+  CHECK(td_dict_binary_(TD_BINARY_ADD, d, fl, NULL, 0, 0) == TD_EDTYPE);
   CHECK_MSG("add_: key 'b': add_: result type float32 can't be cast to the desired output "
             "type int64");
   CHECK(EL(leaf(d, "a"), 0, 0) == a00); /* a comes first and was not written */
@@ -365,13 +365,13 @@ static void test_binary_dict_errors(void) {
   td_dict *o = other();
   td_dict *oc = kid(o, "child");
   put(oc, "y", td_tensor_full(2, (const int64_t[]){3, 4}, TD_FLOAT32, 1));
-  CHECK(td_dict_binary(TD_OP_ADD, d, o, NULL, 0, 0, 0) == NULL);
+  CHECK(td_dict_binary(TD_BINARY_ADD, d, o, NULL, 0, 0, 0) == NULL);
   CHECK_MSG("add: key 'child.y' of the other TensorDict is not in this one");
-  CHECK(td_dict_binary_(TD_OP_ADD, d, o, NULL, 0, 0) == TD_EINVAL);
+  CHECK(td_dict_binary_(TD_BINARY_ADD, d, o, NULL, 0, 0) == TD_EINVAL);
   CHECK_MSG("add_: key 'child.y' of the other TensorDict is not in this one");
   CHECK(td_dict_del(oc, find(oc, "y")) == 0);
   CHECK(td_dict_del(oc, find(oc, "x")) == 0);
-  CHECK(td_dict_binary(TD_OP_ADD, d, o, NULL, 0, 0, 0) == NULL);
+  CHECK(td_dict_binary(TD_BINARY_ADD, d, o, NULL, 0, 0, 0) == NULL);
   CHECK_MSG("add: key 'child.x' is missing from the other TensorDict");
   td_dict_release(oc);
   td_dict_release(o);
@@ -380,7 +380,7 @@ static void test_binary_dict_errors(void) {
   o = other();
   CHECK(td_dict_del(o, find(o, "child")) == 0);
   put(o, "child", td_tensor_full(1, (const int64_t[]){3}, TD_FLOAT32, 1));
-  CHECK(td_dict_binary(TD_OP_MUL, d, o, NULL, 0, 0, 0) == NULL);
+  CHECK(td_dict_binary(TD_BINARY_MUL, d, o, NULL, 0, 0, 0) == NULL);
   CHECK_MSG("mul: key 'child' is a TensorDict here and a tensor in the other TensorDict");
   CHECK(td_dict_del(o, find(o, "child")) == 0);
   td_dict *c = td_dict_new(2, (const int64_t[]){3, 4});
@@ -388,7 +388,7 @@ static void test_binary_dict_errors(void) {
   put_dict(o, "child", c);
   CHECK(td_dict_del(o, find(o, "u")) == 0);
   put(o, "u", td_tensor_full(1, (const int64_t[]){3}, TD_FLOAT32, 1));
-  CHECK(td_dict_binary(TD_OP_MUL, d, o, NULL, 0, 0, 0) == NULL);
+  CHECK(td_dict_binary(TD_BINARY_MUL, d, o, NULL, 0, 0, 0) == NULL);
   CHECK_MSG("mul: key 'u' is a non-tensor value here and a tensor in the other TensorDict");
   td_dict_release(o);
 
@@ -397,22 +397,22 @@ static void test_binary_dict_errors(void) {
   put(small, "v", td_tensor_full(2, (const int64_t[]){1, 2}, TD_FLOAT32, 1));
   td_dict *big = td_dict_new(1, (const int64_t[]){3});
   put(big, "v", td_tensor_full(2, (const int64_t[]){3, 2}, TD_FLOAT32, 1));
-  CHECK(td_dict_binary(TD_OP_ADD, small, big, NULL, 0, 0, 0) == NULL);
+  CHECK(td_dict_binary(TD_BINARY_ADD, small, big, NULL, 0, 0, 0) == NULL);
   CHECK_MSG("add: key 'v': the result has shape [3, 2], which does not start with the batch "
             "size [1] (the other operand broadcasts beyond it)");
-  CHECK(td_dict_binary_(TD_OP_ADD, small, big, NULL, 0, 0) == TD_ESHAPE);
+  CHECK(td_dict_binary_(TD_BINARY_ADD, small, big, NULL, 0, 0) == TD_ESHAPE);
   CHECK_ERROR("add_: key 'v': add_: output with shape [1, 2] doesn't match the broadcast "
               "shape [3, 2]");
   /* leaves that do not broadcast at all */
   td_dict *odd = td_dict_new(1, (const int64_t[]){3});
   put(odd, "v", td_tensor_full(2, (const int64_t[]){3, 5}, TD_FLOAT32, 1));
-  CHECK(td_dict_binary(TD_OP_ADD, big, odd, NULL, 0, 0, 0) == NULL);
+  CHECK(td_dict_binary(TD_BINARY_ADD, big, odd, NULL, 0, 0, 0) == NULL);
   CHECK_ERROR("add: key 'v': ");
   CHECK_ERROR("[3, 2] and [3, 5]");
 
   /* a tensor and a container at once */
   td_tensor *t = td_tensor_full(0, NULL, TD_FLOAT32, 1);
-  CHECK(td_dict_binary(TD_OP_ADD, big, big, t, 0, 0, 0) == NULL);
+  CHECK(td_dict_binary(TD_BINARY_ADD, big, big, t, 0, 0, 0) == NULL);
   CHECK_MSG("add: the other operand is a TensorDict or a tensor, not both");
   td_tensor_release(t);
   td_dict_release(small), td_dict_release(big), td_dict_release(odd);
@@ -428,7 +428,7 @@ static void test_binary_tensor(void) {
 
   /* a tensor shaped like the batch aligns LEFT: bt[i] meets every a[i, :] and x[i, :] */
   td_tensor *bt = VALS(TD_FLOAT32, S(3), 10, 20, 30);
-  td_dict *r = td_dict_binary(TD_OP_ADD, d, NULL, bt, 0, 0, 0);
+  td_dict *r = td_dict_binary(TD_BINARY_ADD, d, NULL, bt, 0, 0, 0);
   check_structure(r, d);
   CHECK(leaf(r, "a")->dtype == TD_FLOAT32 && SHAPE_IS(leaf(r, "a"), 3, 2));
   ALL_EQ(leaf(r, "a"), 3, 2, 1, 2.0 * i + j + 10 * (i + 1));
@@ -441,18 +441,18 @@ static void test_binary_tensor(void) {
   td_dict_release(r);
 
   /* the tensor first: bt - leaf */
-  r = td_dict_binary(TD_OP_SUB, d, NULL, bt, 0, 0, 1);
+  r = td_dict_binary(TD_BINARY_SUB, d, NULL, bt, 0, 0, 1);
   ALL_EQ(leaf(r, "a"), 3, 2, 1, 10 * (i + 1) - (2.0 * i + j));
   td_dict_release(r);
 
   /* a size-1 tensor and a 0-dim tensor broadcast everywhere */
   td_tensor *one = VALS(TD_INT64, S(1), 5);
-  r = td_dict_binary(TD_OP_MUL, d, NULL, one, 0, 0, 0);
+  r = td_dict_binary(TD_BINARY_MUL, d, NULL, one, 0, 0, 0);
   CHECK(r && leaf(r, "b")->dtype == TD_INT64 && leaf(r, "a")->dtype == TD_FLOAT32);
   ALL_EQ(leaf(r, "a"), 3, 2, 1, 5 * (2.0 * i + j));
   td_dict_release(r);
   td_tensor *zero_dim = td_tensor_full(0, NULL, TD_INT64, 2);
-  r = td_dict_binary(TD_OP_POW, d, NULL, zero_dim, 0, 0, 0);
+  r = td_dict_binary(TD_BINARY_POW, d, NULL, zero_dim, 0, 0, 0);
   /* a 0-dim tensor only raises the category: float32 stays float32 */
   CHECK(r && leaf(r, "b")->dtype == TD_INT64 && leaf(r, "a")->dtype == TD_FLOAT32);
   ALL_EQ(leaf(r, "a"), 3, 2, 1, (2.0 * i + j) * (2.0 * i + j));
@@ -461,23 +461,23 @@ static void test_binary_tensor(void) {
 
   /* a tensor that does not match the leading batch dims */
   td_tensor *two = VALS(TD_FLOAT32, S(2), 1, 2);
-  CHECK(td_dict_binary(TD_OP_ADD, d, NULL, two, 0, 0, 0) == NULL);
+  CHECK(td_dict_binary(TD_BINARY_ADD, d, NULL, two, 0, 0, 0) == NULL);
   CHECK_MSG("add: a tensor of shape [2] does not broadcast to the leading batch dims [3] "
             "(batch size [3])");
-  CHECK(td_dict_binary_(TD_OP_ADD, d, NULL, two, 0, 0) == TD_ESHAPE);
+  CHECK(td_dict_binary_(TD_BINARY_ADD, d, NULL, two, 0, 0) == TD_ESHAPE);
   CHECK_MSG("add_: a tensor of shape [2] does not broadcast to the leading batch dims [3] "
             "(batch size [3])");
 
   /* in place: float32 bt into the int64 leaf b is refused before anything is written */
-  CHECK(td_dict_binary_(TD_OP_ADD, d, NULL, bt, 0, 0) == TD_EDTYPE);
+  CHECK(td_dict_binary_(TD_BINARY_ADD, d, NULL, bt, 0, 0) == TD_EDTYPE);
   CHECK_ERROR("add_: key 'b': ");
   ALL_EQ(leaf(d, "a"), 3, 2, 1, 2.0 * i + j);
   /* an int64 tensor is accepted everywhere */
-  CHECK(td_dict_binary_(TD_OP_ADD, d, NULL, one, 0, 0) == 0);
+  CHECK(td_dict_binary_(TD_BINARY_ADD, d, NULL, one, 0, 0) == 0);
   ALL_EQ(leaf(d, "a"), 3, 2, 1, 2.0 * i + j + 5);
   ALL_EQ(leaf(d, "b"), 3, 1, 1, i + 5.0);
   td_tensor *ib = VALS(TD_INT64, S(3), 100, 200, 300);
-  CHECK(td_dict_binary_(TD_OP_SUB, d, NULL, ib, 0, 0) == 0);
+  CHECK(td_dict_binary_(TD_BINARY_SUB, d, NULL, ib, 0, 0) == 0);
   ALL_EQ(leaf(d, "b"), 3, 1, 1, i + 5.0 - 100 * (i + 1));
   c = kid(d, "child");
   ALL_EQ(leaf(c, "x"), 3, 4, 1, 4.0 * i + j + 5 - 100 * (i + 1));
@@ -489,19 +489,19 @@ static void test_binary_tensor(void) {
   put(e, "v", seq(1, (const int64_t[]){4}, TD_FLOAT32, 0));
   put(e, "m", seq(2, (const int64_t[]){2, 4}, TD_FLOAT32, 0));
   td_tensor *row = VALS(TD_FLOAT32, S(4), 0, 10, 20, 30);
-  r = td_dict_binary(TD_OP_ADD, e, NULL, row, 0, 0, 0);
+  r = td_dict_binary(TD_BINARY_ADD, e, NULL, row, 0, 0, 0);
   CHECK(r && SHAPE_IS(leaf(r, "v"), 4) && SHAPE_IS(leaf(r, "m"), 2, 4));
   ALL_EQ(leaf(r, "v"), 4, 1, 1, 11.0 * i);
   ALL_EQ(leaf(r, "m"), 2, 4, 1, 4.0 * i + 11 * j);
   td_dict_release(r);
-  CHECK(td_dict_binary_(TD_OP_ADD, e, NULL, row, 0, 0) == 0);
+  CHECK(td_dict_binary_(TD_BINARY_ADD, e, NULL, row, 0, 0) == 0);
   ALL_EQ(leaf(e, "m"), 2, 4, 1, 4.0 * i + 11 * j);
   td_dict_release(e);
   /* ... and may not grow a leaf past the batch size */
   td_dict *f = td_dict_new(1, (const int64_t[]){3});
   put(f, "v", td_tensor_full(2, (const int64_t[]){3, 4}, TD_FLOAT32, 1));
   td_tensor *big = td_tensor_full(3, (const int64_t[]){2, 3, 4}, TD_FLOAT32, 1);
-  CHECK(td_dict_binary(TD_OP_ADD, f, NULL, big, 0, 0, 0) == NULL);
+  CHECK(td_dict_binary(TD_BINARY_ADD, f, NULL, big, 0, 0, 0) == NULL);
   CHECK_MSG("add: key 'v': the result has shape [2, 3, 4], which does not start with the "
             "batch size [3] (the other operand broadcasts beyond it)");
   td_dict_release(f);
@@ -1085,15 +1085,15 @@ static void test_partial_failure(void) {
   put(inner, "ok", td_tensor_full(1, (const int64_t[]){4}, TD_FLOAT32, 1));
   put(inner, "flag", td_tensor_full(1, (const int64_t[]){4}, TD_BOOL, 1));
   put_dict(d, "z", inner);
-  CHECK(td_dict_binary(TD_OP_SUB, d, NULL, NULL, 1, TD_SCALAR_INT, 0) == NULL);
+  CHECK(td_dict_binary(TD_BINARY_SUB, d, NULL, NULL, 1, TD_SCALAR_INT, 0) == NULL);
   CHECK_ERROR("sub: key 'z.flag': ");
-  CHECK(td_dict_unary(TD_OP_NEG, d) == NULL);
+  CHECK(td_dict_unary(TD_UNARY_NEG, d) == NULL);
   CHECK_ERROR("neg: key 'z.flag': ");
   td_dict *o = td_dict_copy(d, TD_COPY_CLONE);
   td_dict *oz = kid(o, "z");
   CHECK(td_dict_del(oz, find(oz, "flag")) == 0);
   put(oz, "flag", td_tensor_full(1, (const int64_t[]){4}, TD_INT64, 1));
-  CHECK(td_dict_binary(TD_OP_SUB, d, o, NULL, 0, 0, 0) == NULL);
+  CHECK(td_dict_binary(TD_BINARY_SUB, d, o, NULL, 0, 0, 0) == NULL);
   CHECK_ERROR("sub: key 'z.flag': ");
   td_dict_release(oz);
   td_dict_release(o);

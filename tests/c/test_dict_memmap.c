@@ -1051,13 +1051,13 @@ static void test_modes(void) {
   td_tensor *a = (td_tensor *)leaf(ro, "a");
   CHECK(td_tensor_fill_(a, 1) == TD_EREADONLY);
   CHECK(td_tensor_write_f64(a, (const int64_t[]){0, 0}, 1) == TD_EREADONLY);
-  CHECK(td_dict_binary_(TD_OP_ADD, ro, NULL, NULL, 1, TD_SCALAR_INT) == TD_EREADONLY);
+  CHECK(td_dict_binary_(TD_BINARY_ADD, ro, NULL, NULL, 1, TD_SCALAR_INT) == TD_EREADONLY);
   CHECK(EL(a, 2, 1) == 5 && td_dict_sync(ro) == 0); /* nothing to flush */
   /* locked, like memmap()'s result: no new keys */
   CHECK(td_dict_set_value(ro, "new", 3, "1") == TD_EINVAL);
   td_dict *rw = td_dict_load_memmap(p, TD_MAP_READWRITE);
   CHECK(rw && all_storages(rw, TD_STORAGE_FILE, 1));
-  CHECK(td_dict_binary_(TD_OP_ADD, rw, NULL, NULL, 10, TD_SCALAR_INT) == 0);
+  CHECK(td_dict_binary_(TD_BINARY_ADD, rw, NULL, NULL, 10, TD_SCALAR_INT) == 0);
   CHECK(td_dict_sync(rw) == 0);
   CHECK(EL(a, 2, 1) == 15); /* one file, two shared mappings */
   td_dict *again = td_dict_load_memmap(p, TD_MAP_READ), *ac = kid(again, "c");

@@ -341,29 +341,29 @@ static bool ref_broadcast(int n, const operand *ops, int32_t *ndim, int64_t *sha
   return true;
 }
 
-enum { NBIN = TD_OP_LOGICAL_XOR + 1, NUN = TD_OP_ISINF + 1 };
+enum { NBIN = TD_BINARY_LOGICAL_XOR + 1, NUN = TD_UNARY_ISINF + 1 };
 static const char *const bin_names[NBIN] = {
     "add",     "sub",     "mul", "div", "floor_divide", "remainder",   "pow",
     "minimum", "maximum", "eq",  "ne",  "lt",           "le",          "gt",
     "ge",      "logical_and",    "logical_or",          "logical_xor"};
 
-static bool is_pred(int op) { return op >= TD_OP_EQ; }
+static bool is_pred(int op) { return op >= TD_BINARY_EQ; }
 
 /* Expected for binary op: the compute dtype, or -1 with the error text expected. */
 static int32_t ref_compute(int op, operand x, operand y, int32_t promoted, const char **err) {
   bool bx = x.t ? x.t->dtype == TD_BOOL : x.kind == TD_SCALAR_BOOL;
   bool by = y.t ? y.t->dtype == TD_BOOL : y.kind == TD_SCALAR_BOOL;
-  if (op == TD_OP_SUB && (bx || by)) {
+  if (op == TD_BINARY_SUB && (bx || by)) {
     *err = bx && by ? "subtraction with two bool tensors" : "subtraction with a bool tensor";
     return -1;
   }
-  if (op == TD_OP_DIV) return isfl(promoted) ? promoted : TD_FLOAT32;
-  if ((op == TD_OP_FLOOR_DIVIDE || op == TD_OP_REMAINDER || op == TD_OP_POW) &&
-      promoted == TD_BOOL && !(op == TD_OP_POW && !y.t)) {
+  if (op == TD_BINARY_DIV) return isfl(promoted) ? promoted : TD_FLOAT32;
+  if ((op == TD_BINARY_FLOOR_DIVIDE || op == TD_BINARY_REMAINDER || op == TD_BINARY_POW) &&
+      promoted == TD_BOOL && !(op == TD_BINARY_POW && !y.t)) {
     *err = "not supported for bool";
     return -1;
   }
-  if (op == TD_OP_POW && !y.t && promoted != TD_BOOL) {
+  if (op == TD_BINARY_POW && !y.t && promoted != TD_BOOL) {
     if (y.kind == TD_SCALAR_INT && y.s <= -1 && !isfl(promoted)) {
       *err = "integers to negative integer powers are not allowed";
       return -1;
@@ -381,7 +381,7 @@ static int32_t ref_compute(int op, operand x, operand y, int32_t promoted, const
 /* float16 / bfloat16 mul, div, floor_divide keep a trailing scalar in float (torch). */
 static bool float_scalar(int op, operand y, int32_t c) {
   return !y.t && (c == TD_FLOAT16 || c == TD_BFLOAT16) &&
-         (op == TD_OP_MUL || op == TD_OP_DIV || op == TD_OP_FLOOR_DIVIDE);
+         (op == TD_BINARY_MUL || op == TD_BINARY_DIV || op == TD_BINARY_FLOOR_DIVIDE);
 }
 
 /* The rounding of compute type c (float for the half types and float32). */
@@ -401,66 +401,68 @@ static int64_t ipow(int64_t x, int64_t y, int32_t c) {
  * *zdiv when an integer divisor is 0. */
 static val ref_binary(int op, int32_t c, val x, val y, bool scalar_exponent, bool *approx,
                       bool *zdiv) {
-  if (op >= TD_OP_EQ && op <= TD_OP_GE) {
+  if (op >= TD_BINARY_EQ && op <= TD_BINARY_GE) {
     bool r;
     if (!isfl(c)) {
       int64_t a = x.i, b = y.i;
-      r = op == TD_OP_EQ ? a == b : op == TD_OP_NE ? a != b : op == TD_OP_LT ? a < b
-        : op == TD_OP_LE ? a <= b : op == TD_OP_GT ? a > b : a >= b;
+      r = op == TD_BINARY_EQ ? a == b : op == TD_BINARY_NE ? a != b : op == TD_BINARY_LT ? a < b
+        : op == TD_BINARY_LE ? a <= b : op == TD_BINARY_GT ? a > b : a >= b;
     } else {
       double a = x.f, b = y.f;
-      r = op == TD_OP_EQ ? a == b : op == TD_OP_NE ? a != b : op == TD_OP_LT ? a < b
-        : op == TD_OP_LE ? a <= b : op == TD_OP_GT ? a > b : a >= b;
+      r = op == TD_BINARY_EQ ? a == b : op == TD_BINARY_NE ? a != b : op == TD_BINARY_LT ? a < b
+        : op == TD_BINARY_LE ? a <= b : op == TD_BINARY_GT ? a > b : a >= b;
     }
     return VI(r);
   }
-  if (op >= TD_OP_LOGICAL_AND) { /* nonzero in the promoted dtype */
+  if (op >= TD_BINARY_LOGICAL_AND) { /* nonzero in the promoted dtype */
     bool a = x.is_int ? x.i != 0 : x.f != 0, b = y.is_int ? y.i != 0 : y.f != 0;
-    return VI(op == TD_OP_LOGICAL_AND ? (a && b) : op == TD_OP_LOGICAL_OR ? (a || b) : a != b);
+    return VI(op == TD_BINARY_LOGICAL_AND  ? (a && b)
+              : op == TD_BINARY_LOGICAL_OR ? (a || b)
+                                           : a != b);
   }
   if (!isfl(c)) {
     int64_t a = x.i, b = y.i;
     uint64_t ua = (uint64_t)a, ub = (uint64_t)b;
     switch (op) {
-      case TD_OP_ADD: return VI(wrap(c, (int64_t)(ua + ub)));
-      case TD_OP_SUB: return VI(wrap(c, (int64_t)(ua - ub)));
-      case TD_OP_MUL: return VI(wrap(c, (int64_t)(ua * ub)));
-      case TD_OP_MINIMUM: return VI(b < a ? b : a);
-      case TD_OP_MAXIMUM: return VI(a < b ? b : a);
-      case TD_OP_POW:
+      case TD_BINARY_ADD: return VI(wrap(c, (int64_t)(ua + ub)));
+      case TD_BINARY_SUB: return VI(wrap(c, (int64_t)(ua - ub)));
+      case TD_BINARY_MUL: return VI(wrap(c, (int64_t)(ua * ub)));
+      case TD_BINARY_MINIMUM: return VI(b < a ? b : a);
+      case TD_BINARY_MAXIMUM: return VI(a < b ? b : a);
+      case TD_BINARY_POW:
         if (c == TD_BOOL) return VI(b ? a : 1); /* bool ** bool scalar: copy or ones */
         return VI(ipow(a, b, c));
-      case TD_OP_FLOOR_DIVIDE:
-      case TD_OP_REMAINDER: {
+      case TD_BINARY_FLOOR_DIVIDE:
+      case TD_BINARY_REMAINDER: {
         if (b == 0) {
           *zdiv = true;
           return VI(0);
         }
-        if (b == -1) return VI(op == TD_OP_REMAINDER ? 0 : wrap(c, (int64_t)(0 - ua)));
+        if (b == -1) return VI(op == TD_BINARY_REMAINDER ? 0 : wrap(c, (int64_t)(0 - ua)));
         int64_t q = a / b, r = a - q * b; /* C truncates; Python floors */
         if (r != 0 && ((r < 0) != (b < 0))) {
           q -= 1;
           r += b;
         }
-        return VI(op == TD_OP_REMAINDER ? r : q);
+        return VI(op == TD_BINARY_REMAINDER ? r : q);
       }
     }
     return VI(0);
   }
   double a = x.f, b = y.f, r = 0;
   switch (op) {
-    case TD_OP_ADD: r = a + b; break;
-    case TD_OP_SUB: r = a - b; break;
-    case TD_OP_MUL: r = a * b; break;
-    case TD_OP_DIV: r = a / b; break;
-    case TD_OP_MINIMUM: r = isnan(a) || isnan(b) ? NAN : b < a ? b : a; break;
-    case TD_OP_MAXIMUM: r = isnan(a) || isnan(b) ? NAN : a < b ? b : a; break;
-    case TD_OP_REMAINDER: { /* torch: fmod, then moved to the divisor's sign */
+    case TD_BINARY_ADD: r = a + b; break;
+    case TD_BINARY_SUB: r = a - b; break;
+    case TD_BINARY_MUL: r = a * b; break;
+    case TD_BINARY_DIV: r = a / b; break;
+    case TD_BINARY_MINIMUM: r = isnan(a) || isnan(b) ? NAN : b < a ? b : a; break;
+    case TD_BINARY_MAXIMUM: r = isnan(a) || isnan(b) ? NAN : a < b ? b : a; break;
+    case TD_BINARY_REMAINDER: { /* torch: fmod, then moved to the divisor's sign */
       double m = fmod(a, b);
       r = m != 0 && ((b < 0) != (m < 0)) ? R(c, m + b) : m;
       break;
     }
-    case TD_OP_FLOOR_DIVIDE: { /* torch's div_floor_floating, step by step */
+    case TD_BINARY_FLOOR_DIVIDE: { /* torch's div_floor_floating, step by step */
       if (b == 0) {
         r = a / b;
         break;
@@ -476,7 +478,7 @@ static val ref_binary(int op, int32_t c, val x, val y, bool scalar_exponent, boo
       }
       break;
     }
-    case TD_OP_POW:
+    case TD_BINARY_POW:
       if (scalar_exponent && c != TD_FLOAT16 &&
           (b == 2 || b == 3 || b == 0.5 || b == -0.5 || b == -1 || b == -2)) {
         /* torch's rewrites for a scalar exponent */
@@ -591,7 +593,7 @@ static void check_binary_case(const char *label, int op, operand x, operand y, b
 }
 
 static bool int_division(int op, int32_t c) {
-  return (op == TD_OP_FLOOR_DIVIDE || op == TD_OP_REMAINDER) && !isfl(c);
+  return (op == TD_BINARY_FLOOR_DIVIDE || op == TD_BINARY_REMAINDER) && !isfl(c);
 }
 
 /* ---- binary: every op on every dtype pair --------------------------------------------- */
@@ -603,7 +605,7 @@ static void test_binary_pairs(void) {
   for (int op = 0; op < NBIN; op++)
     for (int32_t da = 0; da < TD_NUM_DTYPES; da++)
       for (int32_t db = 0; db < TD_NUM_DTYPES; db++) {
-        const int32_t c = op == TD_OP_DIV && !isfl(ref_promote(da, db)) ? TD_FLOAT32
+        const int32_t c = op == TD_BINARY_DIV && !isfl(ref_promote(da, db)) ? TD_FLOAT32
                                                                         : ref_promote(da, db);
         td_tensor *x = values_along(da, 0, false), *y = values_along(db, 1, int_division(op, c));
         check_binary_case("pairs", op, OT(x), OT(y), false);
@@ -642,7 +644,8 @@ static void test_binary_scalars(void) {
         td_tensor *x = values_along(da, 0, false);
         check_binary_case("tensor op scalar", op, OT(x), s, false);
         check_binary_case("tensor op_ scalar", op, OT(x), s, true);
-        td_tensor *xd = values_along(da, 0, op == TD_OP_FLOOR_DIVIDE || op == TD_OP_REMAINDER);
+        td_tensor *xd =
+            values_along(da, 0, op == TD_BINARY_FLOOR_DIVIDE || op == TD_BINARY_REMAINDER);
         check_binary_case("scalar op tensor", op, s, OT(xd), false);
         td_tensor_release(x);
         td_tensor_release(xd);
@@ -664,7 +667,7 @@ static void test_binary_layouts(void) {
     for (int op = 0; op < NBIN; op++) {
       const int32_t da = pairs[pi][0], db = pairs[pi][1];
       const int32_t p = ref_promote(da, db);
-      const bool nz = int_division(op, op == TD_OP_DIV && !isfl(p) ? TD_FLOAT32 : p);
+      const bool nz = int_division(op, op == TD_BINARY_DIV && !isfl(p) ? TD_FLOAT32 : p);
       td_tensor *a = pattern(da, 2, s34, 1, false), *b = pattern(db, 2, s34, 4, nz);
       check_binary_case("contiguous", op, OT(a), OT(b), false);
       check_binary_case("contiguous in place", op, OT(a), OT(b), true);
@@ -721,11 +724,12 @@ static void test_binary_layouts(void) {
 static void test_large_layouts(void) {
   const int64_t s2[2] = {700, 300}, s3[3] = {3, 150, 200};
   const int32_t perm3[3] = {0, 2, 1};
-  static const int ops[] = {TD_OP_ADD, TD_OP_SUB, TD_OP_MAXIMUM, TD_OP_LT, TD_OP_FLOOR_DIVIDE};
+  static const int ops[] = {TD_BINARY_ADD, TD_BINARY_SUB, TD_BINARY_MAXIMUM, TD_BINARY_LT,
+                            TD_BINARY_FLOOR_DIVIDE};
   static const int32_t dts[] = {TD_FLOAT32, TD_INT16, TD_FLOAT64, TD_FLOAT16};
   for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++)
     for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++) {
-      const bool nz = ops[o] == TD_OP_FLOOR_DIVIDE;
+      const bool nz = ops[o] == TD_BINARY_FLOOR_DIVIDE;
       td_tensor *a = pattern(dts[d], 2, s2, 1, false), at;
       td_tensor_transpose(a, 0, 1, &at); /* [300, 700] */
       td_tensor *b = td_tensor_clone(&at);
@@ -769,25 +773,39 @@ static void test_binary_rules(void) {
     int32_t dt;
     double x, y, want;
   } cases[] = {
-      {TD_OP_FLOOR_DIVIDE, TD_INT32, 7, -2, -4},   {TD_OP_FLOOR_DIVIDE, TD_INT32, -7, 2, -4},
-      {TD_OP_FLOOR_DIVIDE, TD_INT8, -128, -1, -128}, {TD_OP_REMAINDER, TD_INT8, -128, -1, 0},
-      {TD_OP_REMAINDER, TD_INT32, -7, 3, 2},       {TD_OP_REMAINDER, TD_INT32, 7, -3, -2},
-      {TD_OP_REMAINDER, TD_FLOAT32, 5, -3, -1},    {TD_OP_REMAINDER, TD_FLOAT32, -6, 3, -0.0},
-      {TD_OP_REMAINDER, TD_FLOAT32, -5, INFINITY, INFINITY},
-      {TD_OP_FLOOR_DIVIDE, TD_FLOAT32, -5, INFINITY, -1},
-      {TD_OP_FLOOR_DIVIDE, TD_FLOAT32, 5, INFINITY, 0},
-      {TD_OP_FLOOR_DIVIDE, TD_FLOAT32, 1, 0, INFINITY},
-      {TD_OP_FLOOR_DIVIDE, TD_FLOAT64, -7.5, 2, -4}, {TD_OP_DIV, TD_INT64, 7, 2, 3.5},
-      {TD_OP_DIV, TD_INT32, 1, 0, INFINITY},       {TD_OP_DIV, TD_INT32, 0, 0, NAN},
-      {TD_OP_POW, TD_INT64, 7, -1, 0},             {TD_OP_POW, TD_INT64, -1, -3, -1},
-      {TD_OP_POW, TD_INT64, 1, -5, 1},             {TD_OP_POW, TD_INT8, 3, 5, -13},
-      {TD_OP_POW, TD_INT8, 2, 10, 0},              {TD_OP_POW, TD_FLOAT32, NAN, 0, 1},
-      {TD_OP_MINIMUM, TD_FLOAT32, 1, NAN, NAN},    {TD_OP_MAXIMUM, TD_FLOAT32, -0.0, 0, -0.0},
-      {TD_OP_MINIMUM, TD_FLOAT32, 0, -0.0, 0},     {TD_OP_EQ, TD_FLOAT32, NAN, NAN, 0},
-      {TD_OP_NE, TD_FLOAT32, NAN, NAN, 1},         {TD_OP_LOGICAL_AND, TD_FLOAT32, NAN, 1, 1},
-      {TD_OP_ADD, TD_BOOL, 1, 1, 1},               {TD_OP_ADD, TD_INT8, 100, 100, -56},
-      {TD_OP_SUB, TD_UINT8, 0, 1, 255},            {TD_OP_MUL, TD_INT64, 0x1p62, 4, 0},
-      {TD_OP_ADD, TD_FLOAT16, 2048, 1, 2048},
+      {TD_BINARY_FLOOR_DIVIDE, TD_INT32, 7, -2, -4},
+      {TD_BINARY_FLOOR_DIVIDE, TD_INT32, -7, 2, -4},
+      {TD_BINARY_FLOOR_DIVIDE, TD_INT8, -128, -1, -128},
+      {TD_BINARY_REMAINDER, TD_INT8, -128, -1, 0},
+      {TD_BINARY_REMAINDER, TD_INT32, -7, 3, 2},
+      {TD_BINARY_REMAINDER, TD_INT32, 7, -3, -2},
+      {TD_BINARY_REMAINDER, TD_FLOAT32, 5, -3, -1},
+      {TD_BINARY_REMAINDER, TD_FLOAT32, -6, 3, -0.0},
+      {TD_BINARY_REMAINDER, TD_FLOAT32, -5, INFINITY, INFINITY},
+      {TD_BINARY_FLOOR_DIVIDE, TD_FLOAT32, -5, INFINITY, -1},
+      {TD_BINARY_FLOOR_DIVIDE, TD_FLOAT32, 5, INFINITY, 0},
+      {TD_BINARY_FLOOR_DIVIDE, TD_FLOAT32, 1, 0, INFINITY},
+      {TD_BINARY_FLOOR_DIVIDE, TD_FLOAT64, -7.5, 2, -4},
+      {TD_BINARY_DIV, TD_INT64, 7, 2, 3.5},
+      {TD_BINARY_DIV, TD_INT32, 1, 0, INFINITY},
+      {TD_BINARY_DIV, TD_INT32, 0, 0, NAN},
+      {TD_BINARY_POW, TD_INT64, 7, -1, 0},
+      {TD_BINARY_POW, TD_INT64, -1, -3, -1},
+      {TD_BINARY_POW, TD_INT64, 1, -5, 1},
+      {TD_BINARY_POW, TD_INT8, 3, 5, -13},
+      {TD_BINARY_POW, TD_INT8, 2, 10, 0},
+      {TD_BINARY_POW, TD_FLOAT32, NAN, 0, 1},
+      {TD_BINARY_MINIMUM, TD_FLOAT32, 1, NAN, NAN},
+      {TD_BINARY_MAXIMUM, TD_FLOAT32, -0.0, 0, -0.0},
+      {TD_BINARY_MINIMUM, TD_FLOAT32, 0, -0.0, 0},
+      {TD_BINARY_EQ, TD_FLOAT32, NAN, NAN, 0},
+      {TD_BINARY_NE, TD_FLOAT32, NAN, NAN, 1},
+      {TD_BINARY_LOGICAL_AND, TD_FLOAT32, NAN, 1, 1},
+      {TD_BINARY_ADD, TD_BOOL, 1, 1, 1},
+      {TD_BINARY_ADD, TD_INT8, 100, 100, -56},
+      {TD_BINARY_SUB, TD_UINT8, 0, 1, 255},
+      {TD_BINARY_MUL, TD_INT64, 0x1p62, 4, 0},
+      {TD_BINARY_ADD, TD_FLOAT16, 2048, 1, 2048},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     double got = bin1(cases[i].op, cases[i].dt, cases[i].x, cases[i].y);
@@ -801,7 +819,7 @@ static void test_binary_rules(void) {
   td_tensor *t = td_tensor_empty(1, &two, TD_INT8);
   td_tensor_write_f64(t, &i0, 100);
   td_tensor_write_f64(t, &i1, -100);
-  td_tensor *r = td_binary_scalar(TD_OP_LT, t, 300, TD_SCALAR_INT, 0);
+  td_tensor *r = td_binary_scalar(TD_BINARY_LT, t, 300, TD_SCALAR_INT, 0);
   double v0 = -1, v1 = -1;
   td_tensor_read_f64(r, &i0, &v0);
   td_tensor_read_f64(r, &i1, &v1);
@@ -811,13 +829,13 @@ static void test_binary_rules(void) {
   td_tensor *f = td_tensor_empty(1, &two, TD_FLOAT32);
   td_tensor_write_f64(f, &i0, -0.0);
   td_tensor_write_f64(f, &i1, -INFINITY);
-  r = td_binary_scalar(TD_OP_POW, f, 0.5, TD_SCALAR_FLOAT, 0);
+  r = td_binary_scalar(TD_BINARY_POW, f, 0.5, TD_SCALAR_FLOAT, 0);
   td_tensor_read_f64(r, &i0, &v0);
   td_tensor_read_f64(r, &i1, &v1);
   CHECK(v0 == 0 && signbit(v0) && isnan(v1)); /* sqrt(-0) = -0, sqrt(-inf) = NaN */
   td_tensor_release(r);
   td_tensor *e = td_tensor_full(0, NULL, TD_FLOAT32, 0.5); /* a tensor exponent: pow() */
-  r = td_binary(TD_OP_POW, f, e);
+  r = td_binary(TD_BINARY_POW, f, e);
   td_tensor_read_f64(r, &i0, &v0);
   td_tensor_read_f64(r, &i1, &v1);
   CHECK(v0 == 0 && !signbit(v0) && v1 == INFINITY);
@@ -827,32 +845,32 @@ static void test_binary_rules(void) {
   td_tensor_release(t);
   /* torch's answers for the rest of its scalar rules */
   td_tensor *u8 = td_tensor_full(1, &two, TD_UINT8, 3); /* 256 is 0 in uint8: false */
-  r = td_binary_scalar(TD_OP_LOGICAL_AND, u8, 256, TD_SCALAR_INT, 0);
+  r = td_binary_scalar(TD_BINARY_LOGICAL_AND, u8, 256, TD_SCALAR_INT, 0);
   CHECK(r && r->dtype == TD_BOOL && at1(r, 0) == 0);
   td_tensor_release(r);
-  CHECK(td_binary_scalar(TD_OP_POW, u8, 300, TD_SCALAR_INT, 0) == NULL);
+  CHECK(td_binary_scalar(TD_BINARY_POW, u8, 300, TD_SCALAR_INT, 0) == NULL);
   CHECK_ERROR("pow: value 300 cannot be converted to uint8 without overflow");
   td_tensor *h = td_tensor_full(1, &two, TD_FLOAT16, 3);
-  CHECK(td_binary_scalar(TD_OP_POW, h, 1e10, TD_SCALAR_INT, 0) == NULL);
-  r = td_binary_scalar(TD_OP_MUL, h, 0.1, TD_SCALAR_FLOAT, 0); /* 3 * 0.1f, then rounded */
+  CHECK(td_binary_scalar(TD_BINARY_POW, h, 1e10, TD_SCALAR_INT, 0) == NULL);
+  r = td_binary_scalar(TD_BINARY_MUL, h, 0.1, TD_SCALAR_FLOAT, 0); /* 3 * 0.1f, then rounded */
   CHECK(r && at1(r, 0) == 0.300048828125);
   td_tensor_release(r);
-  r = td_binary_scalar(TD_OP_MUL, h, 0.1, TD_SCALAR_FLOAT, 1); /* scalar first: rounded */
+  r = td_binary_scalar(TD_BINARY_MUL, h, 0.1, TD_SCALAR_FLOAT, 1); /* scalar first: rounded */
   CHECK(r && at1(r, 0) == 0.2998046875);
   td_tensor_release(r);
   td_tensor_write_f64(h, &i0, -0.0);
-  r = td_binary_scalar(TD_OP_POW, h, 0.5, TD_SCALAR_FLOAT, 0); /* float16: pow(), +0 */
+  r = td_binary_scalar(TD_BINARY_POW, h, 0.5, TD_SCALAR_FLOAT, 0); /* float16: pow(), +0 */
   CHECK(r && at1(r, 0) == 0 && !signbit(at1(r, 0)));
   td_tensor_release(r);
   td_tensor *bf = td_tensor_full(1, &two, TD_BFLOAT16, -0.0); /* bfloat16: sqrt, -0 */
-  r = td_binary_scalar(TD_OP_POW, bf, 0.5, TD_SCALAR_FLOAT, 0);
+  r = td_binary_scalar(TD_BINARY_POW, bf, 0.5, TD_SCALAR_FLOAT, 0);
   CHECK(r && at1(r, 0) == 0 && signbit(at1(r, 0)));
   td_tensor_release(r);
   td_tensor *bo = td_tensor_full(1, &two, TD_BOOL, 0); /* bool ** False: all true */
-  r = td_binary_scalar(TD_OP_POW, bo, 0, TD_SCALAR_BOOL, 0);
+  r = td_binary_scalar(TD_BINARY_POW, bo, 0, TD_SCALAR_BOOL, 0);
   CHECK(r && r->dtype == TD_BOOL && at1(r, 0) == 1 && at1(r, 1) == 1);
   td_tensor_release(r);
-  CHECK(td_binary(TD_OP_POW, bo, bo) == NULL);
+  CHECK(td_binary(TD_BINARY_POW, bo, bo) == NULL);
   td_tensor_release(bo);
   td_tensor_release(bf);
   td_tensor_release(h);
@@ -863,7 +881,7 @@ static void test_binary_rules(void) {
 static void test_division_by_zero(void) {
   const int64_t n = 4;
   for (int32_t dt = TD_UINT8; dt <= TD_INT64; dt++)
-    for (int op = TD_OP_FLOOR_DIVIDE; op <= TD_OP_REMAINDER; op++) {
+    for (int op = TD_BINARY_FLOOR_DIVIDE; op <= TD_BINARY_REMAINDER; op++) {
       td_tensor *a = td_tensor_full(1, &n, dt, 7), *z = td_tensor_full(1, &n, dt, 0);
       td_tensor *r = td_binary(op, a, z);
       CHECK(r == NULL);
@@ -887,7 +905,7 @@ static void test_division_by_zero(void) {
   const int64_t big = 1 << 20, at = 777777;
   td_tensor *a = td_tensor_full(1, &big, TD_INT32, 9), *b = td_tensor_full(1, &big, TD_INT32, 2);
   td_tensor_write_f64(b, &at, 0);
-  CHECK(td_binary(TD_OP_FLOOR_DIVIDE, a, b) == NULL);
+  CHECK(td_binary(TD_BINARY_FLOOR_DIVIDE, a, b) == NULL);
   CHECK_ERROR("floor_divide: integer division by zero");
   td_tensor_release(a);
   td_tensor_release(b);
@@ -900,43 +918,43 @@ static const char *const un_names[NUN] = {
     "rsqrt", "sin",    "cos",  "tanh",  "sigmoid", "relu", "floor",
     "ceil", "round",   "sign", "logical_not", "isnan", "isinf"};
 
-static bool is_float_op(int op) { return op >= TD_OP_EXP && op <= TD_OP_SIGMOID; }
+static bool is_float_op(int op) { return op >= TD_UNARY_EXP && op <= TD_UNARY_SIGMOID; }
 
 static val ref_unary(int op, int32_t c, val x, bool *approx) {
-  if (op == TD_OP_LOGICAL_NOT) return VI(x.is_int ? x.i == 0 : x.f == 0);
-  if (op == TD_OP_ISNAN) return VI(!x.is_int && isnan(x.f));
-  if (op == TD_OP_ISINF) return VI(!x.is_int && isinf(x.f));
+  if (op == TD_UNARY_LOGICAL_NOT) return VI(x.is_int ? x.i == 0 : x.f == 0);
+  if (op == TD_UNARY_ISNAN) return VI(!x.is_int && isnan(x.f));
+  if (op == TD_UNARY_ISINF) return VI(!x.is_int && isinf(x.f));
   if (!isfl(c)) {
     int64_t v = x.i;
     switch (op) {
-      case TD_OP_NEG: return VI(wrap(c, (int64_t)(0 - (uint64_t)v)));
-      case TD_OP_ABS: return VI(v < 0 ? wrap(c, (int64_t)(0 - (uint64_t)v)) : v);
-      case TD_OP_RELU: return VI(v < 0 ? 0 : v);
-      case TD_OP_SIGN: return VI((v > 0) - (v < 0));
+      case TD_UNARY_NEG: return VI(wrap(c, (int64_t)(0 - (uint64_t)v)));
+      case TD_UNARY_ABS: return VI(v < 0 ? wrap(c, (int64_t)(0 - (uint64_t)v)) : v);
+      case TD_UNARY_RELU: return VI(v < 0 ? 0 : v);
+      case TD_UNARY_SIGN: return VI((v > 0) - (v < 0));
       default: return VI(v); /* floor, ceil, round */
     }
   }
   double v = x.f, r = 0;
   switch (op) {
-    case TD_OP_NEG: r = -v; break;
-    case TD_OP_ABS: r = fabs(v); break;
-    case TD_OP_SQRT: r = sqrt(v); break;
-    case TD_OP_RSQRT: r = 1 / R(c, sqrt(v)); break;
-    case TD_OP_RELU: r = v < 0 ? 0 : v; break;
-    case TD_OP_FLOOR: r = floor(v); break;
-    case TD_OP_CEIL: r = ceil(v); break;
-    case TD_OP_ROUND: r = nearbyint(v); break;
-    case TD_OP_SIGN: r = (v > 0) - (v < 0); break;
+    case TD_UNARY_NEG: r = -v; break;
+    case TD_UNARY_ABS: r = fabs(v); break;
+    case TD_UNARY_SQRT: r = sqrt(v); break;
+    case TD_UNARY_RSQRT: r = 1 / R(c, sqrt(v)); break;
+    case TD_UNARY_RELU: r = v < 0 ? 0 : v; break;
+    case TD_UNARY_FLOOR: r = floor(v); break;
+    case TD_UNARY_CEIL: r = ceil(v); break;
+    case TD_UNARY_ROUND: r = nearbyint(v); break;
+    case TD_UNARY_SIGN: r = (v > 0) - (v < 0); break;
     default:
       *approx = true;
       switch (op) {
-        case TD_OP_EXP: r = exp(v); break;
-        case TD_OP_LOG: r = log(v); break;
-        case TD_OP_LOG1P: r = log1p(v); break;
-        case TD_OP_EXPM1: r = expm1(v); break;
-        case TD_OP_SIN: r = sin(v); break;
-        case TD_OP_COS: r = cos(v); break;
-        case TD_OP_TANH: r = tanh(v); break;
+        case TD_UNARY_EXP: r = exp(v); break;
+        case TD_UNARY_LOG: r = log(v); break;
+        case TD_UNARY_LOG1P: r = log1p(v); break;
+        case TD_UNARY_EXPM1: r = expm1(v); break;
+        case TD_UNARY_SIN: r = sin(v); break;
+        case TD_UNARY_COS: r = cos(v); break;
+        case TD_UNARY_TANH: r = tanh(v); break;
         default: r = 1 / R(c, 1 + R(c, exp(-v))); break; /* sigmoid, in c's precision */
       }
   }
@@ -948,12 +966,12 @@ static int64_t unary_bad;
 static void check_unary_case(const char *label, int op, const td_tensor *x, bool inplace) {
   const int32_t dt = x->dtype;
   const char *err = NULL;
-  if (dt == TD_BOOL && op == TD_OP_NEG) err = "negation of a bool tensor";
-  if (dt == TD_BOOL && (op == TD_OP_ABS || op == TD_OP_RELU || op == TD_OP_FLOOR ||
-                        op == TD_OP_CEIL || op == TD_OP_ROUND))
+  if (dt == TD_BOOL && op == TD_UNARY_NEG) err = "negation of a bool tensor";
+  if (dt == TD_BOOL && (op == TD_UNARY_ABS || op == TD_UNARY_RELU || op == TD_UNARY_FLOOR ||
+                        op == TD_UNARY_CEIL || op == TD_UNARY_ROUND))
     err = "not supported for bool";
   const int32_t c = is_float_op(op) && !isfl(dt) ? TD_FLOAT32 : dt;
-  const int32_t o = op >= TD_OP_LOGICAL_NOT ? TD_BOOL : c;
+  const int32_t o = op >= TD_UNARY_LOGICAL_NOT ? TD_BOOL : c;
   if (inplace && !err && cat(o) > cat(dt)) err = "can't be cast to the desired output type";
   td_tensor *a = inplace ? td_tensor_clone(x) : NULL, *r = NULL;
   const td_tensor *src = inplace ? a : x;
@@ -1031,8 +1049,8 @@ static void test_unary(void) {
   for (int32_t dt = TD_INT32; dt <= TD_FLOAT64; dt += 4) {
     td_tensor *t = pattern(dt, 2, big, 1, false), tv;
     td_tensor_transpose(t, 0, 1, &tv);
-    check_unary_case("large transposed", TD_OP_NEG, &tv, false);
-    check_unary_case("large transposed", TD_OP_EXP, &tv, false);
+    check_unary_case("large transposed", TD_UNARY_NEG, &tv, false);
+    check_unary_case("large transposed", TD_UNARY_EXP, &tv, false);
     td_tensor_release(t);
   }
   CHECK_EQ_I(unary_bad, 0);
@@ -1042,7 +1060,7 @@ static void test_unary(void) {
   const double rounded[6] = {0, 2, 2, -0.0, -2, 2};
   td_tensor *t = td_tensor_empty(1, &n, TD_FLOAT32);
   for (int64_t i = 0; i < n; i++) td_tensor_write_f64(t, &i, in[i]);
-  td_tensor *r = td_unary(TD_OP_ROUND, t);
+  td_tensor *r = td_unary(TD_UNARY_ROUND, t);
   int bad = 0;
   for (int64_t i = 0; i < n; i++) {
     double v;
@@ -1053,7 +1071,7 @@ static void test_unary(void) {
   td_tensor_release(r);
   td_tensor_release(t);
   t = td_tensor_full(1, &n, TD_INT8, -128); /* abs and neg wrap */
-  r = td_unary(TD_OP_ABS, t);
+  r = td_unary(TD_UNARY_ABS, t);
   const int64_t i0 = 0;
   double v = 0;
   td_tensor_read_f64(r, &i0, &v);
@@ -1374,7 +1392,7 @@ static void test_overlap(void) {
     td_tensor *base = td_tensor_arange(1, 1, 1001, TD_FLOAT32), a, b;
     td_tensor_slice(base, 0, dir ? 1 : 0, dir ? 1001 : 1000, 1, &a);
     td_tensor_slice(base, 0, dir ? 0 : 1, dir ? 1000 : 1001, 1, &b);
-    CHECK_EQ_I(td_binary_(TD_OP_ADD, &a, &b), TD_OK);
+    CHECK_EQ_I(td_binary_(TD_BINARY_ADD, &a, &b), TD_OK);
     int bad = 0;
     for (int64_t i = 0; i < 1000; i++) /* values 1..1001: a[i] was i+1+dir, b[i] i+2-dir */
       bad += at1(&a, i) != (double)(i + 1 + dir) + (double)(i + 2 - dir);
@@ -1391,20 +1409,20 @@ static void test_overlap(void) {
     }
   td_tensor_copy_(orig, a);
   td_tensor_transpose(a, 0, 1, &at);
-  CHECK_EQ_I(td_binary_(TD_OP_ADD, a, &at), TD_OK);
+  CHECK_EQ_I(td_binary_(TD_BINARY_ADD, a, &at), TD_OK);
   int bad = 0;
   for (int64_t i = 0; i < 64; i++)
     for (int64_t j = 0; j < 64; j++) bad += at2(a, i, j) != at2(orig, i, j) + at2(orig, j, i);
   CHECK_EQ_I(bad, 0);
   td_tensor_copy_(a, orig);
-  CHECK_EQ_I(td_binary_(TD_OP_MUL, a, a), TD_OK);
+  CHECK_EQ_I(td_binary_(TD_BINARY_MUL, a, a), TD_OK);
   bad = 0;
   for (int64_t i = 0; i < 64; i++)
     for (int64_t j = 0; j < 64; j++) bad += at2(a, i, j) != at2(orig, i, j) * at2(orig, i, j);
   CHECK_EQ_I(bad, 0);
   /* in place through a transposed target reading the untransposed tensor */
   td_tensor_copy_(a, orig);
-  CHECK_EQ_I(td_binary_(TD_OP_SUB, &at, a), TD_OK); /* a^T -= a: a[j][i] = o[j][i] - o[i][j] */
+  CHECK_EQ_I(td_binary_(TD_BINARY_SUB, &at, a), TD_OK); /* a^T -= a: a[j][i] = o[j][i] - o[i][j] */
   bad = 0;
   for (int64_t i = 0; i < 64; i++)
     for (int64_t j = 0; j < 64; j++) bad += at2(a, j, i) != at2(orig, j, i) - at2(orig, i, j);
@@ -1437,14 +1455,14 @@ static void test_refusals(void) {
   const int64_t n16 = 16;
   td_tensor *ro = td_tensor_from_storage(st, 0, 1, &n16, NULL, TD_FLOAT32);
   td_tensor *mask = td_tensor_full(1, &n16, TD_BOOL, 1);
-  CHECK_EQ_I(td_binary_(TD_OP_ADD, ro, ro), TD_EREADONLY);
+  CHECK_EQ_I(td_binary_(TD_BINARY_ADD, ro, ro), TD_EREADONLY);
   CHECK_ERROR("add_: the tensor is read-only");
-  CHECK_EQ_I(td_binary_scalar_(TD_OP_MUL, ro, 2, TD_SCALAR_INT), TD_EREADONLY);
-  CHECK_EQ_I(td_unary_(TD_OP_EXP, ro), TD_EREADONLY);
-  CHECK_EQ_I(td_unary_(TD_OP_ISNAN, ro), TD_EREADONLY);
+  CHECK_EQ_I(td_binary_scalar_(TD_BINARY_MUL, ro, 2, TD_SCALAR_INT), TD_EREADONLY);
+  CHECK_EQ_I(td_unary_(TD_UNARY_EXP, ro), TD_EREADONLY);
+  CHECK_EQ_I(td_unary_(TD_UNARY_ISNAN, ro), TD_EREADONLY);
   CHECK_EQ_I(td_clamp_(ro, 0, 1, 1, 1), TD_EREADONLY);
   CHECK_EQ_I(td_masked_fill_(ro, mask, 1), TD_EREADONLY);
-  td_tensor *r = td_binary_scalar(TD_OP_ADD, ro, 1, TD_SCALAR_INT, 0);
+  td_tensor *r = td_binary_scalar(TD_BINARY_ADD, ro, 1, TD_SCALAR_INT, 0);
   CHECK(r && at1(r, 3) == 1);
   td_tensor_release(r);
   r = td_masked_fill(ro, mask, 5);
@@ -1458,9 +1476,9 @@ static void test_refusals(void) {
   td_tensor *row = td_tensor_full(2, s1, TD_FLOAT32, 1), ex;
   td_tensor *b = td_tensor_full(2, s34, TD_FLOAT32, 2);
   td_tensor_expand(row, 2, s34, &ex);
-  CHECK_EQ_I(td_binary_(TD_OP_ADD, &ex, b), TD_EINVAL);
+  CHECK_EQ_I(td_binary_(TD_BINARY_ADD, &ex, b), TD_EINVAL);
   CHECK_ERROR("more than one element of the written-to tensor");
-  CHECK_EQ_I(td_unary_(TD_OP_NEG, &ex), TD_EINVAL);
+  CHECK_EQ_I(td_unary_(TD_UNARY_NEG, &ex), TD_EINVAL);
   CHECK_EQ_I(td_clamp_(&ex, 0, 1, 1, 1), TD_EINVAL);
   CHECK_EQ_I(td_masked_fill_(&ex, mask, 1) < 0, 1);
   td_tensor_release(row);
@@ -1472,35 +1490,35 @@ static void test_refusals(void) {
 static void test_messages(void) {
   const int64_t s23[2] = {2, 3}, s4[1] = {4}, s1[1] = {1}, s2[1] = {2};
   td_tensor *a = td_tensor_full(2, s23, TD_FLOAT32, 1), *b = td_tensor_full(1, s4, TD_FLOAT32, 1);
-  CHECK(td_binary(TD_OP_ADD, a, b) == NULL);
+  CHECK(td_binary(TD_BINARY_ADD, a, b) == NULL);
   CHECK_ERROR("add: shapes [2, 3] and [4] do not broadcast");
   CHECK_EQ_I(td_last_status(), TD_ESHAPE);
   td_tensor *i = td_tensor_full(1, s4, TD_INT64, 2);
-  CHECK(td_binary_scalar(TD_OP_POW, i, -2, TD_SCALAR_INT, 0) == NULL);
+  CHECK(td_binary_scalar(TD_BINARY_POW, i, -2, TD_SCALAR_INT, 0) == NULL);
   CHECK_ERROR("pow: integers to negative integer powers are not allowed");
-  CHECK_EQ_I(td_binary_scalar_(TD_OP_ADD, i, 0.5, TD_SCALAR_FLOAT), TD_EDTYPE);
+  CHECK_EQ_I(td_binary_scalar_(TD_BINARY_ADD, i, 0.5, TD_SCALAR_FLOAT), TD_EDTYPE);
   CHECK_ERROR("add_: result type float32 can't be cast to the desired output type int64");
-  CHECK_EQ_I(td_binary_(TD_OP_DIV, i, i), TD_EDTYPE);
+  CHECK_EQ_I(td_binary_(TD_BINARY_DIV, i, i), TD_EDTYPE);
   CHECK_ERROR("div_: result type float32 can't be cast to the desired output type int64");
   td_tensor *bo = td_tensor_full(1, s4, TD_BOOL, 1);
-  CHECK(td_binary(TD_OP_SUB, bo, bo) == NULL);
+  CHECK(td_binary(TD_BINARY_SUB, bo, bo) == NULL);
   CHECK_ERROR("sub: subtraction with two bool tensors is not supported");
-  CHECK(td_binary_scalar(TD_OP_SUB, bo, 1, TD_SCALAR_INT, 1) == NULL);
+  CHECK(td_binary_scalar(TD_BINARY_SUB, bo, 1, TD_SCALAR_INT, 1) == NULL);
   CHECK_ERROR("sub: subtraction with a bool tensor is not supported");
-  CHECK(td_unary(TD_OP_NEG, bo) == NULL);
+  CHECK(td_unary(TD_UNARY_NEG, bo) == NULL);
   CHECK_ERROR("neg: negation of a bool tensor is not supported");
   td_tensor *one = td_tensor_full(1, s1, TD_FLOAT32, 1), *two = td_tensor_full(1, s2, TD_FLOAT32, 1);
-  CHECK_EQ_I(td_binary_(TD_OP_ADD, one, two), TD_ESHAPE);
+  CHECK_EQ_I(td_binary_(TD_BINARY_ADD, one, two), TD_ESHAPE);
   CHECK_ERROR("add_: output with shape [1] doesn't match the broadcast shape [2]");
   CHECK(td_binary(99, a, b) == NULL);
   CHECK_ERROR("unknown binary op 99");
-  CHECK(td_binary(TD_OP_ADD, NULL, b) == NULL);
+  CHECK(td_binary(TD_BINARY_ADD, NULL, b) == NULL);
   CHECK_ERROR("add: the first tensor is NULL");
-  CHECK(td_binary_scalar(TD_OP_ADD, a, 1, 7, 0) == NULL);
+  CHECK(td_binary_scalar(TD_BINARY_ADD, a, 1, 7, 0) == NULL);
   CHECK_ERROR("unknown scalar kind 7");
   CHECK(td_unary(42, a) == NULL);
   CHECK_ERROR("unknown unary op 42");
-  CHECK(td_unary(TD_OP_EXP, NULL) == NULL);
+  CHECK(td_unary(TD_UNARY_EXP, NULL) == NULL);
   CHECK(td_clamp(a, 0, 0, 0, 0) == NULL);
   CHECK_ERROR("clamp: at least one of min and max must be given");
   td_tensor *i8 = td_tensor_full(1, s4, TD_INT8, 1);
@@ -1513,7 +1531,7 @@ static void test_messages(void) {
   CHECK(td_masked_fill(a, NULL, 1) == NULL);
   CHECK(td_masked_fill(i8, bo, 300) == NULL);
   CHECK_ERROR("masked_fill: value 300 cannot be converted to int8 without overflow");
-  CHECK(td_binary_scalar(TD_OP_ADD, i, 1e20, TD_SCALAR_INT, 0) == NULL);
+  CHECK(td_binary_scalar(TD_BINARY_ADD, i, 1e20, TD_SCALAR_INT, 0) == NULL);
   CHECK_ERROR("add: integer scalar 1e+20 is outside the int64 range");
   td_tensor *all[] = {a, b, i, bo, one, two, i8};
   for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) td_tensor_release(all[k]);
@@ -1523,37 +1541,41 @@ static void test_messages(void) {
 
 typedef td_tensor *(*make_fn)(td_tensor *const *in);
 
-static td_tensor *t_add(td_tensor *const *in) { return td_binary(TD_OP_ADD, in[0], in[1]); }
-static td_tensor *t_mul_b(td_tensor *const *in) { return td_binary(TD_OP_MUL, in[0], in[3]); }
-static td_tensor *t_exp(td_tensor *const *in) { return td_unary(TD_OP_EXP, in[0]); }
-static td_tensor *t_fdiv(td_tensor *const *in) { return td_binary(TD_OP_FLOOR_DIVIDE, in[2], in[4]); }
-static td_tensor *t_rem(td_tensor *const *in) { return td_binary(TD_OP_REMAINDER, in[0], in[1]); }
-static td_tensor *t_lt(td_tensor *const *in) { return td_binary(TD_OP_LT, in[0], in[1]); }
-static td_tensor *t_half(td_tensor *const *in) { return td_binary(TD_OP_ADD, in[5], in[5]); }
-static td_tensor *t_sig(td_tensor *const *in) { return td_unary(TD_OP_SIGMOID, in[0]); }
+static td_tensor *t_add(td_tensor *const *in) { return td_binary(TD_BINARY_ADD, in[0], in[1]); }
+static td_tensor *t_mul_b(td_tensor *const *in) { return td_binary(TD_BINARY_MUL, in[0], in[3]); }
+static td_tensor *t_exp(td_tensor *const *in) { return td_unary(TD_UNARY_EXP, in[0]); }
+static td_tensor *t_fdiv(td_tensor *const *in) {
+  return td_binary(TD_BINARY_FLOOR_DIVIDE, in[2], in[4]);
+}
+static td_tensor *t_rem(td_tensor *const *in) {
+  return td_binary(TD_BINARY_REMAINDER, in[0], in[1]);
+}
+static td_tensor *t_lt(td_tensor *const *in) { return td_binary(TD_BINARY_LT, in[0], in[1]); }
+static td_tensor *t_half(td_tensor *const *in) { return td_binary(TD_BINARY_ADD, in[5], in[5]); }
+static td_tensor *t_sig(td_tensor *const *in) { return td_unary(TD_UNARY_SIGMOID, in[0]); }
 static td_tensor *t_clamp(td_tensor *const *in) { return td_clamp(in[0], -0.5, 0.5, 1, 1); }
 static td_tensor *t_where(td_tensor *const *in) {
-  td_tensor *m = td_binary_scalar(TD_OP_GT, in[0], 0, TD_SCALAR_INT, 0);
+  td_tensor *m = td_binary_scalar(TD_BINARY_GT, in[0], 0, TD_SCALAR_INT, 0);
   td_tensor *r = td_where(m, in[0], 0, 0, in[1], 0, 0);
   td_tensor_release(m);
   return r;
 }
 static td_tensor *t_fill(td_tensor *const *in) {
-  td_tensor *m = td_binary_scalar(TD_OP_GT, in[1], 0, TD_SCALAR_INT, 0);
+  td_tensor *m = td_binary_scalar(TD_BINARY_GT, in[1], 0, TD_SCALAR_INT, 0);
   td_tensor *r = td_masked_fill(in[0], m, 7);
   td_tensor_release(m);
   return r;
 }
 static td_tensor *t_inplace(td_tensor *const *in) {
   td_tensor *r = td_tensor_clone(in[0]);
-  td_binary_(TD_OP_SUB, r, in[1]);
-  td_unary_(TD_OP_TANH, r);
+  td_binary_(TD_BINARY_SUB, r, in[1]);
+  td_unary_(TD_UNARY_TANH, r);
   return r;
 }
 static td_tensor *t_transposed(td_tensor *const *in) {
   td_tensor tv;
   td_tensor_transpose(in[6], 0, 1, &tv);
-  return td_binary(TD_OP_MAXIMUM, &tv, in[6]);
+  return td_binary(TD_BINARY_MAXIMUM, &tv, in[6]);
 }
 
 static void test_threads(void) {

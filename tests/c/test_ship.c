@@ -1,6 +1,6 @@
 /*
  * test_ship.c: containers packed into a flat region and unpacked as views (dict_ship.c),
- * and a round trip through forked workers (workers.c).
+ * and a round trip through forked workers (dict_workers.c).
  */
 #include <signal.h>
 #include <sys/wait.h>
@@ -125,7 +125,7 @@ static void test_workers(void) {
       } else if (!in) {
         td_worker_reply_done(w);
       } else {
-        td_dict *out = td_dict_binary(TD_OP_MUL, in, NULL, NULL, 2, TD_SCALAR_INT, 0);
+        td_dict *out = td_dict_binary(TD_BINARY_MUL, in, NULL, NULL, 2, TD_SCALAR_INT, 0);
         td_worker_reply_result(w, job == 4 ? in : out);
         td_dict_release(out);
       }
@@ -135,7 +135,7 @@ static void test_workers(void) {
   }
   CHECK_EQ_I(who, TD_WORKERS_PARENT);
   td_dict *d = sample(7);
-  td_dict *twice = td_dict_binary(TD_OP_MUL, d, NULL, NULL, 2, TD_SCALAR_INT, 0);
+  td_dict *twice = td_dict_binary(TD_BINARY_MUL, d, NULL, NULL, 2, TD_SCALAR_INT, 0);
   for (int64_t job = 1; job <= 5; job++) {
     int32_t i = (int32_t)(job % 2);
     CHECK(td_workers_send(w, i, job, job == 5 ? NULL : d) == 0);

@@ -1,5 +1,5 @@
 /*
- * workers.c: forked worker processes and their transport (the engine behind td:map and
+ * dict_workers.c: forked worker processes and their transport (the engine behind td:map and
  * flow.Map; the Lua side is lua/tensordict/workers.lua).
  *
  * Each worker has a SOCK_SEQPACKET socketpair to the parent (small fixed messages, and
@@ -34,7 +34,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../dict/dict_internal.h"
+#include "dict_internal.h"
 
 enum { MSG_JOB = 1, MSG_RESULT = 2, MSG_ERROR = 3, MSG_DONE = 4 };
 enum { FLAG_NEW_INPUT = 1 };
@@ -417,8 +417,7 @@ TD_EXPORT td_dict *td_workers_recv(td_workers *w, int32_t i, int32_t *kind, int6
   if (got == 0) {
     describe_death(s, i);
     *kind = TD_REPLY_DIED;
-    td_fail(TD_EIO, "%s", s->message ? s->message : "a worker died");
-    return NULL;
+    return td_fail_null(TD_EIO, "%s", s->message ? s->message : "a worker died");
   }
   s->busy = 0;
   *job = m.job;
