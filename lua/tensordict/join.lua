@@ -43,17 +43,24 @@ end
 
 -- T.pad(t, pads, value): pads = {last_before, last_after, prev_before, ...} as in
 -- torch.nn.functional.pad; negative pads crop.
-function M.pad(t, pads, value)
-  local h = H(t)
+-- pad's arguments, checked, for tensors and TensorDicts: the amounts as int64 and
+-- their count, and the fill value.
+function M.pad_args(pads, value)
   if type(pads) ~= "table" then fail(("pad: pads must be a table of integers, got %s"):format(describe(pads))) end
   local buf = ffi.new("int64_t[?]", math.max(#pads, 1))
   for i, p in ipairs(pads) do
-    if not util.is_int(p) then fail(("pad: pad %s is not an integer"):format(describe(p))) end
+    if not util.is_int(p) then fail(("pad: pad %d is %s, not an integer"):format(i, describe(p))) end
     buf[i - 1] = p
   end
-  value = value or 0
+  if value == nil then value = 0 end
   if type(value) ~= "number" then fail(("pad: value must be a number, got %s"):format(describe(value))) end
-  return adopt(C.td_pad(h, buf, #pads, value))
+  return buf, #pads, value
+end
+
+function M.pad(t, pads, value)
+  local h = H(t)
+  local buf, n, v = M.pad_args(pads, value)
+  return adopt(C.td_pad(h, buf, n, v))
 end
 
 -- Views of consecutive slices along dim, of the given lengths.

@@ -168,6 +168,7 @@ M.check = check
 
 -- A 1-based batch dim of self (negative from the end) -> 0-based.
 function M.batch_dim(call, self, d, extra)
+  D(self)
   return util.dim0(call, d, self._td_head.ndim, extra, "%d batch dims")
 end
 
@@ -734,6 +735,8 @@ M.set_names = set_names
 -- Names dims: a table of names (false leaves a dim unnamed), or "..." entries as
 -- torch's refine_names does not support here; names already set must agree.
 function TD.refine_names(self, ...)
+  D(self)
+  if select("#", ...) == 0 then fail("refine_names: expected names (strings, or false to keep a dim's)") end
   local names = type(...) == "table" and ... or { ... }
   local old = dim_names(self)
   if old then
@@ -770,6 +773,7 @@ end
 -- Releases the container now: every handle and leaf borrowed through it raises
 -- afterwards.
 function TD.free(self)
+  if not is_td(self) then util.bad_self("a TensorDict", self, TD) end
   local d = self._td_p
   if d ~= nil then
     local slot = self._td_slot
@@ -787,14 +791,12 @@ end
 
 ------------------------------------------------------------------------- iteration
 
+local KEYS_OPTIONS = { include_nested = "boolean", leaves_only = "boolean", sort = "boolean" }
+
 -- Keys in order: strings, or key paths (arrays) for nested keys with include_nested.
 function TD.keys(self, opts)
   D(self)
-  if opts ~= nil and type(opts) ~= "table" then
-    fail(("keys: options must be a table {include_nested =, leaves_only =, sort =}, got %s")
-      :format(describe(opts)))
-  end
-  opts = opts or {}
+  opts = util.options("keys", opts, KEYS_OPTIONS)
   local include_nested, leaves_only, sort = opts.include_nested, opts.leaves_only, opts.sort
   local out = {}
   local function walk(td, prefix)

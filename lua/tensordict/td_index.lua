@@ -227,6 +227,8 @@ function TD.expand(self, ...)
 end
 
 function TD.permute(self, ...)
+  D(self)
+  if select("#", ...) == 0 then fail("permute: expected the new order of the batch dims") end
   local dims = type(...) == "table" and ... or { ... }
   local nd = self._td_head.ndim
   if #dims ~= nd then
@@ -252,6 +254,7 @@ function TD.permute(self, ...)
 end
 
 function TD.transpose(self, a, b)
+  D(self)
   local nd = self._td_head.ndim
   local perm = {}
   for i = 1, nd do perm[i] = i end
@@ -287,6 +290,7 @@ function TD.squeeze(self, dim)
 end
 
 function TD.flatten(self, a, b)
+  D(self)
   local nd = self._td_head.ndim
   if nd == 0 then return self end
   local a0 = a == nil and 0 or batch_dim("flatten", self, a)

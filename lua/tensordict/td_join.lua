@@ -6,6 +6,7 @@ local util = require("tensordict.util")
 local create = require("tensordict.create")
 local core = require("tensordict.td_core")
 local tensor = require("tensordict.tensor")
+local join = require("tensordict.join")
 local split_rule = require("tensordict.split_rule")
 
 local TD = core.methods
@@ -79,6 +80,7 @@ end
 -- td:split(size, dim) (pieces of size, the last smaller) or td:split({sizes}, dim):
 -- the rule of t:split (split_rule.lua).
 function TD.split(self, size, dim)
+  D(self)
   if self._td_head.ndim == 0 then fail("split: the TensorDict has no batch dims (batch size [])") end
   local d = core.batch_dim("split", self, dim or 1)
   return split_sizes(self, d, split_rule.split(size, tonumber(self._td_head.shape[d]), dim_of_batch, self, d))
@@ -86,6 +88,7 @@ end
 
 -- td:chunk(n, dim): at most n pieces of ceil(size / n), as t:chunk.
 function TD.chunk(self, n, dim)
+  D(self)
   if self._td_head.ndim == 0 then fail("chunk: the TensorDict has no batch dims (batch size [])") end
   local d = core.batch_dim("chunk", self, dim or 1)
   return split_sizes(self, d, split_rule.chunk(n, tonumber(self._td_head.shape[d])))
@@ -93,6 +96,7 @@ end
 
 -- The slices along dim with that dim removed (views).
 function TD.unbind(self, dim)
+  D(self)
   if self._td_head.ndim == 0 then fail("unbind: the TensorDict has no batch dims (batch size [])") end
   local d = core.batch_dim("unbind", self, dim or 1)
   local out = {}
@@ -108,15 +112,9 @@ end
 -- T.pad(td, pads, value): pads = {before_1, after_1, before_2, ...} for batch dims from
 -- the first (tensordict.pad's order; negative amounts crop).
 function M.pad(td, pads, value)
-  if type(pads) ~= "table" then
-    fail(("pad: pads must be a table of integers, got %s"):format(describe(pads)))
-  end
-  local buf = ffi.new("int64_t[?]", math.max(#pads, 1))
-  for i, p in ipairs(pads) do
-    if not util.is_int(p) then fail(("pad: pad %d is %s, not an integer"):format(i, describe(p))) end
-    buf[i - 1] = p
-  end
-  local r = wrap(C.td_dict_pad(D(td), buf, #pads, value or 0))
+  D(td)
+  local buf, n, v = join.pad_args(pads, value)
+  local r = wrap(C.td_dict_pad(D(td), buf, n, v))
   local names = core.dim_names(td)
   if names then core.set_names(r, names, "pad") end
   return r

@@ -17,7 +17,7 @@ local workers = require("tensordict.workers")
 local TD = td_core.methods
 local fail, describe, is_td = util.fail, util.describe, td_core.is_td
 
-local OPTS = { workers = true, chunk = true, out = true, seed = true, ordered = true }
+local OPTS = { workers = "number", chunk = "number", out = "any", seed = "number", ordered = "boolean" }
 local DEFAULT_CHUNKS = 32 -- chunks when `chunk` is not given (independent of workers)
 
 local function shape_text(s) return "[" .. table.concat(s, ", ") .. "]" end
@@ -63,16 +63,7 @@ function TD.map(self, fn, opts)
   if type(fn) ~= "function" and not (getmetatable(fn) or {}).__call then
     fail(("map: expected a function, got %s"):format(describe(fn)))
   end
-  if opts ~= nil and type(opts) ~= "table" then
-    fail(("map: options must be a table {workers =, chunk =, out =, seed =, ordered =}, got %s")
-      :format(describe(opts)))
-  end
-  opts = opts or {}
-  for k in pairs(opts) do
-    if not OPTS[k] then
-      fail(("map: unknown option '%s' (options: chunk, ordered, out, seed, workers)"):format(tostring(k)))
-    end
-  end
+  opts = util.options("map", opts, OPTS)
   local bs = self:batch_size()
   if #bs < 1 then fail("map: the TensorDict needs at least one batch dim (it has batch size [])") end
   local rows = bs[1]

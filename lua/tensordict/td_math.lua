@@ -148,12 +148,11 @@ end
 
 -- Reads reduction arguments: (dim), (dim, opts), (opts) with opts {keepdim =, reduce =}.
 -- Dims are batch dims (1-based, negative from the end).
+local REDUCE_OPTIONS = { keepdim = "boolean", correction = "number", p = "number", reduce = "boolean" }
+
 local function reduce_args(call, self, dim, opts)
   if type(dim) == "table" and dim[1] == nil then dim, opts = nil, dim end
-  opts = opts or {}
-  if type(opts) ~= "table" then
-    fail(("%s: options must be a table, got %s"):format(call, describe(opts)))
-  end
+  opts = util.options(call, opts, REDUCE_OPTIONS)
   local dims = dim
   if type(dim) == "number" then dims = { dim } end
   local n = 0
@@ -181,6 +180,9 @@ end
 local function reducer(op, call, param_default)
   return function(self, dim, opts, param)
     D(self)
+    if param ~= nil and type(param) ~= "number" then
+      fail(("%s: argument 3 must be a number, got %s"):format(call, describe(param)))
+    end
     local n
     n, opts = reduce_args(call, self, dim, opts)
     param = param or opts.correction or opts.p or param_default or 0

@@ -20,22 +20,13 @@ local function path_arg(call, path, what)
   return path
 end
 
-local KNOWN = { existsok = true, num_threads = true, fsync = true, mode = true, device = true }
+local KNOWN = { existsok = "boolean", num_threads = "number", fsync = "boolean", mode = "string",
+  device = "string" }
 
 local function opts_arg(call, opts, allowed)
-  if opts == nil then return {} end
-  if type(opts) ~= "table" then
-    fail(("%s: options must be a table, got %s"):format(call, describe(opts)))
-  end
-  for k in pairs(opts) do
-    if not KNOWN[k] or not allowed[k] then
-      local names = {}
-      for name in pairs(allowed) do names[#names + 1] = name end
-      table.sort(names)
-      fail(("%s: unknown option '%s' (expected %s)"):format(call, tostring(k), table.concat(names, ", ")))
-    end
-  end
-  return opts
+  local fields = {}
+  for name in pairs(allowed) do fields[name] = KNOWN[name] end
+  return util.options(call, opts, fields)
 end
 
 local SAVE_OPTS = { existsok = true, num_threads = true, fsync = true }

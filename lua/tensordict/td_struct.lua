@@ -126,6 +126,7 @@ end
 -- Sets every entry of other into self (nested TensorDicts merge recursively).
 -- other may be a TensorDict or a Lua table of values. Returns self.
 function TD.update(self, other)
+  D(self)
   if not is_td(other) then
     if type(other) ~= "table" or tensor.is_tensor(other) then
       fail(("update: expected a TensorDict or a table, got %s"):format(describe(other)))

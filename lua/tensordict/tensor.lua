@@ -214,6 +214,7 @@ end
 
 function Tensor.permute(self, ...)
   local h = H(self)
+  if select("#", ...) == 0 then fail("permute: expected the new order of the dims") end
   local dims = type(...) == "table" and ... or { ... }
   local ndim = h.ndim
   if #dims ~= ndim then fail(("permute: %d dims given for a tensor of %d dims"):format(#dims, ndim)) end
@@ -294,6 +295,7 @@ end
 -- Returns the storage's memory now. This tensor and every tensor sharing its storage
 -- (views of it, and what it is a view of) raise on use afterwards.
 function Tensor.free(self)
+  if getmetatable(self) ~= mt then util.bad_self("a tensor", self, Tensor) end
   local o = self.o
   if not ffi.istype(Owner, o) then
     fail("free: this tensor is a leaf of a TensorDict, which owns its storage; free() the TensorDict instead")

@@ -56,6 +56,38 @@ function M.bad_self(kind, got, methods)
     M.describe(got), name))
 end
 
+-- The options table of a call, checked: nil (or a NULL cdata, which == nil) gives {};
+-- anything but a plain table raises naming the options; with fields ({name = "number",
+-- ...}, "any" for any type), an unknown option or one of the wrong type raises too. The
+-- one checker every call's options go through.
+local NO_OPTIONS = setmetatable({}, { __newindex = function() error("options are read-only", 2) end })
+function M.options(call, opts, fields)
+  if type(opts) == "nil" then return NO_OPTIONS end
+  local names
+  if fields then
+    names = {}
+    for k in pairs(fields) do names[#names + 1] = k end
+    table.sort(names)
+  end
+  if type(opts) ~= "table" or getmetatable(opts) ~= nil then
+    local shape = names and (" {" .. table.concat(names, " =, ") .. " =}") or ""
+    M.fail(("%s: options must be a table%s, got %s"):format(call, shape, M.describe(opts)))
+  end
+  if fields then
+    for k, v in pairs(opts) do
+      local want = fields[k]
+      if want == nil then
+        M.fail(("%s: unknown option '%s' (options: %s)"):format(call, tostring(k),
+          table.concat(names, ", ")))
+      end
+      if want ~= "any" and type(v) ~= want then
+        M.fail(("%s: option %s must be a %s, got %s"):format(call, k, want, M.describe(v)))
+      end
+    end
+  end
+  return opts
+end
+
 function M.is_int(x)
   return type(x) == "number" and x % 1 == 0
 end
