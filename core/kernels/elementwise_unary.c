@@ -81,8 +81,8 @@ DEF_FLOAT_UN(DB, double, )
         *(OT *)d = ST(u_##OP##_##FAM(LD(*(const IT *)x)));                                \
     }                                                                                     \
   }
-#define DEF_SAME(OP, DN, IT, CT, FAM, LD, ST) DEF_UN(OP, DN, IT, FAM, LD, IT, ST)
-#define DEF_PRED(OP, DN, IT, CT, FAM, LD, ST) DEF_UN(OP, DN, IT, FAM, LD, uint8_t, ST_N)
+#define DEF_SAME(OP, DN, IT, K, CT, FAM, ...) DEF_UN(OP, DN, IT, FAM, LOAD_##K, IT, STORE_##K)
+#define DEF_PRED(OP, DN, IT, K, CT, FAM, ...) DEF_UN(OP, DN, IT, FAM, LOAD_##K, uint8_t, STORE_B)
 
 EW_NUM(DEF_SAME, neg)
 EW_SINT(DEF_SAME, abs)
@@ -107,7 +107,7 @@ EW_ALL(DEF_PRED, logical_not)
 EW_FLOAT(DEF_PRED, isnan)
 EW_FLOAT(DEF_PRED, isinf)
 
-#define ENTRY(OP, DN, IT, CT, FAM, LD, ST) [TD_##DN] = un_##OP##_##DN,
+#define ENTRY(OP, DN, ...) [TD_##DN] = un_##OP##_##DN,
 /* loops[op][dtype]; a missing entry is an identity (abs of uint8, floor of integers,
  * sign of bool, ...), a constant false (isnan of integers) or a refusal. */
 static const td_inner_loop loops[TD_OP_ISINF + 1][TD_NUM_DTYPES] = {

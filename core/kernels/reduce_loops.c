@@ -90,10 +90,6 @@ enum { LANES = 8 };
   X(I_MIN, DN, DT, DK, int64_t, i, INT64_MAX, VALI, CNONE)                         \
   X(I_MAX, DN, DT, DK, int64_t, i, INT64_MIN, VALI, CNONE)
 
-#define INT_DTYPES(X)                                                              \
-  X(BOOL, uint8_t, B) X(UINT8, uint8_t, I) X(INT8, int8_t, I) X(INT16, int16_t, I) \
-  X(INT32, int32_t, I) X(INT64, int64_t, I)
-
 #define AT_PTR(p) ((const void *)(p))
 
 #define DEF_ROW(FAM, DN, DT, DK, AT, FIELD, ID, VAL, CENTER)                            \
@@ -159,10 +155,11 @@ enum { LANES = 8 };
   DEF_ROW(FAM, DN, DT, DK, AT, FIELD, ID, VAL, CENTER)           \
   DEF_BLOCK(FAM, DN, DT, DK, AT, FIELD, ID, VAL, CENTER)
 
-#define GEN_F(DN, DT, DK) F_FAMILIES(DEF_KERNELS, DN, DT, DK)
-#define GEN_I(DN, DT, DK) I_FAMILIES(DEF_KERNELS, DN, DT, DK)
-DST_DTYPES(GEN_F)
-INT_DTYPES(GEN_I)
+/* F_* families for every dtype, I_* for bool and the integers. */
+#define GEN_F(_, DN, DT, DK, ...) F_FAMILIES(DEF_KERNELS, DN, DT, DK)
+#define GEN_I(_, DN, DT, DK, ...) I_FAMILIES(DEF_KERNELS, DN, DT, DK)
+TD_DTYPES_ALL(GEN_F, _)
+TD_DTYPES_INTEGRAL(GEN_I, _)
 
 /* ---- argmin / argmax: the first extreme; NaN counts as the extreme ------------------
  * A scalar loop: positions must be tracked per element. bi < 0 means nothing seen. */
@@ -205,21 +202,22 @@ INT_DTYPES(GEN_I)
     }                                                                                   \
   }
 
-#define GEN_ARG_F(DN, DT, DK) \
+#define GEN_ARG_F(_, DN, DT, DK, ...) \
   DEF_ARG(F_ARGMIN, DN, DT, DK, double, a, VALF) DEF_ARG(F_ARGMAX, DN, DT, DK, double, a, VALF)
-#define GEN_ARG_I(DN, DT, DK) \
+#define GEN_ARG_I(_, DN, DT, DK, ...) \
   DEF_ARG(I_ARGMIN, DN, DT, DK, int64_t, i, VALI) DEF_ARG(I_ARGMAX, DN, DT, DK, int64_t, i, VALI)
-DST_DTYPES(GEN_ARG_F)
-INT_DTYPES(GEN_ARG_I)
+TD_DTYPES_ALL(GEN_ARG_F, _)
+TD_DTYPES_INTEGRAL(GEN_ARG_I, _)
 
 /* ---- the table ----------------------------------------------------------------------- */
 
 #define ENTRY(FAM, DN) [RF_##FAM][TD_##DN] = {row_##FAM##_##DN, block_##FAM##_##DN},
 #define ENTRY_K(FAM, DN, DT, DK, AT, FIELD, ID, VAL, CENTER) ENTRY(FAM, DN)
-#define TAB_F(DN, DT, DK) F_FAMILIES(ENTRY_K, DN, DT, DK) ENTRY(F_ARGMIN, DN) ENTRY(F_ARGMAX, DN)
-#define TAB_I(DN, DT, DK) I_FAMILIES(ENTRY_K, DN, DT, DK) ENTRY(I_ARGMIN, DN) ENTRY(I_ARGMAX, DN)
+#define TAB_F(_, DN, DT, DK, ...) F_FAMILIES(ENTRY_K, DN, DT, DK) ENTRY(F_ARGMIN, DN) ENTRY(F_ARGMAX, DN)
+#define TAB_I(_, DN, DT, DK, ...) I_FAMILIES(ENTRY_K, DN, DT, DK) ENTRY(I_ARGMIN, DN) ENTRY(I_ARGMAX, DN)
 
-static const red_kernel kernels[RF_COUNT][TD_NUM_DTYPES] = {DST_DTYPES(TAB_F) INT_DTYPES(TAB_I)};
+static const red_kernel kernels[RF_COUNT][TD_NUM_DTYPES] = {
+    TD_DTYPES_ALL(TAB_F, _) TD_DTYPES_INTEGRAL(TAB_I, _)};
 
 red_kernel red_kernel_for(int32_t family, int32_t dtype) {
   if (family < 0 || family >= RF_COUNT || dtype < 0 || dtype >= TD_NUM_DTYPES)

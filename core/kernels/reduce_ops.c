@@ -229,15 +229,15 @@ void red_mid_acc(const red_desc *d, red_acc *acc, int64_t n) {
 
 /* ---- final states to output elements -------------------------------------------------- */
 
-#define WRITE_CASE(DN, DT, DK) \
+#define WRITE_CASE(_, DN, DT, DK, ...) \
   case TD_##DN: *(DT *)(void *)p = CONV_##DK(DN, DT, v); break;
 
 static void write_f(char *p, int32_t dtype, double v) {
-  switch (dtype) { DST_DTYPES(WRITE_CASE) default: break; }
+  switch (dtype) { TD_DTYPES_ALL(WRITE_CASE, _) default: break; }
 }
 
 static void write_i(char *p, int32_t dtype, int64_t v) {
-  switch (dtype) { DST_DTYPES(WRITE_CASE) default: break; }
+  switch (dtype) { TD_DTYPES_ALL(WRITE_CASE, _) default: break; }
 }
 
 void red_store(const red_desc *d, char *const *out, const red_acc *acc, int64_t n) {
