@@ -118,7 +118,7 @@ static void column_blocks(int64_t b, int64_t e, void *vpl) {
 }
 
 TD_EXPORT td_tensor *td_cumsum(const td_tensor *a, int32_t dim) {
-  if (!red_check_input("cumsum", a)) return NULL;
+  if (!td_reduce_check_input("cumsum", a)) return NULL;
   const int32_t nd = a->ndim > 0 ? a->ndim : 1;
   if (dim < 0 || dim >= nd) {
     td_fail(TD_EINDEX, "cumsum: dim %d is out of range for a tensor of %d dims (dims are 0-based)",
