@@ -31,7 +31,7 @@ enum { STATS_FEAT_BLOCK = 512, STATS_MIN_ROWS = 64 };
 
 /* Welford's step for one row: operands mean, M2 (float64), x; ctx is 1 / k for the
  * row's rank k within its tile. */
-#define DEF_WELFORD(_, N, T, K, ...)                                              \
+#define DEF_WELFORD(_, N, T, K, ...)                                             \
   static void welford_##N(char **p, const int64_t *s, int64_t n, void *ctx) {    \
     const double inv = *(const double *)ctx;                                     \
     for (int64_t i = 0; i < n; i++) {                                            \
