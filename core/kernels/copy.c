@@ -14,7 +14,7 @@
 #include "dtypes.h"
 #include "iter.h"
 
-#define DEF_CAST(DN, DT, DK, SN, ST, SK)                                           \
+#define DEF_CAST(DN, DT, DK, SN, ST, SK, ...)                                      \
   static void cast_##DN##_##SN(char **p, const int64_t *s, int64_t n, void *ctx) {  \
     (void)ctx;                                                                      \
     if (s[0] == (int64_t)sizeof(DT) && s[1] == (int64_t)sizeof(ST)) {               \
@@ -32,13 +32,12 @@
         *(DT *)d = CONV_##DK(DN, DT, LOAD_##SK(*(const ST *)a));                    \
     }                                                                               \
   }
-#define DEF_CAST_ROW(DN, DT, DK) SRC_DTYPES(DEF_CAST, DN, DT, DK)
-DST_DTYPES(DEF_CAST_ROW)
+TD_DTYPE_PAIRS(TD_DTYPES_ALL, DEF_CAST)
 
-#define CAST_ENTRY(DN, DT, DK, SN, ST, SK) [TD_##SN] = cast_##DN##_##SN,
-#define CAST_ROW(DN, DT, DK) [TD_##DN] = {SRC_DTYPES(CAST_ENTRY, DN, DT, DK)},
+#define CAST_ENTRY(DN, DT, DK, SN, ...) [TD_##DN][TD_##SN] = cast_##DN##_##SN,
 /* cast_loops[dst][src]: operand 0 is the destination, operand 1 the source. */
-static const td_inner_loop cast_loops[TD_NUM_DTYPES][TD_NUM_DTYPES] = {DST_DTYPES(CAST_ROW)};
+static const td_inner_loop cast_loops[TD_NUM_DTYPES][TD_NUM_DTYPES] = {
+    TD_DTYPE_PAIRS(TD_DTYPES_ALL, CAST_ENTRY)};
 
 td_inner_loop td_cast_loop(int32_t dst_dtype, int32_t src_dtype) {
   return cast_loops[dst_dtype][src_dtype];

@@ -1,14 +1,16 @@
 /*
- * dtypes.h: what every kernel needs to treat the ten dtypes alike: the X-macro lists
- * of (enum suffix, stored C type, kind), loading a stored element as its natural C
- * type, and converting any natural value into a stored type with the project's rules.
- * copy.c's casts are built from these; other kernels use them for their typed loops.
+ * dtypes.h: what every kernel needs to treat the dtypes alike: the dtype table
+ * (src/dtype_table.h) and, per kind, loading a stored element as its compute type,
+ * storing a compute value back, and converting any natural value into a stored type
+ * with the project's rules. copy.c's casts are built from these; other kernels use them
+ * for their typed loops.
  */
 #ifndef TD_KERNEL_DTYPES_H
 #define TD_KERNEL_DTYPES_H
 
 #include <stdint.h>
 
+#include "../src/dtype_table.h"
 #include "iter.h"
 
 /* ---- element conversions ----------------------------------------------------------
@@ -48,12 +50,20 @@ static inline int64_t sat_INT64(double x) {
 }
 static inline int64_t satf_INT64(float x) { return sat_INT64(x); }
 
-/* LOAD_<kind>: a stored element as a value of its natural C type. */
+/* LOAD_<kind>: a stored element as its compute type. A bool byte other than 0 or 1
+ * (from a mapped file, say) still loads as true. */
 #define LOAD_B(x) ((x) != 0)
 #define LOAD_I(x) (x)
 #define LOAD_H(x) td_half_to_float(x)
 #define LOAD_BF(x) td_bfloat16_to_float(x)
 #define LOAD_F(x) (x)
+
+/* STORE_<kind>: a value of the compute type as the stored type. */
+#define STORE_B(v) (v)
+#define STORE_I(v) (v)
+#define STORE_H(v) td_float_to_half(v)
+#define STORE_BF(v) td_float_to_bfloat16(v)
+#define STORE_F(v) (v)
 
 /* CONV_<kind>: a value of any natural type as the destination's stored type. */
 #define CONV_B(DN, DT, v) ((uint8_t)((v) != 0))
@@ -63,18 +73,20 @@ static inline int64_t satf_INT64(float x) { return sat_INT64(x); }
 #define CONV_BF(DN, DT, v) td_float_to_bfloat16((float)(v))
 #define CONV_F(DN, DT, v) ((DT)(v))
 
-/* (enum suffix, stored C type, kind), in enum order. Two copies of the list because
- * a macro cannot expand itself: one drives destinations, the other sources. */
-#define DST_DTYPES(X)                                                              \
-  X(BOOL, uint8_t, B) X(UINT8, uint8_t, I) X(INT8, int8_t, I) X(INT16, int16_t, I) \
-  X(INT32, int32_t, I) X(INT64, int64_t, I) X(FLOAT16, uint16_t, H)                \
-  X(BFLOAT16, uint16_t, BF) X(FLOAT32, float, F) X(FLOAT64, double, F)
-#define SRC_DTYPES(X, DN, DT, DK)                                                  \
-  X(DN, DT, DK, BOOL, uint8_t, B) X(DN, DT, DK, UINT8, uint8_t, I)                 \
-  X(DN, DT, DK, INT8, int8_t, I) X(DN, DT, DK, INT16, int16_t, I)                  \
-  X(DN, DT, DK, INT32, int32_t, I) X(DN, DT, DK, INT64, int64_t, I)                \
-  X(DN, DT, DK, FLOAT16, uint16_t, H) X(DN, DT, DK, BFLOAT16, uint16_t, BF)        \
-  X(DN, DT, DK, FLOAT32, float, F) X(DN, DT, DK, FLOAT64, double, F)
+/* ---- pairs of dtypes ------------------------------------------------------------------
+ * TD_DTYPE_PAIRS(OUTER, X) calls X(DN, DT, DK, SN, ST, SK, ...) for every row D of the
+ * subset OUTER and every row S of the whole table (the rest of S's columns follow):
+ * a destination and a source, for copy.c's casts and stats.c's normalisation.
+ *
+ * A macro cannot expand inside its own expansion, so the inner walk is only named while
+ * the outer one runs (TD_DTYPE_LATER: the name, then an empty macro, so no call is seen
+ * yet) and expanded by one more scan (TD_DTYPE_EXPAND) once the outer walk is done. */
+#define TD_DTYPE_EMPTY()
+#define TD_DTYPE_LATER(m) m TD_DTYPE_EMPTY()
+#define TD_DTYPE_EXPAND(...) __VA_ARGS__
+#define TD_DTYPES_ALL_AGAIN() TD_DTYPES_ALL
+#define TD_DTYPE_PAIR_ROW(X, DN, DT, DK, ...) TD_DTYPE_LATER(TD_DTYPES_ALL_AGAIN)()(X, DN, DT, DK)
+#define TD_DTYPE_PAIRS(OUTER, X) TD_DTYPE_EXPAND(OUTER(TD_DTYPE_PAIR_ROW, X))
 
 /* The typed inner loop casting operand 1 (src dtype) into operand 0 (dst dtype). */
 td_inner_loop td_cast_loop(int32_t dst_dtype, int32_t src_dtype);

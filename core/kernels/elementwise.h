@@ -13,6 +13,7 @@
 
 #include <stdatomic.h>
 
+#include "dtypes.h"
 #include "iter.h"
 
 /* ---- promotion (promote.c) ---------------------------------------------------------- */
@@ -120,36 +121,10 @@ td_inner_loop td_ew_unary_loop(int32_t op, int32_t dtype);
 td_inner_loop td_ew_vecmath_loop(int32_t op, int32_t dtype);
 
 /* ---- building blocks of the typed loops ------------------------------------------------
- * Every loop computes in a "family" type: its own type for bool and the integers, float
- * for float16 / bfloat16 / float32 (half types load to float and round back on store),
- * double for float64. Element functions are named e_<op>_<family>. */
-
-/* Loads and stores between stored and compute types. A bool byte other than 0 or 1
- * (from a mapped file, say) still loads as true. */
-#define LD_B(x) ((uint8_t)((x) != 0))
-#define LD_N(x) (x)
-#define LD_H(x) td_half_to_float(x)
-#define LD_BF(x) td_bfloat16_to_float(x)
-#define ST_N(v) (v)
-#define ST_H(v) td_float_to_half(v)
-#define ST_BF(v) td_float_to_bfloat16(v)
-
-/* X(ARG, dtype, stored type, compute type, family, load, store) for each dtype. */
-#define EW_BOOL(X, ARG) X(ARG, BOOL, uint8_t, uint8_t, BOOL, LD_B, ST_N)
-#define EW_UINT(X, ARG) X(ARG, UINT8, uint8_t, uint8_t, UINT8, LD_N, ST_N)
-#define EW_SINT(X, ARG)                                                              \
-  X(ARG, INT8, int8_t, int8_t, INT8, LD_N, ST_N)                                     \
-  X(ARG, INT16, int16_t, int16_t, INT16, LD_N, ST_N)                                 \
-  X(ARG, INT32, int32_t, int32_t, INT32, LD_N, ST_N)                                 \
-  X(ARG, INT64, int64_t, int64_t, INT64, LD_N, ST_N)
-#define EW_FLOAT(X, ARG)                                                             \
-  X(ARG, FLOAT16, uint16_t, float, FL, LD_H, ST_H)                                   \
-  X(ARG, BFLOAT16, uint16_t, float, FL, LD_BF, ST_BF)                                \
-  X(ARG, FLOAT32, float, float, FL, LD_N, ST_N)                                       \
-  X(ARG, FLOAT64, double, double, DB, LD_N, ST_N)
-#define EW_INT(X, ARG) EW_UINT(X, ARG) EW_SINT(X, ARG)
-#define EW_NUM(X, ARG) EW_INT(X, ARG) EW_FLOAT(X, ARG)
-#define EW_ALL(X, ARG) EW_BOOL(X, ARG) EW_NUM(X, ARG)
+ * The loops are generated over the dtype table (src/dtype_table.h): every loop computes
+ * in its dtype's compute type, loads and stores with LOAD_<kind> / STORE_<kind>
+ * (dtypes.h), and calls element functions named e_<op>_<family>; the dtypes each op
+ * takes are the table's subsets (TD_DTYPES_ALL, _NUM, _SINT, _FLOAT, _HALF). */
 
 /* A loop where the output may be one of the inputs (in-place ops): every element is read
  * before it is written, so there is no dependence between iterations and the compiler

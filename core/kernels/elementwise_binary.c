@@ -211,49 +211,51 @@ DEF_CMP_LOGICAL(DB, double)
   }
 
 /* Arithmetic ops write the input dtype; predicates write bool bytes. */
-#define DEF_ARITH(OP, DN, IT, CT, FAM, LD, ST) DEF_BIN(OP, DN, IT, CT, FAM, LD, IT, ST)
-#define DEF_PRED(OP, DN, IT, CT, FAM, LD, ST) DEF_BIN(OP, DN, IT, CT, FAM, LD, uint8_t, ST_N)
+#define DEF_ARITH(OP, DN, IT, K, CT, FAM, ...) \
+  DEF_BIN(OP, DN, IT, CT, FAM, LOAD_##K, IT, STORE_##K)
+#define DEF_PRED(OP, DN, IT, K, CT, FAM, ...) \
+  DEF_BIN(OP, DN, IT, CT, FAM, LOAD_##K, uint8_t, STORE_B)
 
-EW_ALL(DEF_ARITH, add)
-EW_NUM(DEF_ARITH, sub)
-EW_ALL(DEF_ARITH, mul)
-EW_FLOAT(DEF_ARITH, div)
-EW_NUM(DEF_ARITH, floor_divide)
-EW_NUM(DEF_ARITH, remainder)
-EW_NUM(DEF_ARITH, pow)
-EW_ALL(DEF_ARITH, minimum)
-EW_ALL(DEF_ARITH, maximum)
-EW_ALL(DEF_PRED, eq)
-EW_ALL(DEF_PRED, ne)
-EW_ALL(DEF_PRED, lt)
-EW_ALL(DEF_PRED, le)
-EW_ALL(DEF_PRED, gt)
-EW_ALL(DEF_PRED, ge)
-EW_ALL(DEF_PRED, logical_and)
-EW_ALL(DEF_PRED, logical_or)
-EW_ALL(DEF_PRED, logical_xor)
+TD_DTYPES_ALL(DEF_ARITH, add)
+TD_DTYPES_NUM(DEF_ARITH, sub)
+TD_DTYPES_ALL(DEF_ARITH, mul)
+TD_DTYPES_FLOAT(DEF_ARITH, div)
+TD_DTYPES_NUM(DEF_ARITH, floor_divide)
+TD_DTYPES_NUM(DEF_ARITH, remainder)
+TD_DTYPES_NUM(DEF_ARITH, pow)
+TD_DTYPES_ALL(DEF_ARITH, minimum)
+TD_DTYPES_ALL(DEF_ARITH, maximum)
+TD_DTYPES_ALL(DEF_PRED, eq)
+TD_DTYPES_ALL(DEF_PRED, ne)
+TD_DTYPES_ALL(DEF_PRED, lt)
+TD_DTYPES_ALL(DEF_PRED, le)
+TD_DTYPES_ALL(DEF_PRED, gt)
+TD_DTYPES_ALL(DEF_PRED, ge)
+TD_DTYPES_ALL(DEF_PRED, logical_and)
+TD_DTYPES_ALL(DEF_PRED, logical_or)
+TD_DTYPES_ALL(DEF_PRED, logical_xor)
 
-#define ENTRY(OP, DN, IT, CT, FAM, LD, ST) [TD_##DN] = bin_##OP##_##DN,
+#define ENTRY(OP, DN, ...) [TD_##DN] = bin_##OP##_##DN,
 /* loops[op][dtype] */
 static const td_inner_loop loops[TD_BINARY_LOGICAL_XOR + 1][TD_NUM_DTYPES] = {
-    [TD_BINARY_ADD] = {EW_ALL(ENTRY, add)},
-    [TD_BINARY_SUB] = {EW_NUM(ENTRY, sub)},
-    [TD_BINARY_MUL] = {EW_ALL(ENTRY, mul)},
-    [TD_BINARY_DIV] = {EW_FLOAT(ENTRY, div)},
-    [TD_BINARY_FLOOR_DIVIDE] = {EW_NUM(ENTRY, floor_divide)},
-    [TD_BINARY_REMAINDER] = {EW_NUM(ENTRY, remainder)},
-    [TD_BINARY_POW] = {EW_NUM(ENTRY, pow)},
-    [TD_BINARY_MINIMUM] = {EW_ALL(ENTRY, minimum)},
-    [TD_BINARY_MAXIMUM] = {EW_ALL(ENTRY, maximum)},
-    [TD_BINARY_EQ] = {EW_ALL(ENTRY, eq)},
-    [TD_BINARY_NE] = {EW_ALL(ENTRY, ne)},
-    [TD_BINARY_LT] = {EW_ALL(ENTRY, lt)},
-    [TD_BINARY_LE] = {EW_ALL(ENTRY, le)},
-    [TD_BINARY_GT] = {EW_ALL(ENTRY, gt)},
-    [TD_BINARY_GE] = {EW_ALL(ENTRY, ge)},
-    [TD_BINARY_LOGICAL_AND] = {EW_ALL(ENTRY, logical_and)},
-    [TD_BINARY_LOGICAL_OR] = {EW_ALL(ENTRY, logical_or)},
-    [TD_BINARY_LOGICAL_XOR] = {EW_ALL(ENTRY, logical_xor)},
+    [TD_BINARY_ADD] = {TD_DTYPES_ALL(ENTRY, add)},
+    [TD_BINARY_SUB] = {TD_DTYPES_NUM(ENTRY, sub)},
+    [TD_BINARY_MUL] = {TD_DTYPES_ALL(ENTRY, mul)},
+    [TD_BINARY_DIV] = {TD_DTYPES_FLOAT(ENTRY, div)},
+    [TD_BINARY_FLOOR_DIVIDE] = {TD_DTYPES_NUM(ENTRY, floor_divide)},
+    [TD_BINARY_REMAINDER] = {TD_DTYPES_NUM(ENTRY, remainder)},
+    [TD_BINARY_POW] = {TD_DTYPES_NUM(ENTRY, pow)},
+    [TD_BINARY_MINIMUM] = {TD_DTYPES_ALL(ENTRY, minimum)},
+    [TD_BINARY_MAXIMUM] = {TD_DTYPES_ALL(ENTRY, maximum)},
+    [TD_BINARY_EQ] = {TD_DTYPES_ALL(ENTRY, eq)},
+    [TD_BINARY_NE] = {TD_DTYPES_ALL(ENTRY, ne)},
+    [TD_BINARY_LT] = {TD_DTYPES_ALL(ENTRY, lt)},
+    [TD_BINARY_LE] = {TD_DTYPES_ALL(ENTRY, le)},
+    [TD_BINARY_GT] = {TD_DTYPES_ALL(ENTRY, gt)},
+    [TD_BINARY_GE] = {TD_DTYPES_ALL(ENTRY, ge)},
+    [TD_BINARY_LOGICAL_AND] = {TD_DTYPES_ALL(ENTRY, logical_and)},
+    [TD_BINARY_LOGICAL_OR] = {TD_DTYPES_ALL(ENTRY, logical_or)},
+    [TD_BINARY_LOGICAL_XOR] = {TD_DTYPES_ALL(ENTRY, logical_xor)},
 };
 
 td_inner_loop td_ew_binary_loop(int32_t op, int32_t dtype) { return loops[op][dtype]; }
@@ -287,29 +289,28 @@ enum { POW_SQUARE = 1, POW_CUBE, POW_SQRT, POW_RSQRT, POW_RECIPROCAL, POW_RSQUAR
   }                                                                                       \
   break;
 
-#define DEF_POW_SCALAR(ARG, DN, IT, CT_, FAM, LD, ST)                                     \
+#define DEF_POW_SCALAR(ARG, DN, IT, K, CT_, FAM, ...)                                     \
   static void pow_scalar_##DN(char **p, const int64_t *s, int64_t n, void *ctx) {        \
     typedef CT_ CT;                                                                       \
     switch (((const td_ew_ctx *)ctx)->code) {                                             \
-      case POW_SQUARE: POW_LOOP(IT, LD, ST, x * x)                                        \
-      case POW_CUBE: POW_LOOP(IT, LD, ST, x * x * x)                                      \
-      case POW_SQRT: POW_LOOP(IT, LD, ST, sqrt_##FAM(x))                                  \
-      case POW_RSQRT: POW_LOOP(IT, LD, ST, (CT)1 / sqrt_##FAM(x))                         \
-      case POW_RECIPROCAL: POW_LOOP(IT, LD, ST, (CT)1 / x)                                \
-      default: POW_LOOP(IT, LD, ST, (CT)1 / (x * x))                                      \
+      case POW_SQUARE: POW_LOOP(IT, LOAD_##K, STORE_##K, x * x)                           \
+      case POW_CUBE: POW_LOOP(IT, LOAD_##K, STORE_##K, x * x * x)                         \
+      case POW_SQRT: POW_LOOP(IT, LOAD_##K, STORE_##K, sqrt_##FAM(x))                     \
+      case POW_RSQRT: POW_LOOP(IT, LOAD_##K, STORE_##K, (CT)1 / sqrt_##FAM(x))            \
+      case POW_RECIPROCAL: POW_LOOP(IT, LOAD_##K, STORE_##K, (CT)1 / x)                   \
+      default: POW_LOOP(IT, LOAD_##K, STORE_##K, (CT)1 / (x * x))                         \
     }                                                                                     \
   }
 static inline float sqrt_FL(float x) { return sqrtf(x); }
 static inline double sqrt_DB(double x) { return sqrt(x); }
-DEF_POW_SCALAR(_, BFLOAT16, uint16_t, float, FL, LD_BF, ST_BF)
-DEF_POW_SCALAR(_, FLOAT32, float, float, FL, LD_N, ST_N)
-DEF_POW_SCALAR(_, FLOAT64, double, double, DB, LD_N, ST_N)
+/* Generated for every floating dtype from the table; the lookup below turns float16 away. */
+TD_DTYPES_FLOAT(DEF_POW_SCALAR, _)
 
 static void pow_scalar_BOOL(char **p, const int64_t *s, int64_t n, void *ctx) {
   typedef uint8_t CT;
   switch (((const td_ew_ctx *)ctx)->code) {
-    case POW_ONES: POW_LOOP(uint8_t, LD_B, ST_N, 1)
-    default: POW_LOOP(uint8_t, LD_B, ST_N, x)
+    case POW_ONES: POW_LOOP(uint8_t, LOAD_B, STORE_B, 1)
+    default: POW_LOOP(uint8_t, LOAD_B, STORE_B, x)
   }
 }
 
@@ -319,14 +320,14 @@ td_inner_loop td_ew_pow_scalar_loop(int32_t dtype, double exponent, td_ew_ctx *c
     int32_t code;
   } forms[] = {{2, POW_SQUARE}, {3, POW_CUBE},        {0.5, POW_SQRT},
                {-0.5, POW_RSQRT}, {-1, POW_RECIPROCAL}, {-2, POW_RSQUARE}};
+#define POW_ENTRY(_, DN, ...) [TD_##DN] = pow_scalar_##DN,
   static const td_inner_loop loops_by_dtype[TD_NUM_DTYPES] = {
-      [TD_BFLOAT16] = pow_scalar_BFLOAT16, [TD_FLOAT32] = pow_scalar_FLOAT32,
-      [TD_FLOAT64] = pow_scalar_FLOAT64};
+      TD_DTYPES_FLOAT(POW_ENTRY, _)};
   if (dtype == TD_BOOL) {
     ctx->code = exponent != 0 ? POW_IDENTITY : POW_ONES;
     return pow_scalar_BOOL;
   }
-  if (!loops_by_dtype[dtype]) return NULL;
+  if (dtype == TD_FLOAT16 || !loops_by_dtype[dtype]) return NULL; /* float16: pow() */
   for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++)
     if (exponent == forms[i].e) {
       ctx->code = forms[i].code;
@@ -339,7 +340,7 @@ td_inner_loop td_ew_pow_scalar_loop(int32_t dtype, double exponent, td_ew_ctx *c
  * torch's mul, div and floor_divide of a half tensor by a trailing scalar keep the scalar
  * in float (its "opmath" scalar path): x * 0.1 multiplies by 0.1f, not by 0.1 rounded
  * to the half type first. Operand 2 is a 0-dim float32 tensor. */
-#define DEF_FLOAT_SCALAR(OP, DN, IT, CT, FAM, LD, ST)                                     \
+#define DEF_FLOAT_SCALAR(OP, DN, IT, K, ...)                                              \
   static void fs_##OP##_##DN(char **p, const int64_t *s, int64_t n, void *ctx) {         \
     (void)ctx;                                                                            \
     int zf = 0;                                                                           \
@@ -347,21 +348,18 @@ td_inner_loop td_ew_pow_scalar_loop(int32_t dtype, double exponent, td_ew_ctx *c
     char *d = p[0];                                                                       \
     const char *x = p[1];                                                                 \
     for (int64_t i = 0; i < n; i++, d += s[0], x += s[1])                                 \
-      *(IT *)d = ST(EW_E(OP, FL, LD(*(const IT *)x), b));                                 \
+      *(IT *)d = STORE_##K(EW_E(OP, FL, LOAD_##K(*(const IT *)x), b));                    \
   }
-#define EW_HALF(X, ARG)                                                                   \
-  X(ARG, FLOAT16, uint16_t, float, FL, LD_H, ST_H)                                        \
-  X(ARG, BFLOAT16, uint16_t, float, FL, LD_BF, ST_BF)
-EW_HALF(DEF_FLOAT_SCALAR, mul)
-EW_HALF(DEF_FLOAT_SCALAR, div)
-EW_HALF(DEF_FLOAT_SCALAR, floor_divide)
+TD_DTYPES_HALF(DEF_FLOAT_SCALAR, mul)
+TD_DTYPES_HALF(DEF_FLOAT_SCALAR, div)
+TD_DTYPES_HALF(DEF_FLOAT_SCALAR, floor_divide)
 
 td_inner_loop td_ew_float_scalar_loop(int32_t op, int32_t dtype) {
-#define FS_ENTRY(OP, DN, IT, CT, FAM, LD, ST) [TD_##DN] = fs_##OP##_##DN,
+#define FS_ENTRY(OP, DN, ...) [TD_##DN] = fs_##OP##_##DN,
   static const td_inner_loop fs[TD_BINARY_FLOOR_DIVIDE + 1][TD_NUM_DTYPES] = {
-      [TD_BINARY_MUL] = {EW_HALF(FS_ENTRY, mul)},
-      [TD_BINARY_DIV] = {EW_HALF(FS_ENTRY, div)},
-      [TD_BINARY_FLOOR_DIVIDE] = {EW_HALF(FS_ENTRY, floor_divide)},
+      [TD_BINARY_MUL] = {TD_DTYPES_HALF(FS_ENTRY, mul)},
+      [TD_BINARY_DIV] = {TD_DTYPES_HALF(FS_ENTRY, div)},
+      [TD_BINARY_FLOOR_DIVIDE] = {TD_DTYPES_HALF(FS_ENTRY, floor_divide)},
   };
   return op <= TD_BINARY_FLOOR_DIVIDE ? fs[op][dtype] : NULL;
 }

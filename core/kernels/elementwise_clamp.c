@@ -26,7 +26,7 @@
 #define BOUND(CT, c, which) \
   _Generic((CT)0, float: (float)(c)->which, double: (c)->which, default: (CT)(c)->i##which)
 
-#define DEF_CLAMP(ARG, DN, IT, CT, FAM, LD, ST)                                           \
+#define DEF_CLAMP(ARG, DN, IT, K, CT, ...)                                                \
   static void clamp_##DN(char **p, const int64_t *s, int64_t n, void *vctx) {            \
     const td_ew_ctx *c = vctx;                                                            \
     const CT lo = BOUND(CT, c, lo), hi = BOUND(CT, c, hi);                                \
@@ -34,24 +34,24 @@
       IT *d = (IT *)p[0];                                                                 \
       const IT *a = (const IT *)p[1];                                                     \
       EW_IVDEP for (int64_t i = 0; i < n; i++) {                                          \
-        CT v = LD(a[i]);                                                                  \
+        CT v = LOAD_##K(a[i]);                                                            \
         v = v < lo ? lo : v;                                                              \
-        d[i] = ST(hi < v ? hi : v);                                                       \
+        d[i] = STORE_##K(hi < v ? hi : v);                                                \
       }                                                                                   \
     } else {                                                                              \
       char *d = p[0];                                                                     \
       const char *a = p[1];                                                               \
       for (int64_t i = 0; i < n; i++, d += s[0], a += s[1]) {                             \
-        CT v = LD(*(const IT *)a);                                                        \
+        CT v = LOAD_##K(*(const IT *)a);                                                  \
         v = v < lo ? lo : v;                                                              \
-        *(IT *)d = ST(hi < v ? hi : v);                                                   \
+        *(IT *)d = STORE_##K(hi < v ? hi : v);                                            \
       }                                                                                   \
     }                                                                                     \
   }
-EW_NUM(DEF_CLAMP, _)
+TD_DTYPES_NUM(DEF_CLAMP, _)
 
-#define ENTRY(ARG, DN, IT, CT, FAM, LD, ST) [TD_##DN] = clamp_##DN,
-static const td_inner_loop loops[TD_NUM_DTYPES] = {EW_NUM(ENTRY, _)};
+#define ENTRY(ARG, DN, ...) [TD_##DN] = clamp_##DN,
+static const td_inner_loop loops[TD_NUM_DTYPES] = {TD_DTYPES_NUM(ENTRY, _)};
 
 static int32_t bound_kind(double v) {
   return isfinite(v) && v == trunc(v) ? TD_SCALAR_INT : TD_SCALAR_FLOAT;

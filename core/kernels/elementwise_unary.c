@@ -81,56 +81,56 @@ DEF_FLOAT_UN(DB, double, )
         *(OT *)d = ST(u_##OP##_##FAM(LD(*(const IT *)x)));                                \
     }                                                                                     \
   }
-#define DEF_SAME(OP, DN, IT, CT, FAM, LD, ST) DEF_UN(OP, DN, IT, FAM, LD, IT, ST)
-#define DEF_PRED(OP, DN, IT, CT, FAM, LD, ST) DEF_UN(OP, DN, IT, FAM, LD, uint8_t, ST_N)
+#define DEF_SAME(OP, DN, IT, K, CT, FAM, ...) DEF_UN(OP, DN, IT, FAM, LOAD_##K, IT, STORE_##K)
+#define DEF_PRED(OP, DN, IT, K, CT, FAM, ...) DEF_UN(OP, DN, IT, FAM, LOAD_##K, uint8_t, STORE_B)
 
-EW_NUM(DEF_SAME, neg)
-EW_SINT(DEF_SAME, abs)
-EW_FLOAT(DEF_SAME, abs)
-EW_FLOAT(DEF_SAME, exp)
-EW_FLOAT(DEF_SAME, log)
-EW_FLOAT(DEF_SAME, log1p)
-EW_FLOAT(DEF_SAME, expm1)
-EW_FLOAT(DEF_SAME, sqrt)
-EW_FLOAT(DEF_SAME, rsqrt)
-EW_FLOAT(DEF_SAME, sin)
-EW_FLOAT(DEF_SAME, cos)
-EW_FLOAT(DEF_SAME, tanh)
-EW_FLOAT(DEF_SAME, sigmoid)
-EW_SINT(DEF_SAME, relu)
-EW_FLOAT(DEF_SAME, relu)
-EW_FLOAT(DEF_SAME, floor)
-EW_FLOAT(DEF_SAME, ceil)
-EW_FLOAT(DEF_SAME, round)
-EW_NUM(DEF_SAME, sign)
-EW_ALL(DEF_PRED, logical_not)
-EW_FLOAT(DEF_PRED, isnan)
-EW_FLOAT(DEF_PRED, isinf)
+TD_DTYPES_NUM(DEF_SAME, neg)
+TD_DTYPES_SINT(DEF_SAME, abs)
+TD_DTYPES_FLOAT(DEF_SAME, abs)
+TD_DTYPES_FLOAT(DEF_SAME, exp)
+TD_DTYPES_FLOAT(DEF_SAME, log)
+TD_DTYPES_FLOAT(DEF_SAME, log1p)
+TD_DTYPES_FLOAT(DEF_SAME, expm1)
+TD_DTYPES_FLOAT(DEF_SAME, sqrt)
+TD_DTYPES_FLOAT(DEF_SAME, rsqrt)
+TD_DTYPES_FLOAT(DEF_SAME, sin)
+TD_DTYPES_FLOAT(DEF_SAME, cos)
+TD_DTYPES_FLOAT(DEF_SAME, tanh)
+TD_DTYPES_FLOAT(DEF_SAME, sigmoid)
+TD_DTYPES_SINT(DEF_SAME, relu)
+TD_DTYPES_FLOAT(DEF_SAME, relu)
+TD_DTYPES_FLOAT(DEF_SAME, floor)
+TD_DTYPES_FLOAT(DEF_SAME, ceil)
+TD_DTYPES_FLOAT(DEF_SAME, round)
+TD_DTYPES_NUM(DEF_SAME, sign)
+TD_DTYPES_ALL(DEF_PRED, logical_not)
+TD_DTYPES_FLOAT(DEF_PRED, isnan)
+TD_DTYPES_FLOAT(DEF_PRED, isinf)
 
-#define ENTRY(OP, DN, IT, CT, FAM, LD, ST) [TD_##DN] = un_##OP##_##DN,
+#define ENTRY(OP, DN, ...) [TD_##DN] = un_##OP##_##DN,
 /* loops[op][dtype]; a missing entry is an identity (abs of uint8, floor of integers,
  * sign of bool, ...), a constant false (isnan of integers) or a refusal. */
 static const td_inner_loop loops[TD_UNARY_ISINF + 1][TD_NUM_DTYPES] = {
-    [TD_UNARY_NEG] = {EW_NUM(ENTRY, neg)},
-    [TD_UNARY_ABS] = {EW_SINT(ENTRY, abs) EW_FLOAT(ENTRY, abs)},
-    [TD_UNARY_EXP] = {EW_FLOAT(ENTRY, exp)},
-    [TD_UNARY_LOG] = {EW_FLOAT(ENTRY, log)},
-    [TD_UNARY_LOG1P] = {EW_FLOAT(ENTRY, log1p)},
-    [TD_UNARY_EXPM1] = {EW_FLOAT(ENTRY, expm1)},
-    [TD_UNARY_SQRT] = {EW_FLOAT(ENTRY, sqrt)},
-    [TD_UNARY_RSQRT] = {EW_FLOAT(ENTRY, rsqrt)},
-    [TD_UNARY_SIN] = {EW_FLOAT(ENTRY, sin)},
-    [TD_UNARY_COS] = {EW_FLOAT(ENTRY, cos)},
-    [TD_UNARY_TANH] = {EW_FLOAT(ENTRY, tanh)},
-    [TD_UNARY_SIGMOID] = {EW_FLOAT(ENTRY, sigmoid)},
-    [TD_UNARY_RELU] = {EW_SINT(ENTRY, relu) EW_FLOAT(ENTRY, relu)},
-    [TD_UNARY_FLOOR] = {EW_FLOAT(ENTRY, floor)},
-    [TD_UNARY_CEIL] = {EW_FLOAT(ENTRY, ceil)},
-    [TD_UNARY_ROUND] = {EW_FLOAT(ENTRY, round)},
-    [TD_UNARY_SIGN] = {EW_NUM(ENTRY, sign)},
-    [TD_UNARY_LOGICAL_NOT] = {EW_ALL(ENTRY, logical_not)},
-    [TD_UNARY_ISNAN] = {EW_FLOAT(ENTRY, isnan)},
-    [TD_UNARY_ISINF] = {EW_FLOAT(ENTRY, isinf)},
+    [TD_UNARY_NEG] = {TD_DTYPES_NUM(ENTRY, neg)},
+    [TD_UNARY_ABS] = {TD_DTYPES_SINT(ENTRY, abs) TD_DTYPES_FLOAT(ENTRY, abs)},
+    [TD_UNARY_EXP] = {TD_DTYPES_FLOAT(ENTRY, exp)},
+    [TD_UNARY_LOG] = {TD_DTYPES_FLOAT(ENTRY, log)},
+    [TD_UNARY_LOG1P] = {TD_DTYPES_FLOAT(ENTRY, log1p)},
+    [TD_UNARY_EXPM1] = {TD_DTYPES_FLOAT(ENTRY, expm1)},
+    [TD_UNARY_SQRT] = {TD_DTYPES_FLOAT(ENTRY, sqrt)},
+    [TD_UNARY_RSQRT] = {TD_DTYPES_FLOAT(ENTRY, rsqrt)},
+    [TD_UNARY_SIN] = {TD_DTYPES_FLOAT(ENTRY, sin)},
+    [TD_UNARY_COS] = {TD_DTYPES_FLOAT(ENTRY, cos)},
+    [TD_UNARY_TANH] = {TD_DTYPES_FLOAT(ENTRY, tanh)},
+    [TD_UNARY_SIGMOID] = {TD_DTYPES_FLOAT(ENTRY, sigmoid)},
+    [TD_UNARY_RELU] = {TD_DTYPES_SINT(ENTRY, relu) TD_DTYPES_FLOAT(ENTRY, relu)},
+    [TD_UNARY_FLOOR] = {TD_DTYPES_FLOAT(ENTRY, floor)},
+    [TD_UNARY_CEIL] = {TD_DTYPES_FLOAT(ENTRY, ceil)},
+    [TD_UNARY_ROUND] = {TD_DTYPES_FLOAT(ENTRY, round)},
+    [TD_UNARY_SIGN] = {TD_DTYPES_NUM(ENTRY, sign)},
+    [TD_UNARY_LOGICAL_NOT] = {TD_DTYPES_ALL(ENTRY, logical_not)},
+    [TD_UNARY_ISNAN] = {TD_DTYPES_FLOAT(ENTRY, isnan)},
+    [TD_UNARY_ISINF] = {TD_DTYPES_FLOAT(ENTRY, isinf)},
 };
 
 /* Transcendentals of float32 / float64 go through SLEEF (elementwise_vecmath.c). */

@@ -38,7 +38,7 @@ typedef struct sel_ctx {
 
 /* ---- count pass: operand 1 selects ------------------------------------------------ */
 
-#define DEF_COUNT(DN, DT, DK)                                                      \
+#define DEF_COUNT(_, DN, DT, DK, ...)                                              \
   static void count_##DN(char **p, const int64_t *s, int64_t n, void *vctx) {      \
     sel_ctx *c = vctx;                                                             \
     const char *m = p[1];                                                          \
@@ -53,7 +53,7 @@ typedef struct sel_ctx {
     }                                                                              \
     c->count += cnt;                                                               \
   }
-DST_DTYPES(DEF_COUNT)
+TD_DTYPES_ALL(DEF_COUNT, _)
 
 /* ---- write passes ------------------------------------------------------------------ */
 
@@ -108,7 +108,7 @@ static void select_offsets(char **p, const int64_t *s, int64_t n, void *vctx) {
 }
 
 /* nonzero: the coordinates of each non-zero element, unravelled from its position. */
-#define DEF_NONZERO(DN, DT, DK)                                                    \
+#define DEF_NONZERO(_, DN, DT, DK, ...)                                            \
   static void nonzero_##DN(char **p, const int64_t *s, int64_t n, void *vctx) {    \
     sel_ctx *c = vctx;                                                             \
     const char *x = p[1];                                                          \
@@ -126,13 +126,13 @@ static void select_offsets(char **p, const int64_t *s, int64_t n, void *vctx) {
     }                                                                              \
     c->cursor = (char *)w;                                                         \
   }
-DST_DTYPES(DEF_NONZERO)
+TD_DTYPES_ALL(DEF_NONZERO, _)
 
 #define LOOP_ENTRY(PREFIX, DN) [TD_##DN] = PREFIX##_##DN,
-#define COUNT_ENTRY(DN, DT, DK) LOOP_ENTRY(count, DN)
-#define NONZERO_ENTRY(DN, DT, DK) LOOP_ENTRY(nonzero, DN)
-static const td_inner_loop count_loops[TD_NUM_DTYPES] = {DST_DTYPES(COUNT_ENTRY)};
-static const td_inner_loop nonzero_loops[TD_NUM_DTYPES] = {DST_DTYPES(NONZERO_ENTRY)};
+#define COUNT_ENTRY(_, DN, ...) LOOP_ENTRY(count, DN)
+#define NONZERO_ENTRY(_, DN, ...) LOOP_ENTRY(nonzero, DN)
+static const td_inner_loop count_loops[TD_NUM_DTYPES] = {TD_DTYPES_ALL(COUNT_ENTRY, _)};
+static const td_inner_loop nonzero_loops[TD_NUM_DTYPES] = {TD_DTYPES_ALL(NONZERO_ENTRY, _)};
 
 /* ---- the two-pass driver ----------------------------------------------------------- */
 

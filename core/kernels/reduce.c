@@ -100,18 +100,19 @@ static td_tensor *new_output(const td_tensor *in, int32_t orig_ndim, const bool 
 
 TD_EXPORT td_tensor *td_reduce(int32_t op, const td_tensor *a, const int32_t *dims,
                                int32_t ndims, int32_t keepdim, double param) {
-  const char *name = red_op_name(op);
-  red_desc d;
+  const char *name = td_reduce_op_name(op);
+  td_reduce_desc d;
   td_tensor in, view;
   bool reduced[TD_MAX_DIMS];
-  if (!red_check_input(name, a) || red_describe(op, a->dtype, param, &d) < 0) return NULL;
+  if (!td_reduce_check_input(name, a) || td_reduce_describe(op, a->dtype, param, &d) < 0)
+    return NULL;
   as_engine_input(a, &in);
   if (!parse_dims(name, &in, a->ndim, dims, ndims, reduced) ||
       !check_nonempty(name, op, &in, ndims, reduced, param))
     return NULL;
   td_tensor *out = new_output(&in, a->ndim, reduced, keepdim, d.out_dtype[0], &view);
   if (!out) return NULL;
-  if (red_run(&d, &in, reduced, &view, NULL) < 0) {
+  if (td_reduce_run(&d, &in, reduced, &view, NULL) < 0) {
     td_tensor_release(out);
     return NULL;
   }
@@ -124,17 +125,17 @@ TD_EXPORT int32_t td_reduce_with_index(int32_t op, const td_tensor *a, int32_t d
   if (op != TD_RED_MIN && op != TD_RED_MAX)
     return td_fail(TD_EINVAL, "reduce_with_index: op %d is not min (%d) or max (%d)", (int)op,
                    (int)TD_RED_MIN, (int)TD_RED_MAX);
-  const char *name = red_op_name(op);
+  const char *name = td_reduce_op_name(op);
   if (!values || !indices)
     return td_fail(TD_EINVAL, "%s: the %s output pointer is NULL", name,
                    values ? "indices" : "values");
-  red_desc d;
+  td_reduce_desc d;
   td_tensor in, vview, iview;
   bool reduced[TD_MAX_DIMS];
-  if (!red_check_input(name, a)) return td_last_status();
+  if (!td_reduce_check_input(name, a)) return td_last_status();
   /* argmin/argmax keep the value with the position; only the outputs differ. */
   const int32_t status =
-      red_describe(op == TD_RED_MIN ? TD_RED_ARGMIN : TD_RED_ARGMAX, a->dtype, 0, &d);
+      td_reduce_describe(op == TD_RED_MIN ? TD_RED_ARGMIN : TD_RED_ARGMAX, a->dtype, 0, &d);
   if (status < 0) return status;
   d.fin = td_dtype_is_floating(a->dtype) ? RFIN_VAL_IDX_A : RFIN_VAL_IDX_I;
   d.out_dtype[0] = a->dtype;
@@ -144,7 +145,7 @@ TD_EXPORT int32_t td_reduce_with_index(int32_t op, const td_tensor *a, int32_t d
     return td_last_status();
   td_tensor *v = new_output(&in, a->ndim, reduced, keepdim, a->dtype, &vview);
   td_tensor *ix = v ? new_output(&in, a->ndim, reduced, keepdim, TD_INT64, &iview) : NULL;
-  if (!ix || red_run(&d, &in, reduced, &vview, &iview) < 0) {
+  if (!ix || td_reduce_run(&d, &in, reduced, &vview, &iview) < 0) {
     td_tensor_release(v);
     td_tensor_release(ix);
     return td_last_status();

@@ -56,19 +56,19 @@ typedef void (*cum_step_fn)(void *acc, const char *in, int64_t sci, char *out, i
     }                                                                                    \
   }
 
-#define GEN_CUM(DN, DT, DK) GEN_CUM_##DK(DN, DT)
+#define GEN_CUM(_, DN, DT, DK, ...) GEN_CUM_##DK(DN, DT)
 #define GEN_CUM_F(DN, DT) DEF_CUM(DN, DT, F, double, DT, ADD_F, OUT_F)
 #define GEN_CUM_H(DN, DT) DEF_CUM(DN, DT, H, double, DT, ADD_F, OUT_F)
 #define GEN_CUM_BF(DN, DT) DEF_CUM(DN, DT, BF, double, DT, ADD_F, OUT_F)
 #define GEN_CUM_I(DN, DT) DEF_CUM(DN, DT, I, uint64_t, int64_t, ADD_I, OUT_I)
 #define GEN_CUM_B(DN, DT) DEF_CUM(DN, DT, B, uint64_t, int64_t, ADD_I, OUT_I)
-DST_DTYPES(GEN_CUM)
+TD_DTYPES_ALL(GEN_CUM, _)
 
-#define CUM_ENTRY(DN, DT, DK) [TD_##DN] = {line_##DN, step_##DN},
+#define CUM_ENTRY(_, DN, ...) [TD_##DN] = {line_##DN, step_##DN},
 static const struct {
   cum_line_fn line;
   cum_step_fn step;
-} cum_kernels[TD_NUM_DTYPES] = {DST_DTYPES(CUM_ENTRY)};
+} cum_kernels[TD_NUM_DTYPES] = {TD_DTYPES_ALL(CUM_ENTRY, _)};
 
 typedef struct cum_plan {
   td_iter ki;          /* every dim but dim: operands input, output */
@@ -118,7 +118,7 @@ static void column_blocks(int64_t b, int64_t e, void *vpl) {
 }
 
 TD_EXPORT td_tensor *td_cumsum(const td_tensor *a, int32_t dim) {
-  if (!red_check_input("cumsum", a)) return NULL;
+  if (!td_reduce_check_input("cumsum", a)) return NULL;
   const int32_t nd = a->ndim > 0 ? a->ndim : 1;
   if (dim < 0 || dim >= nd)
     return td_fail_null(TD_EINDEX,

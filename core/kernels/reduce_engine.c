@@ -1,5 +1,5 @@
 /*
- * reduce_engine.c: walks a tensor for a reduction described by a red_desc.
+ * reduce_engine.c: walks a tensor for a reduction described by a td_reduce_desc.
  *
  * Two strided iterators split the input: `ki` over the kept dims (operands: input,
  * outputs) and `ri` over the reduced dims (operand: input, rebased per output). Then
@@ -34,15 +34,15 @@ enum {
 };
 
 typedef struct plan {
-  const red_desc *d;
+  const td_reduce_desc *d;
   td_iter ki, ri;
-  int64_t O, R;        /* outputs; elements per reduction */
+  int64_t O, R;            /* outputs; elements per reduction */
   int32_t nouts;
-  int64_t piece;       /* elements (inner) or rows (outer) per piece */
+  int64_t piece;           /* elements (inner) or rows (outer) per piece */
   int64_t npieces;
-  red_acc *partials;   /* [O][npieces] when npieces > 1 */
-  int64_t ncols, ncb;  /* outer: columns (ki's innermost dim), column blocks */
-  int64_t cbw;         /* outer: columns per block */
+  td_reduce_acc *partials; /* [O][npieces] when npieces > 1 */
+  int64_t ncols, ncb;      /* outer: columns (ki's innermost dim), column blocks */
+  int64_t cbw;             /* outer: columns per block */
 } plan;
 
 static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
@@ -90,8 +90,8 @@ static void logical_iter(td_iter *it, const td_tensor *t) {
 /* ---- inner layout ---------------------------------------------------------------------- */
 
 typedef struct fold_ctx {
-  red_row_fn row;
-  red_acc *acc;
+  td_reduce_row_fn row;
+  td_reduce_acc *acc;
   int64_t pos;
   double prm;
 } fold_ctx;
@@ -105,7 +105,7 @@ static void fold_loop(char **ptrs, const int64_t *strides, int64_t n, void *vctx
 /* Folds elements [b, e) of the reduction based at `base` with row into acc; ri is the
  * caller's private copy of the plan's ri. */
 static void fold_range(const plan *pl, td_iter *ri, char *base, int64_t b, int64_t e,
-                       red_row_fn row, red_acc *acc) {
+                       td_reduce_row_fn row, td_reduce_acc *acc) {
   if (ri->ndim == 1) {
     const int64_t s = ri->strides[0][0];
     row(acc, base + b * s, s, e - b, b, pl->d->param);
@@ -118,12 +118,12 @@ static void fold_range(const plan *pl, td_iter *ri, char *base, int64_t b, int64
 
 /* One piece, every pass: acc starts from the identity. */
 static void fold_piece(const plan *pl, td_iter *ri, char *base, int64_t b, int64_t e,
-                       red_acc *acc) {
-  const red_desc *d = pl->d;
+                       td_reduce_acc *acc) {
+  const td_reduce_desc *d = pl->d;
   *acc = d->init;
   fold_range(pl, ri, base, b, e, d->k[0].row, acc);
   if (d->family[1] >= 0) {
-    red_mid_acc(d, acc, e - b);
+    td_reduce_mid_acc(d, acc, e - b);
     fold_range(pl, ri, base, b, e, d->k[1].row, acc);
   }
 }
@@ -137,10 +137,10 @@ static void whole_loop(char **ptrs, const int64_t *strides, int64_t n, void *vct
   const out_ctx *c = vctx;
   const plan *pl = c->pl;
   for (int64_t i = 0; i < n; i++) {
-    red_acc acc;
+    td_reduce_acc acc;
     fold_piece(pl, c->ri, ptrs[0] + i * strides[0], 0, pl->R, &acc);
     char *outs[2] = {ptrs[1] + i * strides[1], pl->nouts > 1 ? ptrs[2] + i * strides[2] : NULL};
-    red_store(pl->d, outs, &acc, pl->R);
+    td_reduce_store(pl->d, outs, &acc, pl->R);
   }
 }
 
@@ -168,8 +168,8 @@ static void inner_pieces(int64_t b, int64_t e, void *vpl) {
 /* ---- outer layout ---------------------------------------------------------------------- */
 
 typedef struct block_ctx {
-  red_block_fn block;
-  const red_cols *cols;
+  td_reduce_block_fn block;
+  const td_reduce_cols *cols;
   int64_t sc, w, pos;
   double prm;
 } block_ctx;
@@ -181,7 +181,7 @@ static void block_loop(char **ptrs, const int64_t *strides, int64_t n, void *vct
 }
 
 static void fold_rows(const plan *pl, td_iter *ri, char *base, int64_t lo, int64_t hi,
-                      red_block_fn block, const red_cols *cols, int64_t w) {
+                      td_reduce_block_fn block, const td_reduce_cols *cols, int64_t w) {
   const int64_t sc = pl->ki.strides[0][pl->ki.ndim - 1];
   if (ri->ndim == 1) {
     const int64_t sr = ri->strides[0][0];
@@ -193,11 +193,11 @@ static void fold_rows(const plan *pl, td_iter *ri, char *base, int64_t lo, int64
   td_iter_run_range(ri, lo, hi, block_loop, &c);
 }
 
-static inline red_acc col_get(const red_cols *c, int64_t j) {
-  return (red_acc){c->a[j], c->b[j], c->i[j], c->idx[j]};
+static inline td_reduce_acc col_get(const td_reduce_cols *c, int64_t j) {
+  return (td_reduce_acc){c->a[j], c->b[j], c->i[j], c->idx[j]};
 }
 
-static inline void col_set(const red_cols *c, int64_t j, red_acc s) {
+static inline void col_set(const td_reduce_cols *c, int64_t j, td_reduce_acc s) {
   c->a[j] = s.a;
   c->b[j] = s.b;
   c->i[j] = s.i;
@@ -208,12 +208,12 @@ static inline void col_set(const red_cols *c, int64_t j, red_acc s) {
  * numbered row-major over ki's outer positions, then blocks within a row). */
 static void outer_tasks(int64_t b, int64_t e, void *vpl) {
   const plan *pl = vpl;
-  const red_desc *d = pl->d;
+  const td_reduce_desc *d = pl->d;
   const int32_t kin = pl->ki.ndim - 1;
   td_iter ri = pl->ri;
   double a[COL_BLOCK], bb[COL_BLOCK]; /* 64 KiB of stack in all */
   int64_t iv[COL_BLOCK], idx[COL_BLOCK];
-  const red_cols cols = {a, bb, iv, idx};
+  const td_reduce_cols cols = {a, bb, iv, idx};
   for (int64_t t = b; t < e; t++) {
     const int64_t c = t % pl->npieces, q = t / pl->npieces;
     const int64_t cb = q % pl->ncb, outer = q / pl->ncb;
@@ -226,8 +226,8 @@ static void outer_tasks(int64_t b, int64_t e, void *vpl) {
     fold_rows(pl, &ri, ptrs[0], lo, hi, d->k[0].block, &cols, w);
     if (d->family[1] >= 0) {
       for (int64_t j = 0; j < w; j++) {
-        red_acc s = col_get(&cols, j);
-        red_mid_acc(d, &s, hi - lo);
+        td_reduce_acc s = col_get(&cols, j);
+        td_reduce_mid_acc(d, &s, hi - lo);
         col_set(&cols, j, s);
       }
       fold_rows(pl, &ri, ptrs[0], lo, hi, d->k[1].block, &cols, w);
@@ -237,10 +237,10 @@ static void outer_tasks(int64_t b, int64_t e, void *vpl) {
       continue;
     }
     for (int64_t j = 0; j < w; j++) {
-      red_acc s = col_get(&cols, j);
+      td_reduce_acc s = col_get(&cols, j);
       char *outs[2] = {ptrs[1] + j * pl->ki.strides[1][kin],
                        pl->nouts > 1 ? ptrs[2] + j * pl->ki.strides[2][kin] : NULL};
-      red_store(d, outs, &s, pl->R);
+      td_reduce_store(d, outs, &s, pl->R);
     }
   }
 }
@@ -251,18 +251,18 @@ static void outer_tasks(int64_t b, int64_t e, void *vpl) {
 static void combine(int64_t b, int64_t e, void *vpl) {
   const plan *pl = vpl;
   for (int64_t o = b; o < e; o++) {
-    const red_acc *p = pl->partials + o * pl->npieces;
-    red_acc acc = p[0];
+    const td_reduce_acc *p = pl->partials + o * pl->npieces;
+    td_reduce_acc acc = p[0];
     int64_t n = min64(pl->piece, pl->R);
     for (int64_t c = 1; c < pl->npieces; c++) {
       const int64_t len = min64(pl->piece, pl->R - c * pl->piece);
-      red_merge_acc(pl->d, &acc, n, &p[c], len);
+      td_reduce_merge_acc(pl->d, &acc, n, &p[c], len);
       n += len;
     }
     char *ptrs[TD_ITER_MAX_OPS];
     iter_at(&pl->ki, o, ptrs);
     char *outs[2] = {ptrs[1], pl->nouts > 1 ? ptrs[2] : NULL};
-    red_store(pl->d, outs, &acc, pl->R);
+    td_reduce_store(pl->d, outs, &acc, pl->R);
   }
 }
 
@@ -281,14 +281,14 @@ static bool use_outer(const plan *pl) {
 static int32_t alloc_partials(plan *pl) {
   size_t n;
   if (__builtin_mul_overflow((size_t)pl->O, (size_t)pl->npieces, &n) ||
-      __builtin_mul_overflow(n, sizeof(red_acc), &n) || !(pl->partials = malloc(n)))
+      __builtin_mul_overflow(n, sizeof(td_reduce_acc), &n) || !(pl->partials = malloc(n)))
     return td_fail(TD_ENOMEM, "reduce: out of memory for %lld partial results",
                    (long long)pl->O * (long long)pl->npieces);
   return TD_OK;
 }
 
-int32_t red_run(const red_desc *d, const td_tensor *in, const bool *reduced,
-                const td_tensor *out0, const td_tensor *out1) {
+int32_t td_reduce_run(const td_reduce_desc *d, const td_tensor *in, const bool *reduced,
+                      const td_tensor *out0, const td_tensor *out1) {
   plan pl;
   memset(&pl, 0, sizeof pl);
   pl.d = d;

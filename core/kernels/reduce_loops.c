@@ -27,25 +27,25 @@ enum { LANES = 8 };
 /* The center a pass-2 family measures from (c), computed from the state's a. */
 #define CNONE(a) 0.0
 #define CMEAN(a) (a)
-#define CLSE(a) red_lse_shift(a)
+#define CLSE(a) td_reduce_lse_shift(a)
 
 /* STEP_<fam>(acc, v, c): one element; JOIN_<fam>(acc, lane): two accumulators. */
 #define STEP_F_SUM(m, v, c) ((m) + (v))
 #define JOIN_F_SUM(m, t) ((m) + (t))
 #define STEP_F_PROD(m, v, c) ((m) * (v))
 #define JOIN_F_PROD(m, t) ((m) * (t))
-#define STEP_F_MIN(m, v, c) RED_NMIN(m, v)
-#define JOIN_F_MIN(m, t) RED_NMIN(m, t)
-#define STEP_F_MAX(m, v, c) RED_NMAX(m, v)
-#define JOIN_F_MAX(m, t) RED_NMAX(m, t)
+#define STEP_F_MIN(m, v, c) TD_REDUCE_NMIN(m, v)
+#define JOIN_F_MIN(m, t) TD_REDUCE_NMIN(m, t)
+#define STEP_F_MAX(m, v, c) TD_REDUCE_NMAX(m, v)
+#define JOIN_F_MAX(m, t) TD_REDUCE_NMAX(m, t)
 #define STEP_F_SUMSQ(m, v, c) ((m) + (v) * (v))
 #define JOIN_F_SUMSQ(m, t) ((m) + (t))
 #define STEP_F_SUMABS(m, v, c) ((m) + fabs(v))
 #define JOIN_F_SUMABS(m, t) ((m) + (t))
-#define STEP_F_MAXABS(m, v, c) RED_NMAX(m, fabs(v))
-#define JOIN_F_MAXABS(m, t) RED_NMAX(m, t)
-#define STEP_F_MINABS(m, v, c) RED_NMIN(m, fabs(v))
-#define JOIN_F_MINABS(m, t) RED_NMIN(m, t)
+#define STEP_F_MAXABS(m, v, c) TD_REDUCE_NMAX(m, fabs(v))
+#define JOIN_F_MAXABS(m, t) TD_REDUCE_NMAX(m, t)
+#define STEP_F_MINABS(m, v, c) TD_REDUCE_NMIN(m, fabs(v))
+#define JOIN_F_MINABS(m, t) TD_REDUCE_NMIN(m, t)
 #define STEP_F_CNTNZ(m, v, c) ((m) + (double)((v) != 0))
 #define JOIN_F_CNTNZ(m, t) ((m) + (t))
 #define STEP_F_SUMPOW(m, v, c) ((m) + pow(fabs(v), prm))
@@ -90,14 +90,10 @@ enum { LANES = 8 };
   X(I_MIN, DN, DT, DK, int64_t, i, INT64_MAX, VALI, CNONE)                         \
   X(I_MAX, DN, DT, DK, int64_t, i, INT64_MIN, VALI, CNONE)
 
-#define INT_DTYPES(X)                                                              \
-  X(BOOL, uint8_t, B) X(UINT8, uint8_t, I) X(INT8, int8_t, I) X(INT16, int16_t, I) \
-  X(INT32, int32_t, I) X(INT64, int64_t, I)
-
 #define AT_PTR(p) ((const void *)(p))
 
 #define DEF_ROW(FAM, DN, DT, DK, AT, FIELD, ID, VAL, CENTER)                            \
-  static void row_##FAM##_##DN(red_acc *acc, const char *p, int64_t s, int64_t n,       \
+  static void row_##FAM##_##DN(td_reduce_acc *acc, const char *p, int64_t s, int64_t n, \
                                int64_t pos, double prm) {                               \
     (void)pos, (void)prm;                                                               \
     const double c = CENTER(acc->a);                                                    \
@@ -117,7 +113,7 @@ enum { LANES = 8 };
   }
 
 #define DEF_BLOCK(FAM, DN, DT, DK, AT, FIELD, ID, VAL, CENTER)                          \
-  static void block_##FAM##_##DN(const red_cols *cl, const char *p, int64_t sc,         \
+  static void block_##FAM##_##DN(const td_reduce_cols *cl, const char *p, int64_t sc,   \
                                  int64_t w, int64_t sr, int64_t nr, int64_t pos,        \
                                  double prm) {                                          \
     (void)pos, (void)prm;                                                               \
@@ -159,10 +155,11 @@ enum { LANES = 8 };
   DEF_ROW(FAM, DN, DT, DK, AT, FIELD, ID, VAL, CENTER)           \
   DEF_BLOCK(FAM, DN, DT, DK, AT, FIELD, ID, VAL, CENTER)
 
-#define GEN_F(DN, DT, DK) F_FAMILIES(DEF_KERNELS, DN, DT, DK)
-#define GEN_I(DN, DT, DK) I_FAMILIES(DEF_KERNELS, DN, DT, DK)
-DST_DTYPES(GEN_F)
-INT_DTYPES(GEN_I)
+/* F_* families for every dtype, I_* for bool and the integers. */
+#define GEN_F(_, DN, DT, DK, ...) F_FAMILIES(DEF_KERNELS, DN, DT, DK)
+#define GEN_I(_, DN, DT, DK, ...) I_FAMILIES(DEF_KERNELS, DN, DT, DK)
+TD_DTYPES_ALL(GEN_F, _)
+TD_DTYPES_INTEGRAL(GEN_I, _)
 
 /* ---- argmin / argmax: the first extreme; NaN counts as the extreme ------------------
  * A scalar loop: positions must be tracked per element. bi < 0 means nothing seen. */
@@ -172,7 +169,7 @@ INT_DTYPES(GEN_I)
 #define BETTER_I_ARGMIN(v, b) ((v) < (b))
 
 #define DEF_ARG(FAM, DN, DT, DK, VT, FIELD, VAL)                                        \
-  static void row_##FAM##_##DN(red_acc *acc, const char *p, int64_t s, int64_t n,       \
+  static void row_##FAM##_##DN(td_reduce_acc *acc, const char *p, int64_t s, int64_t n, \
                                int64_t pos, double prm) {                               \
     (void)prm;                                                                          \
     VT best = (VT)acc->FIELD;                                                           \
@@ -187,7 +184,7 @@ INT_DTYPES(GEN_I)
     acc->FIELD = best;                                                                  \
     acc->idx = bi;                                                                      \
   }                                                                                     \
-  static void block_##FAM##_##DN(const red_cols *cl, const char *p, int64_t sc,         \
+  static void block_##FAM##_##DN(const td_reduce_cols *cl, const char *p, int64_t sc,   \
                                  int64_t w, int64_t sr, int64_t nr, int64_t pos,        \
                                  double prm) {                                          \
     (void)prm;                                                                          \
@@ -205,27 +202,30 @@ INT_DTYPES(GEN_I)
     }                                                                                   \
   }
 
-#define GEN_ARG_F(DN, DT, DK) \
+#define GEN_ARG_F(_, DN, DT, DK, ...) \
   DEF_ARG(F_ARGMIN, DN, DT, DK, double, a, VALF) DEF_ARG(F_ARGMAX, DN, DT, DK, double, a, VALF)
-#define GEN_ARG_I(DN, DT, DK) \
+#define GEN_ARG_I(_, DN, DT, DK, ...) \
   DEF_ARG(I_ARGMIN, DN, DT, DK, int64_t, i, VALI) DEF_ARG(I_ARGMAX, DN, DT, DK, int64_t, i, VALI)
-DST_DTYPES(GEN_ARG_F)
-INT_DTYPES(GEN_ARG_I)
+TD_DTYPES_ALL(GEN_ARG_F, _)
+TD_DTYPES_INTEGRAL(GEN_ARG_I, _)
 
 /* ---- the table ----------------------------------------------------------------------- */
 
 #define ENTRY(FAM, DN) [RF_##FAM][TD_##DN] = {row_##FAM##_##DN, block_##FAM##_##DN},
 #define ENTRY_K(FAM, DN, DT, DK, AT, FIELD, ID, VAL, CENTER) ENTRY(FAM, DN)
-#define TAB_F(DN, DT, DK) F_FAMILIES(ENTRY_K, DN, DT, DK) ENTRY(F_ARGMIN, DN) ENTRY(F_ARGMAX, DN)
-#define TAB_I(DN, DT, DK) I_FAMILIES(ENTRY_K, DN, DT, DK) ENTRY(I_ARGMIN, DN) ENTRY(I_ARGMAX, DN)
+#define TAB_F(_, DN, DT, DK, ...) \
+  F_FAMILIES(ENTRY_K, DN, DT, DK) ENTRY(F_ARGMIN, DN) ENTRY(F_ARGMAX, DN)
+#define TAB_I(_, DN, DT, DK, ...) \
+  I_FAMILIES(ENTRY_K, DN, DT, DK) ENTRY(I_ARGMIN, DN) ENTRY(I_ARGMAX, DN)
 
-static const red_kernel kernels[RF_COUNT][TD_NUM_DTYPES] = {DST_DTYPES(TAB_F) INT_DTYPES(TAB_I)};
+static const td_reduce_kernel kernels[RF_COUNT][TD_NUM_DTYPES] = {
+    TD_DTYPES_ALL(TAB_F, _) TD_DTYPES_INTEGRAL(TAB_I, _)};
 
-red_kernel red_kernel_for(int32_t family, int32_t dtype) {
+td_reduce_kernel td_reduce_kernel_for(int32_t family, int32_t dtype) {
   if (family < 0 || family >= RF_COUNT || dtype < 0 || dtype >= TD_NUM_DTYPES)
-    return (red_kernel){NULL, NULL};
-  red_kernel k = kernels[family][dtype];
-  const red_row_fn fast = red_vec_row(family, dtype);
+    return (td_reduce_kernel){NULL, NULL};
+  td_reduce_kernel k = kernels[family][dtype];
+  const td_reduce_row_fn fast = td_reduce_vec_row(family, dtype);
   if (fast) k.row = fast;
   return k;
 }

@@ -13,12 +13,12 @@ static const char *const op_names[] = {"sum", "mean", "prod",   "min", "max",
                                        "argmin", "argmax", "std", "var", "norm",
                                        "all", "any",  "logsumexp"};
 
-const char *red_op_name(int32_t op) {
+const char *td_reduce_op_name(int32_t op) {
   return op >= 0 && op < (int32_t)(sizeof op_names / sizeof op_names[0]) ? op_names[op]
                                                                          : "reduce";
 }
 
-bool red_check_input(const char *name, const td_tensor *t) {
+bool td_reduce_check_input(const char *name, const td_tensor *t) {
   if (!t) {
     td_fail(TD_EINVAL, "%s: the tensor is NULL", name);
     return false;
@@ -32,8 +32,8 @@ bool red_check_input(const char *name, const td_tensor *t) {
 }
 
 /* The identity state of a pass-1 family (the kernels' lane identities agree). */
-static red_acc identity(int32_t family) {
-  red_acc s = {0.0, 0.0, 0, -1};
+static td_reduce_acc identity(int32_t family) {
+  td_reduce_acc s = {0.0, 0.0, 0, -1};
   switch (family) {
     case RF_F_PROD: s.a = 1.0; break;
     case RF_F_MIN: case RF_F_MINABS: s.a = INFINITY; break;
@@ -47,10 +47,10 @@ static red_acc identity(int32_t family) {
 }
 
 static int32_t refuse(int32_t op, int32_t dtype, const char *why) {
-  return td_fail(TD_EDTYPE, "%s: %s. Got: %s", red_op_name(op), why, td_dtype_name(dtype));
+  return td_fail(TD_EDTYPE, "%s: %s. Got: %s", td_reduce_op_name(op), why, td_dtype_name(dtype));
 }
 
-int32_t red_describe(int32_t op, int32_t dtype, double param, red_desc *d) {
+int32_t td_reduce_describe(int32_t op, int32_t dtype, double param, td_reduce_desc *d) {
   const bool fl = td_dtype_is_floating(dtype);
   memset(d, 0, sizeof *d);
   d->family[1] = -1;
@@ -150,7 +150,7 @@ int32_t red_describe(int32_t op, int32_t dtype, double param, red_desc *d) {
   d->init = identity(d->family[0]);
   for (int32_t p = 0; p < 2; p++) {
     if (d->family[p] < 0) continue;
-    d->k[p] = red_kernel_for(d->family[p], dtype);
+    d->k[p] = td_reduce_kernel_for(d->family[p], dtype);
     if (!d->k[p].row) return refuse(op, dtype, "no kernel for this input dtype");
   }
   return TD_OK;
@@ -165,13 +165,13 @@ static bool arg_better(bool max, double v, double best) {
   return max ? v > best : v < best;
 }
 
-void red_merge_acc(const red_desc *d, red_acc *into, int64_t n_into, const red_acc *from,
-                   int64_t n_from) {
+void td_reduce_merge_acc(const td_reduce_desc *d, td_reduce_acc *into, int64_t n_into,
+                         const td_reduce_acc *from, int64_t n_from) {
   switch (d->merge) {
     case RM_ADD_A: into->a += from->a; break;
     case RM_MUL_A: into->a *= from->a; break;
-    case RM_MIN_A: into->a = RED_NMIN(into->a, from->a); break;
-    case RM_MAX_A: into->a = RED_NMAX(into->a, from->a); break;
+    case RM_MIN_A: into->a = TD_REDUCE_NMIN(into->a, from->a); break;
+    case RM_MAX_A: into->a = TD_REDUCE_NMAX(into->a, from->a); break;
     case RM_ADD_I: into->i = (int64_t)((uint64_t)into->i + (uint64_t)from->i); break;
     case RM_MUL_I: into->i = (int64_t)((uint64_t)into->i * (uint64_t)from->i); break;
     case RM_MIN_I: into->i = from->i < into->i ? from->i : into->i; break;
@@ -208,10 +208,10 @@ void red_merge_acc(const red_desc *d, red_acc *into, int64_t n_into, const red_a
       break;
     }
     case RM_LSE: { /* sums of exp(x - shift) rescaled to the common shift */
-      const double m = RED_NMAX(into->a, from->a), shift = red_lse_shift(m);
+      const double m = TD_REDUCE_NMAX(into->a, from->a), shift = td_reduce_lse_shift(m);
       double s = 0.0;
-      if (into->b != 0) s += into->b * exp(red_lse_shift(into->a) - shift);
-      if (from->b != 0) s += from->b * exp(red_lse_shift(from->a) - shift);
+      if (into->b != 0) s += into->b * exp(td_reduce_lse_shift(into->a) - shift);
+      if (from->b != 0) s += from->b * exp(td_reduce_lse_shift(from->a) - shift);
       into->a = m;
       into->b = s;
       break;
@@ -220,7 +220,7 @@ void red_merge_acc(const red_desc *d, red_acc *into, int64_t n_into, const red_a
   }
 }
 
-void red_mid_acc(const red_desc *d, red_acc *acc, int64_t n) {
+void td_reduce_mid_acc(const td_reduce_desc *d, td_reduce_acc *acc, int64_t n) {
   if (d->mid == RMID_MEAN) {
     acc->a = n > 0 ? acc->a / (double)n : 0.0;
     acc->b = 0.0;
@@ -229,18 +229,19 @@ void red_mid_acc(const red_desc *d, red_acc *acc, int64_t n) {
 
 /* ---- final states to output elements -------------------------------------------------- */
 
-#define WRITE_CASE(DN, DT, DK) \
+#define WRITE_CASE(_, DN, DT, DK, ...) \
   case TD_##DN: *(DT *)(void *)p = CONV_##DK(DN, DT, v); break;
 
 static void write_f(char *p, int32_t dtype, double v) {
-  switch (dtype) { DST_DTYPES(WRITE_CASE) default: break; }
+  switch (dtype) { TD_DTYPES_ALL(WRITE_CASE, _) default: break; }
 }
 
 static void write_i(char *p, int32_t dtype, int64_t v) {
-  switch (dtype) { DST_DTYPES(WRITE_CASE) default: break; }
+  switch (dtype) { TD_DTYPES_ALL(WRITE_CASE, _) default: break; }
 }
 
-void red_store(const red_desc *d, char *const *out, const red_acc *acc, int64_t n) {
+void td_reduce_store(const td_reduce_desc *d, char *const *out, const td_reduce_acc *acc,
+                     int64_t n) {
   const int32_t dt = d->out_dtype[0];
   switch (d->fin) {
     case RFIN_A: write_f(out[0], dt, acc->a); break;
@@ -258,7 +259,7 @@ void red_store(const red_desc *d, char *const *out, const red_acc *acc, int64_t 
     case RFIN_ROOT: write_f(out[0], dt, pow(acc->a, 1.0 / d->param)); break;
     case RFIN_LSE: {
       const double m = acc->a;
-      write_f(out[0], dt, m != m ? m : log(acc->b) + red_lse_shift(m));
+      write_f(out[0], dt, m != m ? m : log(acc->b) + td_reduce_lse_shift(m));
       break;
     }
     case RFIN_VAL_IDX_A:

@@ -42,18 +42,18 @@ typedef int64_t vi64 __attribute__((vector_size(16)));
     for (; i < n; i++) m = PICK(m, x[i]);                                          \
     return m;                                                                      \
   }
-DEF_EXTREME(max_f32, float, vf32, vi32, >, RED_NMAX)
-DEF_EXTREME(min_f32, float, vf32, vi32, <, RED_NMIN)
-DEF_EXTREME(max_f64, double, vf64, vi64, >, RED_NMAX)
-DEF_EXTREME(min_f64, double, vf64, vi64, <, RED_NMIN)
+DEF_EXTREME(max_f32, float, vf32, vi32, >, TD_REDUCE_NMAX)
+DEF_EXTREME(min_f32, float, vf32, vi32, <, TD_REDUCE_NMIN)
+DEF_EXTREME(max_f64, double, vf64, vi64, >, TD_REDUCE_NMAX)
+DEF_EXTREME(min_f64, double, vf64, vi64, <, TD_REDUCE_NMIN)
 
 /* v replaces best when strictly more extreme, or NaN where best is not. */
 #define BETTER_MAX(v, b) ((v) != (v) ? (b) == (b) : (v) > (b))
 #define BETTER_MIN(v, b) ((v) != (v) ? (b) == (b) : (v) < (b))
 
 #define DEF_ROWS(DN, T, EXT, PICK, IDENT, BETTER)                                  \
-  static void row_##EXT##_##DN(red_acc *acc, const char *p, int64_t s, int64_t n,  \
-                               int64_t pos, double prm) {                          \
+  static void row_##EXT##_##DN(td_reduce_acc *acc, const char *p, int64_t s,       \
+                               int64_t n, int64_t pos, double prm) {               \
     (void)pos, (void)prm;                                                          \
     T m = IDENT;                                                                   \
     if (s == (int64_t)sizeof(T)) {                                                 \
@@ -63,8 +63,8 @@ DEF_EXTREME(min_f64, double, vf64, vi64, <, RED_NMIN)
     }                                                                              \
     acc->a = PICK(acc->a, (double)m);                                              \
   }                                                                                \
-  static void row_arg##EXT##_##DN(red_acc *acc, const char *p, int64_t s, int64_t n, \
-                                  int64_t pos, double prm) {                       \
+  static void row_arg##EXT##_##DN(td_reduce_acc *acc, const char *p, int64_t s,    \
+                                  int64_t n, int64_t pos, double prm) {            \
     (void)prm;                                                                     \
     if (n <= 0) return;                                                            \
     if (s != (int64_t)sizeof(T)) {                                                 \
@@ -89,12 +89,12 @@ DEF_EXTREME(min_f64, double, vf64, vi64, <, RED_NMIN)
     acc->a = x[i];                                                                 \
     acc->idx = pos + i;                                                            \
   }
-DEF_ROWS(f32, float, max, RED_NMAX, -INFINITY, BETTER_MAX)
-DEF_ROWS(f32, float, min, RED_NMIN, INFINITY, BETTER_MIN)
-DEF_ROWS(f64, double, max, RED_NMAX, -INFINITY, BETTER_MAX)
-DEF_ROWS(f64, double, min, RED_NMIN, INFINITY, BETTER_MIN)
+DEF_ROWS(f32, float, max, TD_REDUCE_NMAX, -INFINITY, BETTER_MAX)
+DEF_ROWS(f32, float, min, TD_REDUCE_NMIN, INFINITY, BETTER_MIN)
+DEF_ROWS(f64, double, max, TD_REDUCE_NMAX, -INFINITY, BETTER_MAX)
+DEF_ROWS(f64, double, min, TD_REDUCE_NMIN, INFINITY, BETTER_MIN)
 
-red_row_fn red_vec_row(int32_t family, int32_t dtype) {
+td_reduce_row_fn td_reduce_vec_row(int32_t family, int32_t dtype) {
   const bool f32 = dtype == TD_FLOAT32;
   if (!f32 && dtype != TD_FLOAT64) return NULL;
   switch (family) {

@@ -31,7 +31,7 @@ enum { STATS_FEAT_BLOCK = 512, STATS_MIN_ROWS = 64 };
 
 /* Welford's step for one row: operands mean, M2 (float64), x; ctx is 1 / k for the
  * row's rank k within its tile. */
-#define DEF_WELFORD(N, T, K)                                                     \
+#define DEF_WELFORD(_, N, T, K, ...)                                             \
   static void welford_##N(char **p, const int64_t *s, int64_t n, void *ctx) {    \
     const double inv = *(const double *)ctx;                                     \
     for (int64_t i = 0; i < n; i++) {                                            \
@@ -42,8 +42,7 @@ enum { STATS_FEAT_BLOCK = 512, STATS_MIN_ROWS = 64 };
       *q += d * (v - *m);                                                        \
     }                                                                            \
   }
-#define WELFORD_ALL(N, T, K) DEF_WELFORD(N, T, K)
-DST_DTYPES(WELFORD_ALL)
+TD_DTYPES_ALL(DEF_WELFORD, _)
 
 /* The same over a block of nr rows (byte stride rs) of nf features (byte stride fs),
  * into contiguous states: the common case, one call per run of rows, with a
@@ -51,7 +50,7 @@ DST_DTYPES(WELFORD_ALL)
  * the states. */
 typedef void (*welford_block_fn)(const char *x, int64_t rs, int64_t fs, int64_t nr, int64_t nf,
                                  double *restrict m, double *restrict q, int64_t rank);
-#define DEF_WELFORD_BLOCK(N, T, K)                                                      \
+#define DEF_WELFORD_BLOCK(_, N, T, K, ...)                                              \
   static void wblock_##N(const char *x, int64_t rs, int64_t fs, int64_t nr, int64_t nf, \
                          double *restrict m, double *restrict q, int64_t rank) {        \
     for (int64_t r = 0; r < nr; r++) {                                                  \
@@ -75,14 +74,14 @@ typedef void (*welford_block_fn)(const char *x, int64_t rs, int64_t fs, int64_t 
       }                                                                                 \
     }                                                                                   \
   }
-DST_DTYPES(DEF_WELFORD_BLOCK)
+TD_DTYPES_ALL(DEF_WELFORD_BLOCK, _)
 
 static welford_block_fn welford_block(int32_t dtype) {
   switch (dtype) {
-#define CASE(N, T, K) \
-  case TD_##N:        \
+#define CASE(_, N, ...) \
+  case TD_##N:          \
     return wblock_##N;
-    DST_DTYPES(CASE)
+    TD_DTYPES_ALL(CASE, _)
 #undef CASE
   }
   return NULL;
@@ -90,17 +89,17 @@ static welford_block_fn welford_block(int32_t dtype) {
 
 static td_inner_loop welford_loop(int32_t dtype) {
   switch (dtype) {
-#define CASE(N, T, K) \
-  case TD_##N:        \
+#define CASE(_, N, ...) \
+  case TD_##N:          \
     return welford_##N;
-    DST_DTYPES(CASE)
+    TD_DTYPES_ALL(CASE, _)
 #undef CASE
   }
   return NULL;
 }
 
 /* (x - mean) * scale into a floating output: operands mean, scale (float64), x, out. */
-#define DEF_NORM(DN, DT, DK, SN, ST, SK)                                                        \
+#define DEF_NORM(DN, DT, DK, SN, ST, SK, ...)                                                   \
   static void norm_##DN##_##SN(char **p, const int64_t *s, int64_t n, void *ctx) {              \
     (void)ctx;                                                                                  \
     for (int64_t i = 0; i < n; i++) {                                                           \
@@ -109,17 +108,15 @@ static td_inner_loop welford_loop(int32_t dtype) {
       *(DT *)(p[3] + i * s[3]) = CONV_##DK(DN, DT, r);                                          \
     }                                                                                           \
   }
-#define FLOAT_OUTS(X)                                                    \
-  SRC_DTYPES(X, FLOAT16, uint16_t, H)                                    \
-  SRC_DTYPES(X, BFLOAT16, uint16_t, BF) SRC_DTYPES(X, FLOAT32, float, F) \
-      SRC_DTYPES(X, FLOAT64, double, F)
+/* Every (floating output, any input) pair. */
+#define FLOAT_OUTS(X) TD_DTYPE_PAIRS(TD_DTYPES_FLOAT, X)
 FLOAT_OUTS(DEF_NORM)
 
 /* Its block form: nr rows of nf features of x (strides rs, fs) into out (ors, ofs). */
 typedef void (*norm_block_fn)(const char *x, int64_t rs, int64_t fs, char *out, int64_t ors,
                               int64_t ofs, int64_t nr, int64_t nf, const double *restrict m,
                               const double *restrict sc);
-#define DEF_NORM_BLOCK(DN, DT, DK, SN, ST, SK)                                                  \
+#define DEF_NORM_BLOCK(DN, DT, DK, SN, ST, SK, ...)                                             \
   static void nblock_##DN##_##SN(const char *x, int64_t rs, int64_t fs, char *out, int64_t ors, \
                                  int64_t ofs, int64_t nr, int64_t nf, const double *restrict m, \
                                  const double *restrict sc) {                                   \
@@ -144,7 +141,7 @@ typedef void (*norm_block_fn)(const char *x, int64_t rs, int64_t fs, char *out, 
 FLOAT_OUTS(DEF_NORM_BLOCK)
 
 static norm_block_fn norm_block(int32_t out_dtype, int32_t in_dtype) {
-#define CASE(DN, DT, DK, SN, ST, SK) \
+#define CASE(DN, DT, DK, SN, ...) \
   if (out_dtype == TD_##DN && in_dtype == TD_##SN) return nblock_##DN##_##SN;
   FLOAT_OUTS(CASE)
 #undef CASE
@@ -152,7 +149,7 @@ static norm_block_fn norm_block(int32_t out_dtype, int32_t in_dtype) {
 }
 
 static td_inner_loop norm_loop(int32_t out_dtype, int32_t in_dtype) {
-#define CASE(DN, DT, DK, SN, ST, SK) \
+#define CASE(DN, DT, DK, SN, ...) \
   if (out_dtype == TD_##DN && in_dtype == TD_##SN) return norm_##DN##_##SN;
   FLOAT_OUTS(CASE)
 #undef CASE

@@ -241,7 +241,7 @@ DEF_PUT(8, uint64_t)
 #define SUM_BF(DT, x, y) td_float_to_bfloat16(td_bfloat16_to_float(x) + td_bfloat16_to_float(y))
 #define SUM_F(DT, x, y) ((x) + (y))
 
-#define DEF_ADD(DN, DT, DK)                                                        \
+#define DEF_ADD(_, DN, DT, DK, ...)                                                \
   static void add_##DN(char **p, const int64_t *s, int64_t n, void *vctx) {        \
     const put_ctx *c = vctx;                                                       \
     for (int64_t i = 0; i < c->len; i++) {                                         \
@@ -258,10 +258,10 @@ DEF_PUT(8, uint64_t)
       }                                                                            \
     }                                                                              \
   }
-DST_DTYPES(DEF_ADD)
+TD_DTYPES_ALL(DEF_ADD, _)
 
-#define ADD_ENTRY(DN, DT, DK) [TD_##DN] = add_##DN,
-static const td_inner_loop add_loops[TD_NUM_DTYPES] = {DST_DTYPES(ADD_ENTRY)};
+#define ADD_ENTRY(_, DN, ...) [TD_##DN] = add_##DN,
+static const td_inner_loop add_loops[TD_NUM_DTYPES] = {TD_DTYPES_ALL(ADD_ENTRY, _)};
 
 static td_inner_loop put_loop(int64_t itemsize) {
   switch (itemsize) {

@@ -1,5 +1,6 @@
 /*
- * dtype.c: dtype names, sizes, and the IEEE half / bfloat16 conversions.
+ * dtype.c: dtype names and sizes (from the table in dtype_table.h), and the IEEE half /
+ * bfloat16 conversions.
  *
  * The conversions work on bit patterns rather than a compiler _Float16 so they behave
  * the same with every compiler and target, and so rounding is exactly IEEE
@@ -7,13 +8,23 @@
  */
 #include <string.h>
 
+#include "dtype_table.h"
 #include "internal.h"
 
-const int64_t td_itemsizes[TD_NUM_DTYPES] = {1, 1, 1, 2, 4, 8, 2, 2, 4, 8};
+#define ROW_COUNT(_, ...) +1
+_Static_assert(0 TD_DTYPES_ALL(ROW_COUNT, _) == TD_NUM_DTYPES,
+               "dtype_table.h has one row per code of enum td_dtype");
 
-static const char *const canonical_names[TD_NUM_DTYPES] = {
-    "bool", "uint8", "int8", "int16", "int32", "int64",
-    "float16", "bfloat16", "float32", "float64"};
+#define ITEMSIZE(_, DN, DT, ...) [TD_##DN] = sizeof(DT),
+const int64_t td_itemsizes[TD_NUM_DTYPES] = {TD_DTYPES_ALL(ITEMSIZE, _)};
+
+#define CANONICAL_NAME(_, DN, DT, DK, CT, FAM, NAME) [TD_##DN] = NAME,
+static const char *const canonical_names[TD_NUM_DTYPES] = {TD_DTYPES_ALL(CANONICAL_NAME, _)};
+
+/* ", bool, uint8, ..., float64": the message of an unknown name quotes it from its
+ * third character on. */
+#define LISTED(_, DN, DT, DK, CT, FAM, NAME) ", " NAME
+static const char listed_names[] = TD_DTYPES_ALL(LISTED, _);
 
 /* torch's other spellings of the same dtypes (torch.float is float32, and so on). */
 static const struct {
@@ -31,10 +42,8 @@ TD_EXPORT int32_t td_dtype_from_name(const char *name) {
     if (strcmp(bare, canonical_names[d]) == 0) return d;
   for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
     if (strcmp(bare, aliases[i].name) == 0) return aliases[i].dtype;
-  return td_fail(TD_EDTYPE,
-                 "unknown dtype '%.200s' (expected one of bool, uint8, int8, int16, int32, "
-                 "int64, float16, bfloat16, float32, float64)",
-                 name);
+  return td_fail(TD_EDTYPE, "unknown dtype '%.200s' (expected one of %s)", name,
+                 listed_names + 2);
 }
 
 TD_EXPORT const char *td_dtype_name(int32_t dtype) {
@@ -45,9 +54,12 @@ TD_EXPORT int64_t td_dtype_itemsize(int32_t dtype) {
   return dtype >= 0 && dtype < TD_NUM_DTYPES ? td_itemsizes[dtype] : 0;
 }
 
+#define FLOAT_CASE(_, DN, ...) case TD_##DN:
 TD_EXPORT int32_t td_dtype_is_floating(int32_t dtype) {
-  return dtype == TD_FLOAT16 || dtype == TD_BFLOAT16 || dtype == TD_FLOAT32 ||
-         dtype == TD_FLOAT64;
+  switch (dtype) {
+    TD_DTYPES_FLOAT(FLOAT_CASE, _) return 1;
+    default: return 0;
+  }
 }
 
 static inline uint32_t float_bits(float f) {

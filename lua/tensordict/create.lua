@@ -144,7 +144,9 @@ function M.arange(...)
   if #args < 1 or #args > 3 then
     fail(("arange: expected (n), (a, b) or (a, b, step) and an optional dtype, got %d numbers"):format(#args))
   end
-  for _, v in ipairs({ a, b, step }) do
+  local bounds = { a, b, step }
+  for i = 1, 3 do -- not ipairs: it would stop at a nil
+    local v = bounds[i]
     if type(v) ~= "number" or v ~= v or v == math.huge or v == -math.huge then
       fail(("arange: bounds and step must be finite numbers, got %s"):format(describe(v)))
     end

@@ -30,6 +30,9 @@ function M.name(code) return names[code] end
 
 function M.is_floating(code) return C.td_dtype_is_floating(code) ~= 0 end
 
+-- Bytes per element of a dtype name.
+function M.itemsize(name) return tonumber(C.td_dtype_itemsize(M.code(name, "itemsize"))) end
+
 -- Every canonical name, in code order.
 function M.list()
   local t = {}

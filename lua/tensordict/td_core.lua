@@ -607,11 +607,11 @@ local function apply_device(self, device, call)
 end
 M.apply_device = apply_device
 
+local CONSTRUCT_OPTIONS = { names = "table", device = "any", lock = "boolean" } -- device: its own check
+
 local function construct(source, batch_size, opts)
   local call = "TensorDict"
-  if opts ~= nil and type(opts) ~= "table" then
-    fail(("TensorDict: opts must be a table, got %s"):format(describe(opts)))
-  end
+  opts = util.options(call, opts, CONSTRUCT_OPTIONS)
   local ndim = read_batch(call, batch_size)
   local self
   if source == nil then
@@ -630,16 +630,9 @@ local function construct(source, batch_size, opts)
     fail(("TensorDict: source must be a table of tensors and values or a TensorDict, got %s")
       :format(describe(source)))
   end
-  if opts then
-    for k in pairs(opts) do
-      if k ~= "names" and k ~= "device" and k ~= "lock" then
-        fail(("TensorDict: unknown option '%s' (expected names, device, lock)"):format(tostring(k)))
-      end
-    end
-    apply_device(self, opts.device, call)
-    if opts.names ~= nil then TD.refine_names(self, opts.names) end
-    if opts.lock then TD.lock(self) end
-  end
+  if opts.device ~= nil then apply_device(self, opts.device, call) end
+  if opts.names ~= nil then TD.refine_names(self, opts.names) end
+  if opts.lock then TD.lock(self) end
   return self
 end
 M.construct = construct

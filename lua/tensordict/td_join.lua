@@ -124,7 +124,7 @@ end
 -- its first batch dim to the longest, then stacks them (batch [n, longest, ...]). With
 -- return_mask, key "masks" holds a bool [n, longest] mask per leaf key (true: data).
 function M.pad_sequence(list, opts)
-  opts = opts or {}
+  opts = util.options("pad_sequence", opts, { padding_value = "number", return_mask = "boolean|string" })
   handles("pad_sequence", list)
   local longest = 0
   for i, td in ipairs(list) do

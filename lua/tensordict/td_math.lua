@@ -180,7 +180,7 @@ end
 local function reducer(op, call, param_default)
   return function(self, dim, opts, param)
     D(self)
-    if param ~= nil and type(param) ~= "number" then
+    if type(param) ~= "nil" and type(param) ~= "number" then
       fail(("%s: argument 3 must be a number, got %s"):format(call, describe(param)))
     end
     local n

@@ -58,8 +58,8 @@ end
 
 -- The options table of a call, checked: nil (or a NULL cdata, which == nil) gives {};
 -- anything but a plain table raises naming the options; with fields ({name = "number",
--- ...}, "any" for any type), an unknown option or one of the wrong type raises too. The
--- one checker every call's options go through.
+-- other = "boolean|string", ...}, "any" for any type), an unknown option or one of the
+-- wrong type raises too. The one checker every call's options go through.
 local NO_OPTIONS = setmetatable({}, { __newindex = function() error("options are read-only", 2) end })
 function M.options(call, opts, fields)
   if type(opts) == "nil" then return NO_OPTIONS end
@@ -80,8 +80,9 @@ function M.options(call, opts, fields)
         M.fail(("%s: unknown option '%s' (options: %s)"):format(call, tostring(k),
           table.concat(names, ", ")))
       end
-      if want ~= "any" and type(v) ~= want then
-        M.fail(("%s: option %s must be a %s, got %s"):format(call, k, want, M.describe(v)))
+      if want ~= "any" and not ("|" .. want .. "|"):find("|" .. type(v) .. "|", 1, true) then
+        M.fail(("%s: option %s must be a %s, got %s"):format(call, k, want:gsub("|", " or "),
+          M.describe(v)))
       end
     end
   end

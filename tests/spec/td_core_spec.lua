@@ -106,9 +106,9 @@ describe("TensorDict construction", function()
     assert.is_false(plain:is_locked())
 
     H.raises(function() T.TensorDict({ a = T.zeros(2) }, 2, { foo = 1 }) end,
-      "TensorDict: unknown option 'foo' (expected names, device, lock)")
+      "TensorDict: unknown option 'foo' (options: device, lock, names)")
     H.raises(function() T.TensorDict({ a = T.zeros(2) }, 2, "x") end,
-      "TensorDict: opts must be a table, got 'x'")
+      "TensorDict: options must be a table {device =, lock =, names =}, got 'x'")
     H.raises(function() T.TensorDict({ a = T.zeros(2) }, 2, { device = "tpu" }) end,
       "TensorDict: unknown device 'tpu' (expected 'cpu', 'cuda' or 'cuda:N')")
     H.raises(function() T.TensorDict({}, 2, { device = 5 }) end,

@@ -2,15 +2,13 @@
 -- (Python-written ones too) as a tree: keys, dtypes, shapes, bytes, batch sizes, dim
 -- names and non-tensor values. Nothing is read beyond the metadata.
 local T = require("tensordict")
+local dtypes = require("tensordict.dtype")
 local fs = require("tensordict.fs")
 local json = require("tensordict.json")
 local util = require("tensordict.util")
 local td_core = require("tensordict.td_core")
 
 local M = {}
-
-local DTYPE_BYTES = { bool = 1, uint8 = 1, int8 = 1, int16 = 2, int32 = 4, int64 = 8, float16 = 2,
-  bfloat16 = 2, float32 = 4, float64 = 8 }
 
 local function human(bytes)
   local units = { "B", "KiB", "MiB", "GiB", "TiB" }
@@ -21,7 +19,7 @@ end
 M.human = human
 
 local function leaf_bytes(t)
-  return t:numel() * DTYPE_BYTES[t:dtype()]
+  return t:numel() * dtypes.itemsize(t:dtype())
 end
 
 local function batch_text(td)

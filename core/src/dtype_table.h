@@ -1,0 +1,52 @@
+/*
+ * dtype_table.h: the one table of what each dtype is, as X-macros (not ABI).
+ *
+ * One row per dtype, X(ARG, suffix, stored, kind, compute, family, name):
+ *  - suffix:  the enum name after TD_ (tensordict.h keeps the codes themselves as a plain
+ *             enum, which LuaJIT's FFI reads);
+ *  - stored:  the C type of one element in memory (float16 / bfloat16 as their bits);
+ *  - kind:    how an element loads and stores (kernels/dtypes.h: LOAD_<kind>,
+ *             STORE_<kind>, CONV_<kind>): B bool, I integer, H half, BF bfloat16,
+ *             F float and double;
+ *  - compute: the type elementwise loops compute in (float for the 16-bit floats);
+ *  - family:  the suffix of elementwise element functions, one per compute type
+ *             (e_add_FL for float, e_add_DB for double, e_add_INT8, ...);
+ *  - name:    the canonical name (td_dtype_name).
+ * ARG... comes first, unchanged: an op name, or a row's own columns when one table is
+ * walked inside another (kernels/dtypes.h's TD_DTYPE_PAIRS).
+ *
+ * The rows are grouped by category, in enum order; every subset a kernel needs is a
+ * union of groups (below). Adding a dtype is one row in its group and its code in the
+ * enum. Pass at least one ARG (write _ when unused): C11 wants one for the "...".
+ */
+#ifndef TD_DTYPE_TABLE_H
+#define TD_DTYPE_TABLE_H
+
+#include <stdint.h>
+
+#define TD_DTYPES_BOOL(X, ...) X(__VA_ARGS__, BOOL, uint8_t, B, uint8_t, BOOL, "bool")
+#define TD_DTYPES_UINT(X, ...) X(__VA_ARGS__, UINT8, uint8_t, I, uint8_t, UINT8, "uint8")
+#define TD_DTYPES_SINT(X, ...)                                                      \
+  X(__VA_ARGS__, INT8, int8_t, I, int8_t, INT8, "int8")                             \
+  X(__VA_ARGS__, INT16, int16_t, I, int16_t, INT16, "int16")                        \
+  X(__VA_ARGS__, INT32, int32_t, I, int32_t, INT32, "int32")                        \
+  X(__VA_ARGS__, INT64, int64_t, I, int64_t, INT64, "int64")
+/* The 16-bit floats: stored as bits, computed in float. */
+#define TD_DTYPES_HALF(X, ...)                                                      \
+  X(__VA_ARGS__, FLOAT16, uint16_t, H, float, FL, "float16")                        \
+  X(__VA_ARGS__, BFLOAT16, uint16_t, BF, float, FL, "bfloat16")
+#define TD_DTYPES_CFLOAT(X, ...)                                                    \
+  X(__VA_ARGS__, FLOAT32, float, F, float, FL, "float32")                           \
+  X(__VA_ARGS__, FLOAT64, double, F, double, DB, "float64")
+
+/* ---- subsets ------------------------------------------------------------------------ */
+
+#define TD_DTYPES_FLOAT(X, ...) TD_DTYPES_HALF(X, __VA_ARGS__) TD_DTYPES_CFLOAT(X, __VA_ARGS__)
+#define TD_DTYPES_INT(X, ...) TD_DTYPES_UINT(X, __VA_ARGS__) TD_DTYPES_SINT(X, __VA_ARGS__)
+/* bool and the integers: what folds exactly in int64 */
+#define TD_DTYPES_INTEGRAL(X, ...) TD_DTYPES_BOOL(X, __VA_ARGS__) TD_DTYPES_INT(X, __VA_ARGS__)
+/* every dtype but bool */
+#define TD_DTYPES_NUM(X, ...) TD_DTYPES_INT(X, __VA_ARGS__) TD_DTYPES_FLOAT(X, __VA_ARGS__)
+#define TD_DTYPES_ALL(X, ...) TD_DTYPES_BOOL(X, __VA_ARGS__) TD_DTYPES_NUM(X, __VA_ARGS__)
+
+#endif
