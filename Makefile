@@ -4,6 +4,7 @@
 #                   with "N passed, N failed"
 #   make lint       luacheck over the Lua sources, scripts, plugins and tests (.luacheckrc)
 #   make asan       the same tests under AddressSanitizer and UBSan
+#   make fuzz       the misuse fuzzer: 100,000 random calls with hostile arguments
 #   make bench      benchmarks, each a ratio against a reference measured in the same run
 #   make install    PREFIX=/usr/local (also LUADIR, LIBDIR, INCDIR for luarocks)
 #   make deps       installs the Debian packages the project needs
@@ -33,7 +34,7 @@ CDEFS     = lua/tensordict/cdefs.lua
 CTESTS    = $(patsubst tests/c/%.c,$(BUILD)/tests/%,$(wildcard tests/c/test_*.c))
 CBENCHES  = $(patsubst tests/bench/%.c,$(BUILD)/bench/%,$(wildcard tests/bench/bench_*.c))
 
-.PHONY: all lib layers test check lint asan bench install deps clean demo run
+.PHONY: all lib layers test check lint asan fuzz bench install deps clean demo run
 
 all: $(LIB) $(CDEFS)
 
@@ -90,6 +91,14 @@ asan: deps
 	  $(MAKE) --no-print-directory check BUILD=build/asan OPT=-O1 \
 	  SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
 	  TD_PRELOAD="$$($(CC) -print-file-name=libasan.so):$$($(CC) -print-file-name=libubsan.so)"
+
+# The misuse fuzzer: 100,000 random calls with hostile arguments (tests/fuzz/misuse.lua),
+# under an 8 GiB address-space limit so a valid but huge request fails instead of swapping.
+FUZZ_CALLS ?= 100000
+FUZZ_SEED ?= 1
+fuzz: all
+	ulimit -v 8388608; LUA_PATH="$(CURDIR)/lua/?.lua;$(CURDIR)/lua/?/init.lua;;" \
+	  TENSORDICT_LIB=$(abspath $(LIB)) luajit tests/fuzz/misuse.lua $(FUZZ_CALLS) $(FUZZ_SEED)
 
 bench: deps
 	@$(MAKE) --no-print-directory all $(CBENCHES)

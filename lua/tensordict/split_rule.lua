@@ -41,12 +41,19 @@ function M.split(size, total, where, x, d)
   return lengths
 end
 
+local MAX_PIECES = 2 ^ 26
+
 -- The piece lengths of chunk(n) along a dim of `total` elements.
 function M.chunk(n, total)
   if not is_int(n) or n < 1 then
     fail(("chunk: the number of chunks must be a positive integer, got %s"):format(describe(n)))
   end
   if total == 0 then
+    -- torch makes n empty pieces; a Lua table holds at most 2^27 entries
+    if n > MAX_PIECES then
+      fail(("chunk: %d chunks of an empty dim would be %d empty pieces, more than %d")
+        :format(n, n, MAX_PIECES))
+    end
     local lengths = {}
     for i = 1, n do lengths[i] = 0 end
     return lengths
