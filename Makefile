@@ -5,6 +5,7 @@
 #   make lint       luacheck over the Lua sources, scripts, plugins and tests (.luacheckrc)
 #   make asan       the same tests under AddressSanitizer and UBSan
 #   make fuzz       the misuse fuzzer: 100,000 random calls with hostile arguments
+#   make fuzz-c     the libFuzzer targets over the readers (FUZZ_SECONDS each)
 #   make bench      benchmarks, each a ratio against a reference measured in the same run
 #   make install    PREFIX=/usr/local (also LUADIR, LIBDIR, INCDIR for luarocks)
 #   make deps       installs the Debian packages the project needs
@@ -34,7 +35,7 @@ CDEFS     = lua/tensordict/cdefs.lua
 CTESTS    = $(patsubst tests/c/%.c,$(BUILD)/tests/%,$(wildcard tests/c/test_*.c))
 CBENCHES  = $(patsubst tests/bench/%.c,$(BUILD)/bench/%,$(wildcard tests/bench/bench_*.c))
 
-.PHONY: all lib layers test check lint asan fuzz bench install deps clean demo run
+.PHONY: all lib layers test check lint asan fuzz fuzz-c fuzz-targets bench install deps clean demo run
 
 all: $(LIB) $(CDEFS)
 
@@ -99,6 +100,23 @@ FUZZ_SEED ?= 1
 fuzz: all
 	ulimit -v 8388608; LUA_PATH="$(CURDIR)/lua/?.lua;$(CURDIR)/lua/?/init.lua;;" \
 	  TENSORDICT_LIB=$(abspath $(LIB)) luajit tests/fuzz/misuse.lua $(FUZZ_CALLS) $(FUZZ_SEED)
+
+# libFuzzer targets over the readers (tests/fuzz/fuzz_*.c), built with clang, ASan and
+# UBSan into build/fuzz; each runs FUZZ_SECONDS from its committed seed corpus.
+FUZZ_BINS    = $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_SAN     = -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all \
+               -fno-omit-frame-pointer
+FUZZ_SECONDS ?= 60
+
+$(BUILD)/fuzz/%: tests/fuzz/%.c tests/fuzz/fuzz_util.h $(LIB_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(TD_CFLAGS) -fsanitize=fuzzer $< $(LIB_OBJS) -o $@ $(LDLIBS)
+
+fuzz-targets: $(FUZZ_BINS)
+
+fuzz-c: deps
+	@$(MAKE) --no-print-directory fuzz-targets BUILD=build/fuzz CC=clang OPT=-O1 SAN="$(FUZZ_SAN)"
+	bash scripts/run-fuzz.sh build/fuzz $(FUZZ_SECONDS)
 
 bench: deps
 	@$(MAKE) --no-print-directory all $(CBENCHES)
