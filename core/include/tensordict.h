@@ -760,10 +760,9 @@ const td_json_item *td_json_reader_parse(td_json_reader *r, const char *text, in
 void td_json_reader_clear(td_json_reader *r);
 /* A text written value by value: the writer puts the ',' between values and members.
  * open/close: an array (object 0) or object (1); key: an object member's name, whose value
- * comes next; raw: a literal (true, false, null, [] ...) as given; strings escaped (only '"',
- * '\' and control characters; UTF-8 passes); finite numbers in the fewest digits that read
- * back exactly (integers up to 2^53 without a decimal point). text: NULL when out of
- * memory; valid until the next write or reset. */
+ * comes next; raw: a literal (a number's text, true, false, null, [] ...) as given;
+ * strings escaped (only '"', '\\' and control characters; UTF-8 passes). text: NULL when
+ * out of memory; valid until the next write or reset. */
 typedef struct td_json_writer td_json_writer;
 td_json_writer *td_json_writer_new(void);
 void td_json_writer_free(td_json_writer *w);
@@ -773,7 +772,6 @@ void td_json_write_close(td_json_writer *w, int32_t object);
 void td_json_write_key(td_json_writer *w, const char *s, int64_t n);
 void td_json_write_raw(td_json_writer *w, const char *s, int64_t n);
 void td_json_write_string(td_json_writer *w, const char *s, int64_t n);
-void td_json_write_number(td_json_writer *w, double v);
 const char *td_json_writer_text(const td_json_writer *w, int64_t *len);
 
 /* ---- worker processes and shipping containers (core/src/workers.c, core/dict/dict_ship.c) ---- */

@@ -203,7 +203,7 @@ bool td_json_same(const cJSON *a, const cJSON *b) {
 /* ------------------------------------------------------------ the reader of Lua */
 
 struct td_json_reader {
-  cJSON *root;
+  td_json_arena *arena; /* the nodes of the last text */
   td_json_item *items;
   int64_t n, cap;
 };
@@ -272,13 +272,13 @@ static void fail_at_line(const char *text, size_t len, const td_json_error *e) {
 
 TD_EXPORT td_json_reader *td_json_reader_new(void) {
   td_json_reader *r = calloc(1, sizeof *r);
+  if (r && !(r->arena = td_json_arena_new())) free(r), r = NULL;
   if (!r) td_fail(TD_ENOMEM, "json: out of memory");
   return r;
 }
 
 TD_EXPORT void td_json_reader_clear(td_json_reader *r) {
-  cJSON_Delete(r->root);
-  r->root = NULL;
+  td_json_arena_reset(r->arena);
   r->n = 0;
   if (r->cap > 4096) { /* do not keep a large text's items alive between texts */
     free(r->items);
@@ -290,6 +290,7 @@ TD_EXPORT void td_json_reader_clear(td_json_reader *r) {
 TD_EXPORT void td_json_reader_free(td_json_reader *r) {
   if (!r) return;
   td_json_reader_clear(r);
+  td_json_arena_free(r->arena);
   free(r->items);
   free(r);
 }
@@ -302,7 +303,8 @@ TD_EXPORT const td_json_item *td_json_reader_parse(td_json_reader *r, const char
     return NULL;
   }
   td_json_error e;
-  if (!(r->root = td_json_read(text, (size_t)len, 0, &e))) {
+  cJSON *root = td_json_read_in(r->arena, text, (size_t)len, 0, &e);
+  if (!root) {
     if (strcmp(e.what, "out of memory") == 0)
       td_fail(TD_ENOMEM, "json: out of memory");
     else if (flags & TD_JSON_LINES)
@@ -311,7 +313,7 @@ TD_EXPORT const td_json_item *td_json_reader_parse(td_json_reader *r, const char
       td_fail(TD_EINVAL, "%s at byte %lld", e.what, (long long)e.at + 1);
     return NULL;
   }
-  if (!flatten(r, r->root)) {
+  if (!flatten(r, root)) {
     td_json_reader_clear(r);
     td_fail(TD_ENOMEM, "json: out of memory");
     return NULL;
@@ -321,7 +323,6 @@ TD_EXPORT const td_json_item *td_json_reader_parse(td_json_reader *r, const char
 }
 
 bool td_json_same_text(const char *a, const char *b) {
-  if (strcmp(a, b) == 0) return true;
   td_json_error e;
   cJSON *x = td_json_read(a, strlen(a), TD_JSON_KEEP_SURROGATES, &e);
   cJSON *y = x ? td_json_read(b, strlen(b), TD_JSON_KEEP_SURROGATES, &e) : NULL;

@@ -11,8 +11,7 @@
  *     and -Infinity, integers past 2^53 and floats such as 3.0 are written back as they
  *     were read. valuedouble holds the number's value as a double all the same.
  * Nodes cJSON made (cJSON_CreateString...) mix freely with these: the accessors below
- * fall back on strlen, and a number without a literal is written in the fewest digits
- * that read back exactly.
+ * fall back on strlen, and a number without a literal is written in 17 digits.
  */
 #ifndef TD_JSON_H
 #define TD_JSON_H
@@ -73,6 +72,14 @@ typedef struct td_json_error {
 } td_json_error;
 /* The tree of text[0, len) (free it with cJSON_Delete), or NULL and *err. */
 cJSON *td_json_read(const char *text, size_t len, int flags, td_json_error *err);
+/* The same with the nodes in arena: the tree lives until td_json_arena_reset (never
+ * cJSON_Delete it). */
+typedef struct td_json_arena td_json_arena;
+td_json_arena *td_json_arena_new(void);
+void td_json_arena_reset(td_json_arena *a);
+void td_json_arena_free(td_json_arena *a);
+cJSON *td_json_read_in(td_json_arena *arena, const char *text, size_t len, int flags,
+                       td_json_error *err);
 
 /* ---- writing (json_write.c) ---- */
 enum td_json_style {
@@ -84,9 +91,6 @@ enum td_json_style {
  * files are UTF-8). A cJSON_Raw node is copied as it is. */
 bool td_json_put(td_sbuf *b, const cJSON *n, int style);
 bool td_json_put_string(td_sbuf *b, const char *s, size_t n, int style);
-/* A finite double: integers up to 2^53 without a decimal point ("3", "-0"), others in the
- * fewest of 15, 16 or 17 significant digits that read back exactly. */
-void td_json_put_number(td_sbuf *b, double v);
 /* n's text in style (the caller frees it), or NULL: out of memory, or *bad_utf8. */
 char *td_json_print(const cJSON *n, int style, size_t *len, bool *bad_utf8);
 

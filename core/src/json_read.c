@@ -8,9 +8,11 @@
  * byte, in the words json.decode has always used ("expected ',' or ']' but found '2'").
  * Nesting is limited to TD_JSON_MAX_DEPTH levels.
  *
- * Each node is one allocation holding its key and its string or literal too: cJSON
- * leaves such a node's key alone (cJSON_StringIsConst) and, as it has no children, its
- * valuestring (cJSON_IsReference), so cJSON_Delete frees the block once.
+ * Each node is one block holding its key and its string or literal too: cJSON leaves
+ * such a node's key alone (cJSON_StringIsConst) and, as it has no children, its
+ * valuestring (cJSON_IsReference), so cJSON_Delete frees the block once. A tree only
+ * walked and dropped (Lua's json.decode) takes its blocks from an arena instead, freed
+ * at once: malloc and free were half the time of reading a small text.
  */
 #include <math.h>
 #include <stdio.h>
@@ -24,6 +26,7 @@ typedef struct reader {
   int flags;
   int depth;
   td_json_error *err;
+  td_json_arena *arena;      /* NULL: nodes are malloc'd */
   td_sbuf key_buf, text_buf; /* keys and strings with escapes, decoded */
 } reader;
 
@@ -66,11 +69,71 @@ static bool starts(const reader *r, const char *p, const char *lit) {
 
 static bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
+/* ------------------------------------------------------------------------- arenas */
+
+typedef struct chunk {
+  struct chunk *next;
+  size_t used, cap;
+  max_align_t data[];
+} chunk;
+
+struct td_json_arena {
+  chunk *head; /* the chunk being filled; older ones follow */
+};
+
+td_json_arena *td_json_arena_new(void) { return calloc(1, sizeof(td_json_arena)); }
+
+void td_json_arena_reset(td_json_arena *a) {
+  chunk *c = a->head;
+  if (!c) return;
+  for (chunk *old = c->next, *next; old; old = next) { /* keep the newest, largest chunk */
+    next = old->next;
+    free(old);
+  }
+  c->next = NULL;
+  c->used = 0;
+  if (c->cap > (1u << 20)) { /* unless a large text grew it: not kept between texts */
+    free(c);
+    a->head = NULL;
+  }
+}
+
+void td_json_arena_free(td_json_arena *a) {
+  if (!a) return;
+  td_json_arena_reset(a);
+  free(a->head);
+  free(a);
+}
+
+static void *arena_alloc(td_json_arena *a, size_t n) {
+  n = (n + sizeof(max_align_t) - 1) / sizeof(max_align_t) * sizeof(max_align_t);
+  chunk *c = a->head;
+  if (!c || c->cap - c->used < n) {
+    size_t cap = c ? 2 * c->cap : 4096;
+    while (cap < n) cap *= 2;
+    chunk *fresh = malloc(sizeof *fresh + cap);
+    if (!fresh) return NULL;
+    *fresh = (chunk){.next = c, .used = 0, .cap = cap};
+    a->head = c = fresh;
+  }
+  void *p = (char *)c->data + c->used;
+  c->used += n;
+  return p;
+}
+
+/* Drops a partly read tree (an arena's goes with the arena). */
+static void drop(const reader *r, cJSON *node) {
+  if (!r->arena) cJSON_Delete(node);
+}
+
+/* -------------------------------------------------------------------------- nodes */
+
 /* A node of type under key (key.s NULL: none) holding text (text.s NULL: none), in one
  * block. */
 static cJSON *new_node(reader *r, const char *p, int type, span key, span text) {
   size_t kn = key.s ? key.n + 1 : 0, tn = text.s ? text.n + 1 : 0;
-  td_json_ext *x = malloc(sizeof *x + kn + tn);
+  size_t bytes = sizeof(td_json_ext) + kn + tn;
+  td_json_ext *x = r->arena ? arena_alloc(r->arena, bytes) : malloc(bytes);
   if (!x) return fail(r, p, "out of memory");
   memset(x, 0, sizeof *x);
   char *tail = (char *)(x + 1);
@@ -295,7 +358,7 @@ static cJSON *read_container(reader *r, const char **pp, span key, bool object) 
     }
     p = skip(r, p + 1);
   }
-  cJSON_Delete(node);
+  drop(r, node);
   return NULL;
 }
 
@@ -335,12 +398,17 @@ static cJSON *read_value(reader *r, const char **pp, span key) {
 }
 
 cJSON *td_json_read(const char *text, size_t len, int flags, td_json_error *err) {
+  return td_json_read_in(NULL, text, len, flags, err);
+}
+
+cJSON *td_json_read_in(td_json_arena *arena, const char *text, size_t len, int flags,
+                       td_json_error *err) {
   memset(err, 0, sizeof *err);
-  reader r = {.start = text, .end = text + len, .flags = flags, .err = err};
+  reader r = {.start = text, .end = text + len, .flags = flags, .err = err, .arena = arena};
   const char *p = skip(&r, text);
   cJSON *root = read_value(&r, &p, (span){0});
   if (root && (p = skip(&r, p)) < r.end) {
-    cJSON_Delete(root);
+    drop(&r, root);
     root = fail(&r, p, "trailing garbage");
   }
   free(r.key_buf.p);

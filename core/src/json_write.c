@@ -8,8 +8,9 @@
  *   - Python's json.dumps (", " and ": ", every character outside printable ASCII as
  *     \u00e9): the metadata of the memmap and consolidated layouts, byte for byte what
  *     Python tensordict writes.
- * Numbers read from text are copied as written (the literal json.h keeps); a number made
- * from a double takes the fewest of 15, 16 or 17 significant digits that read back to it.
+ * Numbers are written as literals: those read from text as written (json.h keeps them),
+ * Lua's as json.lua formats them (LuaJIT formats doubles several times faster than
+ * printf), integers made here in decimal.
  */
 #include <math.h>
 #include <stdio.h>
@@ -82,94 +83,19 @@ bool td_json_put_string(td_sbuf *b, const char *str, size_t n, int style) {
   return true;
 }
 
-/* ------------------------------------------------------------------------ numbers */
-
-/* snprintf's %.*g in the C locale, whatever the process's: the locale's decimal point
- * (a ',' or several bytes) becomes '.'. */
-static int decimal_g(char *t, int digits, double v) {
-  char raw[40];
-  int n = snprintf(raw, sizeof raw, "%.*g", digits, v), o = 0;
-  bool point = false;
-  for (int i = 0; i < n; i++) {
-    char c = raw[i];
-    if ((c >= '0' && c <= '9') || c == '-' || c == '+' || c == 'e') {
-      t[o++] = c;
-    } else if (!point) {
-      t[o++] = '.';
-      point = true;
-    }
-  }
-  t[o] = '\0';
-  return o;
-}
-
-static void put_int(td_sbuf *b, int64_t v, bool negative_zero) {
-  char t[24], *p = t + sizeof t;
-  uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-  do *--p = (char)('0' + u % 10);
-  while (u /= 10);
-  if (v < 0 || negative_zero) *--p = '-';
-  td_sb_put(b, p, (size_t)(t + sizeof t - p));
-}
-
-/* v as %.15g writes it when v is m / 10^k for an integer m of at most 15 digits (0.5,
- * -0.25, 3.14: most numbers people write), found without printf, which is slow; else 0.
- * The reader computes m / 10^k exactly so, so such a text reads back to v. */
-static int short_decimal(char *t, double v) {
-  static const double pow10[16] = {1e0, 1e1, 1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
-                                   1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15};
-  double a = fabs(v);
-  int k = 0;
-  for (; k < 16; k++) {
-    double m = a * pow10[k];
-    if (m >= 1e15) return 0;
-    if (m == floor(m) && m / pow10[k] == a) break;
-  }
-  if (k == 16) return 0;
-  char d[24];
-  int len = snprintf(d, sizeof d, "%lld", (long long)(a * pow10[k]));
-  while (k > 0 && len > 1 && d[len - 1] == '0') len--, k--; /* as %g: no trailing zeros */
-  int x = len - 1 - k, o = 0; /* the exponent of the first digit */
-  if (v < 0) t[o++] = '-';
-  if (x < -4) { /* %g's scientific form: 1e-05, 1.5e-07 */
-    t[o++] = d[0];
-    if (len > 1) t[o++] = '.', memcpy(t + o, d + 1, (size_t)len - 1), o += len - 1;
-    return o + sprintf(t + o, "e-%02d", -x);
-  }
-  if (x < 0) { /* 0.05 */
-    t[o++] = '0', t[o++] = '.';
-    for (int z = 0; z < -x - 1; z++) t[o++] = '0';
-    memcpy(t + o, d, (size_t)len);
-    return o + len;
-  }
-  memcpy(t + o, d, (size_t)x + 1); /* 3.14: k > 0, so a point follows */
-  o += x + 1;
-  t[o++] = '.';
-  memcpy(t + o, d + x + 1, (size_t)(len - x - 1));
-  return o + len - x - 1;
-}
-
-void td_json_put_number(td_sbuf *b, double v) {
-  if (v == floor(v) && fabs(v) <= 9007199254740992.0) {
-    put_int(b, (int64_t)v, v == 0 && signbit(v));
-    return;
-  }
-  char t[40];
-  int short_len = short_decimal(t, v);
-  if (short_len) {
-    td_sb_put(b, t, (size_t)short_len);
-    return;
-  }
-  int n = 0;
-  for (int digits = 15; digits <= 17; digits++) {
-    n = decimal_g(t, digits, v);
-    double back;
-    if (td_parse_double(t, n, &back) && back == v) break;
-  }
-  td_sb_put(b, t, (size_t)n);
-}
-
 /* -------------------------------------------------------------------------- trees */
+
+/* A number without a literal (cJSON_CreateNumber's: this layer makes none) in 17
+ * significant digits, which read back exactly; Python's names for the others. */
+static void put_double(td_sbuf *b, double v) {
+  char t[32];
+  if (isnan(v))
+    td_sb_puts(b, "NaN");
+  else if (isinf(v))
+    td_sb_puts(b, v > 0 ? "Infinity" : "-Infinity");
+  else
+    td_sb_put(b, t, (size_t)snprintf(t, sizeof t, "%.17g", v));
+}
 
 bool td_json_put(td_sbuf *b, const cJSON *node, int style) {
   size_t len;
@@ -185,12 +111,8 @@ bool td_json_put(td_sbuf *b, const cJSON *node, int style) {
     case cJSON_Number:
       if ((text = td_json_text_of(node, &len)))
         td_sb_put(b, text, len);
-      else if (isnan(node->valuedouble))
-        td_sb_puts(b, "NaN");
-      else if (isinf(node->valuedouble))
-        td_sb_puts(b, node->valuedouble > 0 ? "Infinity" : "-Infinity");
       else
-        td_json_put_number(b, node->valuedouble);
+        put_double(b, node->valuedouble);
       return true;
     default: break;
   }
@@ -279,6 +201,7 @@ TD_EXPORT void td_json_write_key(td_json_writer *w, const char *s, int64_t n) {
   w->need_comma = false; /* the member's value follows */
 }
 
+/* A literal: a number's text, true, false, null, [] or {}. */
 TD_EXPORT void td_json_write_raw(td_json_writer *w, const char *s, int64_t n) {
   separate(w);
   td_sb_put(&w->b, s, (size_t)n);
@@ -287,11 +210,6 @@ TD_EXPORT void td_json_write_raw(td_json_writer *w, const char *s, int64_t n) {
 TD_EXPORT void td_json_write_string(td_json_writer *w, const char *s, int64_t n) {
   separate(w);
   td_json_put_string(&w->b, s, (size_t)n, TD_JSON_COMPACT);
-}
-
-TD_EXPORT void td_json_write_number(td_json_writer *w, double v) {
-  separate(w);
-  td_json_put_number(&w->b, v);
 }
 
 TD_EXPORT const char *td_json_writer_text(const td_json_writer *w, int64_t *len) {
