@@ -35,8 +35,8 @@ local util = require("tensordict.util")
 local find, format = string.find, string.format
 local concat, sort = table.concat, table.sort
 local huge = math.huge
-local type, next, getmetatable, setmetatable, error, pcall, tonumber = type, next, getmetatable,
-  setmetatable, error, pcall, tonumber
+local type, next, getmetatable, setmetatable, error, tonumber = type, next, getmetatable,
+  setmetatable, error, tonumber
 local ffi_string = ffi.string
 
 local MAX_DEPTH = 1000
@@ -238,7 +238,7 @@ local function build(items, count, document, duplicates)
       v = document and setmetatable({}, M.array_mt) or {}
     elseif t == T_OBJECT then
       v = document and {} or setmetatable({}, object_mt)
-    elseif not document then
+    elseif t == T_NULL and not document then
       v = null
     end
     local here
