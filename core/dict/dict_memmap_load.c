@@ -4,11 +4,11 @@
  *
  * Nothing in a folder is trusted: meta.json is read with a size cap and parsed by
  * the JSON layer (core/src/json.h: Python's NaN and Infinity, keys and strings holding
- * \u0000, number literals kept as written), every field is checked for its type and range before use, files and
- * sub-folders are opened relative to their folder with O_NOFOLLOW (a link is refused,
- * so no key can reach outside the folder), and a leaf file must hold numel x itemsize
- * bytes. Each error names the file and the field. The cost does not depend on the
- * size of the data: leaves are mappings, nothing is read.
+ * \u0000, number literals kept as written), every field is checked for its type and
+ * range before use, files and sub-folders are opened relative to their folder with
+ * O_NOFOLLOW (a link is refused, so no key can reach outside the folder), and a leaf
+ * file must hold numel x itemsize bytes. Each error names the file and the field. The
+ * cost does not depend on the size of the data: leaves are mappings, nothing is read.
  */
 #include <errno.h>
 #include <fcntl.h>

@@ -3,10 +3,10 @@
  * FFI (tensordict.h).
  *
  * C never calls Lua, so Lua's json.decode reads a parsed tree as a flat list of items
- * (td_json_reader_parse) and builds its tables from it in a loop. A parse error names the problem and
- * the byte ("json: expected ',' or ']' but found '2' at byte 4"), or for texts people
- * write (recipes) the line and column with a short excerpt, because their author needs
- * to find the mistake, not an offset.
+ * (td_json_reader_parse) and builds its tables from it in a loop. A parse error names
+ * the problem and the byte ("json: expected ',' or ']' but found '2' at byte 4"), or for
+ * texts people write (recipes) the line and column with a short excerpt, because their
+ * author needs to find the mistake, not an offset.
  */
 #include <math.h>
 #include <stdio.h>
@@ -34,13 +34,18 @@ const char *td_json_text_of(const cJSON *n, size_t *len) {
   return n->valuestring;
 }
 
-const cJSON *td_json_get(const cJSON *obj, const char *key) {
-  size_t n = strlen(key), len;
+/* The first member of obj named key[0, n). */
+static const cJSON *member(const cJSON *obj, const char *key, size_t n) {
+  size_t len;
   for (const cJSON *c = obj ? obj->child : NULL; c; c = c->next) {
     const char *k = td_json_key_of(c, &len);
     if (k && len == n && memcmp(k, key, n) == 0) return c;
   }
   return NULL;
+}
+
+const cJSON *td_json_get(const cJSON *obj, const char *key) {
+  return member(obj, key, strlen(key));
 }
 
 int td_json_int64(const cJSON *n, int64_t *out) {
@@ -148,15 +153,6 @@ bool td_json_add(cJSON *obj, const char *key, size_t key_len, cJSON *item) {
     return false;
   }
   return true;
-}
-
-static const cJSON *member(const cJSON *obj, const char *key, size_t n) {
-  size_t len;
-  for (const cJSON *c = obj->child; c; c = c->next) {
-    const char *k = td_json_key_of(c, &len);
-    if (k && len == n && memcmp(k, key, n) == 0) return c;
-  }
-  return NULL;
 }
 
 bool td_json_same(const cJSON *a, const cJSON *b) {
