@@ -221,26 +221,26 @@ local open_t, open_left, open_n, open_path = {}, {}, {}, {}
 
 -- The value of the document's items. document: M.read's conventions (null is nil, arrays
 -- carry array_mt, keys given twice go to duplicates); else json.decode's.
+-- The value of an item: a scalar, or an empty table for an array or object.
+local function value_of(it, t, document)
+  if t == T_STRING then return ffi_string(it.text, it.text_len) end
+  if t == T_NUMBER then return it.number end
+  if t == T_TRUE then return true end
+  if t == T_FALSE then return false end
+  if t == T_ARRAY then return document and setmetatable({}, M.array_mt) or {} end
+  if t == T_OBJECT then return document and {} or setmetatable({}, object_mt) end
+  if t == T_NULL and not document then return null end
+  return nil -- null in a document
+end
+
 local function build(items, count, document, duplicates)
+  -- one item: no loop (a loop run once per call is one the JIT gives up on)
+  if count == 1 then return value_of(items[0], items[0].type, document) end
   local root, depth = nil, 0
   for i = 0, count - 1 do
     local it = items[i]
-    local t, v = it.type, nil
-    if t == T_STRING then
-      v = ffi_string(it.text, it.text_len)
-    elseif t == T_NUMBER then
-      v = it.number
-    elseif t == T_TRUE then
-      v = true
-    elseif t == T_FALSE then
-      v = false
-    elseif t == T_ARRAY then
-      v = document and setmetatable({}, M.array_mt) or {}
-    elseif t == T_OBJECT then
-      v = document and {} or setmetatable({}, object_mt)
-    elseif t == T_NULL and not document then
-      v = null
-    end
+    local t = it.type
+    local v = value_of(it, t, document)
     local here
     if depth == 0 then
       root = v
