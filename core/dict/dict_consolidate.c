@@ -33,9 +33,10 @@
  * are. Loading puts non-tensor values first, then leaves, then children, as Python
  * does; every field is validated before use (errors name the file and the field).
  *
- * The JSON is parsed here rather than with cJSON: Python writes NaN and Infinity, keys
- * may hold NUL bytes (\u0000), integers must be read exactly (shapes, offsets, big
- * non-tensor integers), and non-tensor values keep their number literals.
+ * The JSON is read and written by the library's JSON layer (core/src/json.h), which
+ * takes Python's NaN and Infinity, keys holding NUL bytes (\u0000), integers exactly
+ * (shapes, offsets, big non-tensor integers) and keeps non-tensor values' number
+ * literals as written.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -77,433 +78,36 @@ static void buf_shape(td_sbuf *b, int32_t ndim, const int64_t *shape) {
 
 /* ------------------------------------------------------------------------- JSON */
 
-enum { J_NULL, J_FALSE, J_TRUE, J_NUM, J_STR, J_ARR, J_OBJ };
-enum { J_NOT_INT = 0, J_INT = 1, J_INT_OVERFLOW = 2 };
-enum { J_MAX_DEPTH = 1000 }; /* as the Lua codec and Python's json */
-
-typedef struct jv jv;
-struct jv {
-  int32_t type;
-  int32_t int_kind; /* J_NUM: J_INT when the literal is an integer that fits int64 */
-  int64_t i;        /* J_NUM with J_INT: the value */
-  const char *raw;  /* J_NUM: the literal, NaN, Infinity or -Infinity */
-  size_t rawlen;
-  char *s; /* J_STR: the decoded bytes (NUL-terminated, may hold NULs) */
-  size_t slen;
-  int32_t n, cap; /* J_ARR, J_OBJ: members */
-  jv *items;      /* values */
-  jv *keys;       /* J_OBJ: J_STR keys */
-};
-
-static void jv_free(jv *v) {
-  free(v->s);
-  for (int32_t k = 0; k < v->n; k++) {
-    jv_free(&v->items[k]);
-    if (v->keys) jv_free(&v->keys[k]);
-  }
-  free(v->items);
-  free(v->keys);
-  memset(v, 0, sizeof *v);
-}
-
-typedef struct jparser {
-  const char *p, *start, *end;
-  const char *err;
-  size_t err_at;
-  int depth;
-} jparser;
-
-static bool jfail(jparser *ps, const char *msg) {
-  if (!ps->err) {
-    ps->err = msg;
-    ps->err_at = (size_t)(ps->p - ps->start);
-  }
-  return false;
-}
-
-static void jskip(jparser *ps) {
-  while (ps->p < ps->end &&
-         (*ps->p == ' ' || *ps->p == '\t' || *ps->p == '\n' || *ps->p == '\r'))
-    ps->p++;
-}
-
-static bool jmatch(const jparser *ps, const char *lit) {
-  size_t n = strlen(lit);
-  return (size_t)(ps->end - ps->p) >= n && memcmp(ps->p, lit, n) == 0;
-}
+/* The metadata is read and written by the JSON layer (core/src/json.h); what the reader
+ * needs of its nodes, by name. */
 
 static bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
-static bool jparse_number(jparser *ps, jv *v) {
-  const char *s = ps->p;
-  v->type = J_NUM;
-  v->int_kind = J_NOT_INT;
-  v->raw = s;
-  const char *specials[] = {"NaN", "Infinity", "-Infinity"};
-  for (int k = 0; k < 3; k++)
-    if (jmatch(ps, specials[k])) {
-      v->rawlen = strlen(specials[k]);
-      ps->p += v->rawlen;
-      return true;
-    }
-  const char *q = s;
-  bool neg = q < ps->end && *q == '-';
-  if (neg) q++;
-  if (q >= ps->end || !is_digit(*q)) {
-    ps->p = q;
-    return jfail(ps, "a number needs digits");
-  }
-  const char *digits = q;
-  if (*q == '0')
-    q++;
-  else
-    while (q < ps->end && is_digit(*q)) q++;
-  const char *digits_end = q;
-  bool integer = true;
-  if (q < ps->end && *q == '.') {
-    q++;
-    if (q >= ps->end || !is_digit(*q)) {
-      ps->p = q;
-      return jfail(ps, "a digit must follow the decimal point");
-    }
-    while (q < ps->end && is_digit(*q)) q++;
-    integer = false;
-  }
-  if (q < ps->end && (*q == 'e' || *q == 'E')) {
-    q++;
-    if (q < ps->end && (*q == '+' || *q == '-')) q++;
-    if (q >= ps->end || !is_digit(*q)) {
-      ps->p = q;
-      return jfail(ps, "a digit must follow the exponent");
-    }
-    while (q < ps->end && is_digit(*q)) q++;
-    integer = false;
-  }
-  v->rawlen = (size_t)(q - s);
-  ps->p = q;
-  if (integer) {
-    /* Accumulate as a negative number: its range holds INT64_MIN. */
-    int64_t acc = 0;
-    v->int_kind = J_INT;
-    for (const char *d = digits; d < digits_end; d++) {
-      int64_t digit = *d - '0';
-      if (acc < (INT64_MIN + digit) / 10) {
-        v->int_kind = J_INT_OVERFLOW;
-        break;
-      }
-      acc = acc * 10 - digit;
-    }
-    if (v->int_kind == J_INT) {
-      if (!neg && acc == INT64_MIN)
-        v->int_kind = J_INT_OVERFLOW;
-      else
-        v->i = neg ? acc : -acc;
-    }
-  }
-  return true;
-}
-
-static bool jparse_hex4(jparser *ps, uint32_t *out) {
-  if (ps->end - ps->p < 4) return jfail(ps, "\\u needs four hex digits");
-  uint32_t v = 0;
-  for (int k = 0; k < 4; k++) {
-    int h = td_hex_value(ps->p[k]);
-    if (h < 0) return jfail(ps, "\\u needs four hex digits");
-    v = v * 16 + (uint32_t)h;
-  }
-  ps->p += 4;
-  *out = v;
-  return true;
-}
-
-/* A code point as UTF-8 (lone surrogates as their 3-byte form, as WTF-8 does). */
-static void put_utf8(td_sbuf *b, uint32_t cp) {
-  char t[4];
+/* A member's key: its bytes and length (keys may hold NUL bytes). */
+typedef struct jkey {
+  const char *s;
   size_t n;
-  if (cp < 0x80) {
-    t[0] = (char)cp;
-    n = 1;
-  } else if (cp < 0x800) {
-    t[0] = (char)(0xC0 | (cp >> 6));
-    t[1] = (char)(0x80 | (cp & 0x3F));
-    n = 2;
-  } else if (cp < 0x10000) {
-    t[0] = (char)(0xE0 | (cp >> 12));
-    t[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-    t[2] = (char)(0x80 | (cp & 0x3F));
-    n = 3;
-  } else {
-    t[0] = (char)(0xF0 | (cp >> 18));
-    t[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-    t[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-    t[3] = (char)(0x80 | (cp & 0x3F));
-    n = 4;
-  }
-  td_sb_put(b, t, n);
+} jkey;
+
+static jkey key_of(const cJSON *member) {
+  jkey k = {"", 0};
+  const char *s = td_json_key_of(member, &k.n);
+  if (s) k.s = s;
+  return k;
 }
 
-static bool jparse_string(jparser *ps, jv *v) {
-  td_sbuf b = {0};
-  ps->p++; /* the opening quote */
-  for (;;) {
-    if (ps->p >= ps->end) {
-      free(b.p);
-      return jfail(ps, "a string is not terminated");
-    }
-    unsigned char c = (unsigned char)*ps->p;
-    if (c == '"') {
-      ps->p++;
-      break;
-    }
-    if (c < 0x20) {
-      free(b.p);
-      return jfail(ps, "a control character in a string");
-    }
-    if (c != '\\') {
-      const char *r = ps->p;
-      while (r < ps->end && *r != '"' && *r != '\\' && (unsigned char)*r >= 0x20) r++;
-      td_sb_put(&b, ps->p, (size_t)(r - ps->p));
-      ps->p = r;
-      continue;
-    }
-    ps->p++;
-    if (ps->p >= ps->end) {
-      free(b.p);
-      return jfail(ps, "a string is not terminated");
-    }
-    char e = *ps->p++;
-    if (e != 'u') {
-      int c = td_json_unescape(e);
-      if (c < 0) {
-        ps->p--;
-        free(b.p);
-        return jfail(ps, "a bad escape in a string");
-      }
-      td_sb_putc(&b, (char)c);
-      continue;
-    }
-    uint32_t cp;
-    if (!jparse_hex4(ps, &cp)) {
-      free(b.p);
-      return false;
-    }
-    if (cp >= 0xD800 && cp < 0xDC00 && ps->end - ps->p >= 6 && ps->p[0] == '\\' &&
-        ps->p[1] == 'u') {
-      const char *save = ps->p;
-      uint32_t lo;
-      ps->p += 2;
-      if (jparse_hex4(ps, &lo) && lo >= 0xDC00 && lo < 0xE000)
-        cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-      else
-        ps->p = save, ps->err = NULL; /* a lone high surrogate: keep it */
-    }
-    put_utf8(&b, cp);
-  }
-  if (b.oom) {
-    free(b.p);
-    return jfail(ps, "out of memory");
-  }
-  v->type = J_STR;
-  v->s = b.p ? b.p : calloc(1, 1);
-  v->slen = b.n;
-  if (!v->s) return jfail(ps, "out of memory");
-  return true;
+/* A string node holding exactly the C string text (no NUL inside). */
+static bool is_text(const cJSON *v, const char *text) {
+  size_t n;
+  const char *s = cJSON_IsString(v) ? td_json_text_of(v, &n) : NULL;
+  return s && n == strlen(text) && memcmp(s, text, n) == 0;
 }
 
-static bool jparse_value(jparser *ps, jv *v);
-
-/* Appends a member (and its key for objects) to v; returns it zeroed. */
-static jv *jgrow(jparser *ps, jv *v, bool object) {
-  if (v->n == v->cap) {
-    int32_t cap = v->cap ? 2 * v->cap : 4;
-    jv *items = realloc(v->items, sizeof *items * (size_t)cap);
-    if (items) v->items = items;
-    jv *keys = object ? realloc(v->keys, sizeof *keys * (size_t)cap) : NULL;
-    if (keys) v->keys = keys;
-    if (!items || (object && !keys)) {
-      jfail(ps, "out of memory");
-      return NULL;
-    }
-    v->cap = cap;
-  }
-  memset(&v->items[v->n], 0, sizeof v->items[v->n]);
-  if (object) memset(&v->keys[v->n], 0, sizeof v->keys[v->n]);
-  return &v->items[v->n];
-}
-
-static bool jparse_container(jparser *ps, jv *v, bool object) {
-  if (++ps->depth > J_MAX_DEPTH) return jfail(ps, "nested too deeply");
-  v->type = object ? J_OBJ : J_ARR;
-  char close = object ? '}' : ']';
-  ps->p++;
-  jskip(ps);
-  if (ps->p < ps->end && *ps->p == close) {
-    ps->p++;
-    ps->depth--;
-    return true;
-  }
-  for (;;) {
-    jv *item = jgrow(ps, v, object);
-    if (!item) return false;
-    if (object) {
-      jskip(ps);
-      if (ps->p >= ps->end || *ps->p != '"') return jfail(ps, "an object key must be a string");
-      if (!jparse_string(ps, &v->keys[v->n])) return false;
-      v->n++; /* owned from here on, whatever follows */
-      jskip(ps);
-      if (ps->p >= ps->end || *ps->p != ':') return jfail(ps, "':' must follow an object key");
-      ps->p++;
-    } else {
-      v->n++;
-    }
-    if (!jparse_value(ps, item)) return false;
-    jskip(ps);
-    if (ps->p < ps->end && *ps->p == ',') {
-      ps->p++;
-      continue;
-    }
-    if (ps->p < ps->end && *ps->p == close) {
-      ps->p++;
-      break;
-    }
-    return jfail(ps, object ? "',' or '}' expected" : "',' or ']' expected");
-  }
-  ps->depth--;
-  return true;
-}
-
-static bool jparse_value(jparser *ps, jv *v) {
-  jskip(ps);
-  if (ps->p >= ps->end) return jfail(ps, "a value is missing");
-  switch (*ps->p) {
-    case '{': return jparse_container(ps, v, true);
-    case '[': return jparse_container(ps, v, false);
-    case '"': return jparse_string(ps, v);
-    case 't':
-      if (!jmatch(ps, "true")) break;
-      v->type = J_TRUE, ps->p += 4;
-      return true;
-    case 'f':
-      if (!jmatch(ps, "false")) break;
-      v->type = J_FALSE, ps->p += 5;
-      return true;
-    case 'n':
-      if (!jmatch(ps, "null")) break;
-      v->type = J_NULL, ps->p += 4;
-      return true;
-    default:
-      if (*ps->p == '-' || is_digit(*ps->p) || *ps->p == 'N' || *ps->p == 'I')
-        return jparse_number(ps, v);
-      break;
-  }
-  return jfail(ps, "an unexpected character");
-}
-
-/* Parses text[0, len) into out (free it with jv_free even on failure). */
-static bool json_parse(const char *text, size_t len, jv *out, const char **err,
-                       size_t *err_at) {
-  jparser ps = {text, text, text + len, NULL, 0, 0};
-  memset(out, 0, sizeof *out);
-  bool ok = jparse_value(&ps, out);
-  if (ok) {
-    jskip(&ps);
-    if (ps.p != ps.end) ok = jfail(&ps, "characters after the value");
-  }
-  *err = ps.err;
-  *err_at = ps.err_at;
-  return ok;
-}
-
-static const jv *obj_get(const jv *o, const char *key) {
-  size_t n = strlen(key);
-  for (int32_t k = 0; k < o->n; k++)
-    if (o->keys[k].slen == n && memcmp(o->keys[k].s, key, n) == 0) return &o->items[k];
-  return NULL;
-}
-
-static const char *jtype_name(const jv *v) {
-  switch (v->type) {
-    case J_NULL: return "null";
-    case J_FALSE:
-    case J_TRUE: return "a boolean";
-    case J_NUM: return "a number";
-    case J_STR: return "a string";
-    case J_ARR: return "a list";
-    default: return "an object";
-  }
-}
-
-/* ---- writing JSON back: Python's style (the file) or compact (value texts) ---- */
-
-/* A string as Python's json.dumps writes it (ensure_ascii): false on invalid UTF-8. */
-static bool put_string_py(td_sbuf *b, const char *str, size_t n) {
-  const unsigned char *s = (const unsigned char *)str;
-  td_sb_putc(b, '"');
-  size_t k = 0;
-  while (k < n) {
-    size_t run = k;
-    while (run < n && s[run] >= 0x20 && s[run] < 0x7F && s[run] != '"' && s[run] != '\\') run++;
-    if (run > k) {
-      td_sb_put(b, s + k, run - k);
-      k = run;
-      continue;
-    }
-    uint32_t cp;
-    size_t len = td_utf8_decode(s + k, n - k, &cp, true);
-    if (!len) return false;
-    k += len;
-    td_py_put_code_point(b, cp);
-  }
-  td_sb_putc(b, '"');
-  return true;
-}
-
-/* A string as the Lua codec writes it: UTF-8 through, '"', '\' and controls escaped. */
-static void put_string_compact(td_sbuf *b, const char *s, size_t n) {
-  td_sb_putc(b, '"');
-  size_t k = 0;
-  while (k < n) {
-    size_t run = k;
-    while (run < n && (unsigned char)s[run] >= 0x20 && s[run] != '"' && s[run] != '\\') run++;
-    td_sb_put(b, s + k, run - k);
-    if (run == n) break;
-    /* '"', '\\' or a control character: escaped as Python escapes it */
-    td_py_put_unit(b, (unsigned char)s[run]);
-    k = run + 1;
-  }
-  td_sb_putc(b, '"');
-}
-
-/* v as JSON text: Python's json.dumps style when py, else compact. False on invalid
- * UTF-8 (py only). */
-static bool put_json(td_sbuf *b, const jv *v, bool py) {
-  switch (v->type) {
-    case J_NULL: td_sb_puts(b, "null"); return true;
-    case J_TRUE: td_sb_puts(b, "true"); return true;
-    case J_FALSE: td_sb_puts(b, "false"); return true;
-    case J_NUM: td_sb_put(b, v->raw, v->rawlen); return true;
-    case J_STR:
-      if (py) return put_string_py(b, v->s, v->slen);
-      put_string_compact(b, v->s, v->slen);
-      return true;
-    default: break;
-  }
-  bool object = v->type == J_OBJ;
-  td_sb_putc(b, object ? '{' : '[');
-  for (int32_t k = 0; k < v->n; k++) {
-    if (k) td_sb_puts(b, py ? ", " : ",");
-    if (object) {
-      if (py) {
-        if (!put_string_py(b, v->keys[k].s, v->keys[k].slen)) return false;
-      } else {
-        put_string_compact(b, v->keys[k].s, v->keys[k].slen);
-      }
-      td_sb_puts(b, py ? ": " : ":");
-    }
-    if (!put_json(b, &v->items[k], py)) return false;
-  }
-  td_sb_putc(b, object ? '}' : ']');
-  return true;
+/* A string node whose bytes hold no NUL (a C string as it is). */
+static bool is_plain_string(const cJSON *v) {
+  size_t n;
+  const char *s = cJSON_IsString(v) ? td_json_text_of(v, &n) : NULL;
+  return s && strlen(s) == n;
 }
 
 /* ====================================================================== writing */
@@ -580,22 +184,23 @@ static int64_t subtree_bytes(const td_dict *d) {
 }
 
 static int32_t put_key(wctx *w, const td_dict *d, int32_t i, const td_key_path *p) {
-  if (!put_string_py(&w->json, td_dict_key(d, i), (size_t)d->keys->meta[i].len))
+  if (!td_json_put_string(&w->json, td_dict_key(d, i), (size_t)d->keys->meta[i].len,
+                          TD_JSON_PYTHON))
     return wfail_at(w, TD_EINVAL, p, "the key is not valid UTF-8 (Python keys are text)");
   return 0;
 }
 
 /* A value's JSON text in Python's style. */
 static int32_t put_value_text(wctx *w, const char *text, const td_key_path *p) {
-  jv v;
-  const char *err;
-  size_t at;
+  td_json_error e;
+  cJSON *v = td_json_read(text, strlen(text), TD_JSON_KEEP_SURROGATES, &e);
   int32_t st = 0;
-  if (!json_parse(text, strlen(text), &v, &err, &at))
-    st = wfail_at(w, TD_EINVAL, p, "the value is not valid JSON: %s at byte %zu", err, at);
-  else if (!put_json(&w->json, &v, true))
+  if (!v)
+    st = wfail_at(w, TD_EINVAL, p, "the value is not valid JSON: %s at byte %zu", e.what,
+                  e.at + 1);
+  else if (!td_json_put(&w->json, v, TD_JSON_PYTHON))
     st = wfail_at(w, TD_EINVAL, p, "the value is not valid UTF-8");
-  jv_free(&v);
+  cJSON_Delete(v);
   return st;
 }
 
@@ -617,7 +222,7 @@ static int32_t put_name(wctx *w, const td_dict *d, int32_t dim, const td_key_pat
     td_sb_puts(&w->json, "null");
     return 0;
   }
-  if (!put_string_py(&w->json, name, strlen(name)))
+  if (!td_json_put_string(&w->json, name, strlen(name), TD_JSON_PYTHON))
     return wfail_at(w, TD_EINVAL, p, "the name of dim %d is not valid UTF-8", (int)dim);
   return 0;
 }
@@ -1007,47 +612,50 @@ static const char *where_of(char *out, const char *prefix, const char *field, co
   return out;
 }
 
-static int32_t get_int(const rctx *r, const char *where, const char *what, const jv *v,
+static int32_t get_int(const rctx *r, const char *where, const char *what, const cJSON *v,
                        int64_t *out) {
   if (!v) return rfail(r, TD_EINVAL, where, "%s is missing", what);
-  if (v->type == J_NUM && v->int_kind == J_INT) {
-    *out = v->i;
-    return 0;
-  }
-  if (v->type == J_NUM && v->int_kind == J_INT_OVERFLOW)
-    return rfail(r, TD_EINVAL, where, "%s %.*s does not fit in 64 bits", what, (int)v->rawlen,
-                 v->raw);
-  if (v->type == J_NUM)
-    return rfail(r, TD_EINVAL, where, "%s must be an integer, got %.*s", what, (int)v->rawlen,
-                 v->raw);
-  return rfail(r, TD_EINVAL, where, "%s must be an integer, got %s", what, jtype_name(v));
+  if (!cJSON_IsNumber(v))
+    return rfail(r, TD_EINVAL, where, "%s must be an integer, got %s", what,
+                 td_json_kind_name(v));
+  int kind = td_json_int64(v, out);
+  if (kind == 1) return 0;
+  size_t n = 0;
+  const char *lit = td_json_text_of(v, &n);
+  if (!lit) lit = "?", n = 1;
+  if (kind < 0)
+    return rfail(r, TD_EINVAL, where, "%s %.*s does not fit in 64 bits", what, (int)n, lit);
+  return rfail(r, TD_EINVAL, where, "%s must be an integer, got %.*s", what, (int)n, lit);
 }
 
 /* A list of sizes: at most TD_MAX_DIMS, none negative, the element count within
  * int64 as bytes of the widest dtype. */
-static int32_t get_shape(const rctx *r, const char *where, const char *what, const jv *v,
+static int32_t get_shape(const rctx *r, const char *where, const char *what, const cJSON *v,
                          int32_t *ndim, int64_t *shape) {
   if (!v) return rfail(r, TD_EINVAL, where, "%s is missing", what);
-  if (v->type != J_ARR)
-    return rfail(r, TD_ESHAPE, where, "%s must be a list of sizes, got %s", what, jtype_name(v));
-  if (v->n > TD_MAX_DIMS)
-    return rfail(r, TD_ESHAPE, where, "%s has %d dims, at most %d are supported", what,
-                 (int)v->n, TD_MAX_DIMS);
+  if (!cJSON_IsArray(v))
+    return rfail(r, TD_ESHAPE, where, "%s must be a list of sizes, got %s", what,
+                 td_json_kind_name(v));
+  int32_t n = cJSON_GetArraySize(v);
+  if (n > TD_MAX_DIMS)
+    return rfail(r, TD_ESHAPE, where, "%s has %d dims, at most %d are supported", what, (int)n,
+                 TD_MAX_DIMS);
   int64_t numel = 1;
-  for (int32_t k = 0; k < v->n; k++) {
-    int32_t st = get_int(r, where, what, &v->items[k], &shape[k]);
+  const cJSON *x = v->child;
+  for (int32_t k = 0; k < n; k++, x = x->next) {
+    int32_t st = get_int(r, where, what, x, &shape[k]);
     if (st) return st;
     if (shape[k] < 0)
       return rfail(r, TD_ESHAPE, where, "%s has a negative size %lld", what,
                    (long long)shape[k]);
   }
-  for (int32_t k = 0; k < v->n; k++)
+  for (int32_t k = 0; k < n; k++)
     if (__builtin_mul_overflow(numel, shape[k], &numel) || numel > INT64_MAX / 8) {
       char s[TD_SHAPE_STR];
       return rfail(r, TD_ESHAPE, where, "%s %s has too many elements", what,
-                   td_format_shape(s, sizeof s, v->n, shape));
+                   td_format_shape(s, sizeof s, n, shape));
     }
-  *ndim = v->n;
+  *ndim = n;
   return 0;
 }
 
@@ -1068,27 +676,27 @@ static int32_t check_leading(const rctx *r, const char *where, const char *what,
                td_format_shape(b, sizeof b, d->head.ndim, d->head.shape));
 }
 
-static int32_t check_new_key(const rctx *r, const char *where, const td_dict *d,
-                             const jv *key) {
-  if (td_dict_find(d, key->s, (int64_t)key->slen) >= 0)
+static int32_t check_new_key(const rctx *r, const char *where, const td_dict *d, jkey key) {
+  if (td_dict_find(d, key.s, (int64_t)key.n) >= 0)
     return rfail(r, TD_EINVAL, where, "the key appears twice in the container");
   return 0;
 }
 
 /* "cpu", "cuda", "cuda:N" or null. */
-static int32_t get_device(const rctx *r, const char *where, const jv *v, int32_t *type,
+static int32_t get_device(const rctx *r, const char *where, const cJSON *v, int32_t *type,
                           int32_t *index) {
   *type = TD_DEVICE_NONE;
   *index = 0;
-  if (!v || v->type == J_NULL) return 0;
-  if (v->type != J_STR)
-    return rfail(r, TD_EINVAL, where, "device must be a string or null, got %s", jtype_name(v));
-  if (strcmp(v->s, "cpu") == 0 && v->slen == 3) {
+  if (!v || cJSON_IsNull(v)) return 0;
+  if (!cJSON_IsString(v))
+    return rfail(r, TD_EINVAL, where, "device must be a string or null, got %s",
+                 td_json_kind_name(v));
+  if (is_text(v, "cpu")) {
     *type = TD_DEVICE_CPU;
     return 0;
   }
-  if (strncmp(v->s, "cuda", 4) == 0 && strlen(v->s) == v->slen) {
-    const char *q = v->s + 4;
+  if (strncmp(v->valuestring, "cuda", 4) == 0 && is_plain_string(v)) {
+    const char *q = v->valuestring + 4;
     long idx = 0;
     if (*q == ':') {
       q++;
@@ -1101,31 +709,23 @@ static int32_t get_device(const rctx *r, const char *where, const jv *v, int32_t
       return 0;
     }
   }
-  return rfail(r, TD_EINVAL, where, "unknown device '%s'", v->s);
-}
-
-/* A non-tensor value's JSON text, compact (free it). */
-static char *compact_text(const jv *v) {
-  td_sbuf b = {0};
-  put_json(&b, v, false);
-  if (b.oom) {
-    free(b.p);
-    return NULL;
-  }
-  return b.p;
+  return rfail(r, TD_EINVAL, where, "unknown device '%s'", v->valuestring);
 }
 
 /* [data, batch_size, device] (Python also reads [data, batch_size]): the data's text
  * and its batch size. */
-static int32_t get_non_tensor(const rctx *r, const char *where, const jv *v, char **text,
+static int32_t get_non_tensor(const rctx *r, const char *where, const cJSON *v, char **text,
                               int32_t *ndim, int64_t *shape) {
-  if (v->type != J_ARR || v->n < 2 || v->n > 3)
+  int32_t n = cJSON_IsArray(v) ? cJSON_GetArraySize(v) : 0;
+  if (n < 2 || n > 3)
     return rfail(r, TD_EINVAL, where, "a non-tensor entry must be [data, batch_size, device]");
-  int32_t st = get_shape(r, where, "batch_size", &v->items[1], ndim, shape);
+  const cJSON *data = v->child;
+  int32_t st = get_shape(r, where, "batch_size", data->next, ndim, shape);
   int32_t type, index;
-  if (!st && v->n == 3) st = get_device(r, where, &v->items[2], &type, &index);
+  if (!st && n == 3) st = get_device(r, where, data->next->next, &type, &index);
   if (st) return st;
-  if (!(*text = compact_text(&v->items[0])))
+  bool bad_utf8;
+  if (!(*text = td_json_print(data, TD_JSON_COMPACT, NULL, &bad_utf8)))
     return rfail(r, TD_ENOMEM, where, "out of memory");
   return 0;
 }
@@ -1189,39 +789,39 @@ static void fill_block(int64_t *pos, int64_t off, int32_t nd, const int64_t *sha
 }
 
 /* "0", "1", ... as an element index below n, or -1. */
-static int64_t element_index(const jv *key, int64_t n) {
-  if (key->slen == 0 || key->slen > 18 || (key->slen > 1 && key->s[0] == '0')) return -1;
+static int64_t element_index(jkey key, int64_t n) {
+  if (key.n == 0 || key.n > 18 || (key.n > 1 && key.s[0] == '0')) return -1;
   int64_t v = 0;
-  for (size_t k = 0; k < key->slen; k++) {
-    if (!is_digit(key->s[k])) return -1;
-    v = v * 10 + (key->s[k] - '0');
+  for (size_t k = 0; k < key.n; k++) {
+    if (!is_digit(key.s[k])) return -1;
+    v = v * 10 + (key.s[k] - '0');
   }
   return v < n ? v : -1;
 }
 
 /* Fills the block (off, nd, shape, strides) of the positions from a NonTensorStack. */
-static int32_t load_stack(const rctx *r, stack_load *k, const jv *m, const char *where,
+static int32_t load_stack(const rctx *r, stack_load *k, const cJSON *m, const char *where,
                           int64_t off, int32_t nd, const int64_t *shape,
                           const int64_t *strides) {
   char w2[WHERE_CHARS];
-  if (m->type != J_OBJ)
+  if (!cJSON_IsObject(m))
     return rfail(r, TD_EINVAL, where, "a NonTensorStack must be an object, got %s",
-                 jtype_name(m));
-  const jv *cls = obj_get(m, "cls"), *nt = obj_get(m, "non_tensors"),
-           *leaves = obj_get(m, "leaves"), *cm = obj_get(m, "cls_metadata");
-  if (!cls || cls->type != J_STR || strcmp(cls->s, "NonTensorStack") != 0)
+                 td_json_kind_name(m));
+  const cJSON *cls = td_json_get(m, "cls"), *nt = td_json_get(m, "non_tensors"),
+              *leaves = td_json_get(m, "leaves"), *cm = td_json_get(m, "cls_metadata");
+  if (!cls || !cJSON_IsString(cls) || strcmp(cls->valuestring, "NonTensorStack") != 0)
     return rfail(r, TD_EINVAL, where_of(w2, where, ".cls", NULL),
                  "an element of a NonTensorStack must be a NonTensorStack or non-tensor data");
-  if (!nt || nt->type != J_OBJ)
+  if (!cJSON_IsObject(nt))
     return rfail(r, TD_EINVAL, where_of(w2, where, ".non_tensors", NULL), "must be an object");
-  if (!leaves || leaves->type != J_OBJ || leaves->n)
+  if (!cJSON_IsObject(leaves) || leaves->child)
     return rfail(r, TD_EINVAL, where_of(w2, where, ".leaves", NULL),
                  "a NonTensorStack holds no tensors: must be {}");
-  if (!cm || cm->type != J_OBJ)
+  if (!cJSON_IsObject(cm))
     return rfail(r, TD_EINVAL, where_of(w2, where, ".cls_metadata", NULL), "must be an object");
   where_of(w2, where, ".cls_metadata.stack_dim", NULL);
   int64_t sd;
-  int32_t st = get_int(r, w2, "stack_dim", obj_get(cm, "stack_dim"), &sd);
+  int32_t st = get_int(r, w2, "stack_dim", td_json_get(cm, "stack_dim"), &sd);
   if (st) return st;
   if (nd == 0)
     return rfail(r, TD_ESHAPE, where, "a NonTensorStack needs a batch dim to stack along");
@@ -1229,29 +829,30 @@ static int32_t load_stack(const rctx *r, stack_load *k, const jv *m, const char 
   if (sd < 0 || sd >= nd)
     return rfail(r, TD_EINDEX, w2, "stack_dim is outside the %d batch dims", (int)nd);
   int64_t n = shape[sd];
-  const jv **data = calloc((size_t)(n ? n : 1), sizeof *data);
-  const jv **kids = calloc((size_t)(n ? n : 1), sizeof *kids);
+  const cJSON **data = calloc((size_t)(n ? n : 1), sizeof *data);
+  const cJSON **kids = calloc((size_t)(n ? n : 1), sizeof *kids);
   if (!data || !kids) {
     free(data), free(kids);
     return rfail(r, TD_ENOMEM, where, "out of memory");
   }
-  for (int32_t j = 0; j < nt->n && !st; j++) {
-    int64_t e = element_index(&nt->keys[j], n);
+  for (const cJSON *c = nt->child; c && !st; c = c->next) {
+    int64_t e = element_index(key_of(c), n);
     if (e < 0 || data[e])
-      st = rfail(r, TD_EINDEX, where_of(w2, where, ".non_tensors", nt->keys[j].s),
+      st = rfail(r, TD_EINDEX, where_of(w2, where, ".non_tensors", key_of(c).s),
                  "not an element of a stack of %lld (or given twice)", (long long)n);
     else
-      data[e] = &nt->items[j];
+      data[e] = c;
   }
-  for (int32_t j = 0; j < m->n && !st; j++) {
-    if (is_reserved_key(m->keys[j].s, m->keys[j].slen)) continue;
-    int64_t e = element_index(&m->keys[j], n);
+  for (const cJSON *c = m->child; c && !st; c = c->next) {
+    jkey key = key_of(c);
+    if (is_reserved_key(key.s, key.n)) continue;
+    int64_t e = element_index(key, n);
     if (e < 0 || data[e] || kids[e]) {
-      snprintf(w2, sizeof w2, "%s.%s", where, m->keys[j].s);
+      snprintf(w2, sizeof w2, "%s.%s", where, key.s);
       st = rfail(r, TD_EINDEX, w2, "not an element of a stack of %lld (or given twice)",
                  (long long)n);
     } else {
-      kids[e] = &m->items[j];
+      kids[e] = c;
     }
   }
   int32_t snd = nd - 1;
@@ -1298,7 +899,7 @@ static int32_t load_stack(const rctx *r, stack_load *k, const jv *m, const char 
   return st;
 }
 
-static int32_t load_stacked_entry(const rctx *r, td_dict *d, const jv *key, const jv *m,
+static int32_t load_stacked_entry(const rctx *r, td_dict *d, jkey key, const cJSON *m,
                                   const char *where) {
   stack_load k = {0};
   td_tensor *pos = td_tensor_empty(d->head.ndim, d->head.shape, TD_INT64);
@@ -1307,7 +908,7 @@ static int32_t load_stacked_entry(const rctx *r, td_dict *d, const jv *key, cons
   int64_t strides[TD_MAX_DIMS];
   for (int32_t j = 0; j < pos->ndim; j++) strides[j] = pos->strides[j];
   int32_t st = load_stack(r, &k, m, where, 0, d->head.ndim, d->head.shape, strides);
-  if (!st && td_dict_set_values(d, key->s, (int64_t)key->slen, k.n,
+  if (!st && td_dict_set_values(d, key.s, (int64_t)key.n, k.n,
                                 (const char *const *)k.texts, pos) < 0)
     st = rfail(r, td_last_status(), where, "%s", td_last_error());
   for (int64_t j = 0; j < k.n; j++) free(k.texts[j]);
@@ -1319,24 +920,25 @@ static int32_t load_stacked_entry(const rctx *r, td_dict *d, const jv *key, cons
 
 /* ---- containers ---- */
 
-static int32_t load_leaf(const rctx *r, td_dict *d, const jv *key, const jv *v,
+static int32_t load_leaf(const rctx *r, td_dict *d, jkey key, const cJSON *v,
                          const char *where) {
-  if ((key->slen >= 4 && memcmp(key->s, "<NJT", 4) == 0) || (v->type == J_ARR && v->n == 6))
+  int32_t n = cJSON_IsArray(v) ? cJSON_GetArraySize(v) : 0;
+  if ((key.n >= 4 && memcmp(key.s, "<NJT", 4) == 0) || n == 6)
     return rfail(r, TD_EINVAL, where, "nested (jagged) tensors are not supported");
-  if (v->type != J_ARR || v->n != 5)
-    return rfail(r, TD_EINVAL, where, "a leaf must be [dtype, shape, start, stop, pad]");
-  const jv *dt = &v->items[0];
-  if (dt->type != J_STR) return rfail(r, TD_EDTYPE, where, "dtype must be a string");
+  if (n != 5) return rfail(r, TD_EINVAL, where, "a leaf must be [dtype, shape, start, stop, pad]");
+  const cJSON *dt = v->child;
+  if (!cJSON_IsString(dt)) return rfail(r, TD_EDTYPE, where, "dtype must be a string");
   /* a name with a NUL inside (\u0000) names no dtype */
-  int32_t dtype = strlen(dt->s) == dt->slen ? td_py_dtype_from_name(dt->s) : -1;
-  if (dtype < 0) return rfail(r, TD_EDTYPE, where, "unknown dtype '%s'", dt->s);
+  int32_t dtype = is_plain_string(dt) ? td_py_dtype_from_name(dt->valuestring) : -1;
+  if (dtype < 0) return rfail(r, TD_EDTYPE, where, "unknown dtype '%s'", dt->valuestring);
   int32_t ndim;
   int64_t shape[TD_MAX_DIMS], start, stop, pad;
-  int32_t st = get_shape(r, where, "shape", &v->items[1], &ndim, shape);
+  const cJSON *f = dt->next; /* shape, start, stop, pad */
+  int32_t st = get_shape(r, where, "shape", f, &ndim, shape);
   if (!st) st = check_leading(r, where, "shape", ndim, shape, d);
-  if (!st) st = get_int(r, where, "start", &v->items[2], &start);
-  if (!st) st = get_int(r, where, "stop", &v->items[3], &stop);
-  if (!st) st = get_int(r, where, "pad", &v->items[4], &pad);
+  if (!st) st = get_int(r, where, "start", f = f->next, &start);
+  if (!st) st = get_int(r, where, "stop", f = f->next, &stop);
+  if (!st) st = get_int(r, where, "pad", f->next, &pad);
   if (st) return st;
   int64_t itemsize = td_itemsizes[dtype], numel = 1;
   for (int32_t k = 0; k < ndim; k++) numel *= shape[k];
@@ -1349,64 +951,64 @@ static int32_t load_leaf(const rctx *r, td_dict *d, const jv *key, const jv *v,
     char s[TD_SHAPE_STR];
     return rfail(r, TD_ESHAPE, where,
                  "bytes [%lld, %lld) (pad %lld) do not hold a %s %s leaf of %lld bytes",
-                 (long long)start, (long long)stop, (long long)pad, dt->s,
+                 (long long)start, (long long)stop, (long long)pad, dt->valuestring,
                  td_format_shape(s, sizeof s, ndim, shape), (long long)nbytes);
   }
   if (start % itemsize)
     return rfail(r, TD_EINVAL, where, "start %lld is not a multiple of the %s item size %lld",
-                 (long long)start, dt->s, (long long)itemsize);
+                 (long long)start, dt->valuestring, (long long)itemsize);
   if ((st = check_new_key(r, where, d, key))) return st;
   td_tensor *t = td_tensor_from_storage(r->s, start / itemsize, ndim, shape, NULL, dtype);
   if (!t) return rfail(r, td_last_status(), where, "%s", td_last_error());
-  if (td_dict_set_tensor(d, key->s, (int64_t)key->slen, t) < 0)
+  if (td_dict_set_tensor(d, key.s, (int64_t)key.n, t) < 0)
     st = rfail(r, td_last_status(), where, "%s", td_last_error());
   td_tensor_release(t);
   return st;
 }
 
-static td_dict *load_level(const rctx *r, const jv *m, const char *prefix,
+static td_dict *load_level(const rctx *r, const cJSON *m, const char *prefix,
                            const td_dict *parent);
 
 /* The metadata object m (a TensorDict) into a container. prefix names it in messages
  * ("" at the top, "b." for the child b). */
-static td_dict *load_level(const rctx *r, const jv *m, const char *prefix,
+static td_dict *load_level(const rctx *r, const cJSON *m, const char *prefix,
                            const td_dict *parent) {
   char where[WHERE_CHARS];
   snprintf(where, sizeof where, "%.*s", prefix[0] ? (int)strlen(prefix) - 1 : 0, prefix);
-  if (m->type != J_OBJ) {
+  if (!cJSON_IsObject(m)) {
     rfail(r, TD_EINVAL, where[0] ? where : "metadata",
-          "a TensorDict's metadata must be an object, got %s", jtype_name(m));
+          "a TensorDict's metadata must be an object, got %s", td_json_kind_name(m));
     return NULL;
   }
-  const jv *cls = obj_get(m, "cls");
-  if (!cls || cls->type != J_STR) {
+  const cJSON *cls = td_json_get(m, "cls");
+  if (!cJSON_IsString(cls)) {
     rfail(r, TD_EINVAL, where_of(where, prefix, "cls", NULL), "must be a class name");
     return NULL;
   }
-  if (strcmp(cls->s, "TensorDict") != 0 || cls->slen != strlen("TensorDict")) {
+  if (!is_text(cls, "TensorDict")) {
     rfail(r, TD_EINVAL, where_of(where, prefix, "cls", NULL),
           "class '%s' is not supported (TensorDict, or NonTensorStack for a non-tensor entry)",
-          cls->s);
+          cls->valuestring);
     return NULL;
   }
-  const jv *cm = obj_get(m, "cls_metadata"), *nt = obj_get(m, "non_tensors"),
-           *leaves = obj_get(m, "leaves");
-  if (!cm || cm->type != J_OBJ) {
+  const cJSON *cm = td_json_get(m, "cls_metadata"), *nt = td_json_get(m, "non_tensors"),
+              *leaves = td_json_get(m, "leaves");
+  if (!cJSON_IsObject(cm)) {
     rfail(r, TD_EINVAL, where_of(where, prefix, "cls_metadata", NULL), "must be an object");
     return NULL;
   }
-  if (!nt || nt->type != J_OBJ) {
+  if (!cJSON_IsObject(nt)) {
     rfail(r, TD_EINVAL, where_of(where, prefix, "non_tensors", NULL), "must be an object");
     return NULL;
   }
-  if (!leaves || leaves->type != J_OBJ) {
+  if (!cJSON_IsObject(leaves)) {
     rfail(r, TD_EINVAL, where_of(where, prefix, "leaves", NULL), "must be an object");
     return NULL;
   }
   int32_t ndim;
   int64_t batch[TD_MAX_DIMS];
   where_of(where, prefix, "cls_metadata.batch_size", NULL);
-  if (get_shape(r, where, "batch_size", obj_get(cm, "batch_size"), &ndim, batch)) return NULL;
+  if (get_shape(r, where, "batch_size", td_json_get(cm, "batch_size"), &ndim, batch)) return NULL;
   if (parent && !starts_with(ndim, batch, parent->head.ndim, parent->head.shape)) {
     char a[TD_SHAPE_STR], b[TD_SHAPE_STR];
     rfail(r, TD_ESHAPE, where, "%s does not start with the parent's batch size %s",
@@ -1415,28 +1017,28 @@ static td_dict *load_level(const rctx *r, const jv *m, const char *prefix,
     return NULL;
   }
   /* names, device and lock are read now (errors before any work), applied last */
-  const jv *names = obj_get(cm, "names"), *locked = obj_get(cm, "is_locked");
+  const cJSON *names = td_json_get(cm, "names"), *locked = td_json_get(cm, "is_locked");
   where_of(where, prefix, "cls_metadata.names", NULL);
-  if (names && names->type != J_NULL) {
-    if (names->type != J_ARR || names->n != ndim) {
+  if (names && !cJSON_IsNull(names)) {
+    if (!cJSON_IsArray(names) || cJSON_GetArraySize(names) != ndim) {
       rfail(r, TD_EINVAL, where, "must be a list of %d names or nulls", (int)ndim);
       return NULL;
     }
-    for (int32_t k = 0; k < ndim; k++)
-      if (names->items[k].type != J_NULL &&
-          (names->items[k].type != J_STR || strlen(names->items[k].s) != names->items[k].slen)) {
+    int32_t k = 0;
+    for (const cJSON *x = names->child; x; x = x->next, k++)
+      if (!cJSON_IsNull(x) && !is_plain_string(x)) {
         rfail(r, TD_EINVAL, where, "name %d must be a string or null", (int)k);
         return NULL;
       }
   }
   where_of(where, prefix, "cls_metadata.is_locked", NULL);
-  if (locked && locked->type != J_TRUE && locked->type != J_FALSE) {
-    rfail(r, TD_EINVAL, where, "must be true or false, got %s", jtype_name(locked));
+  if (locked && !cJSON_IsBool(locked)) {
+    rfail(r, TD_EINVAL, where, "must be true or false, got %s", td_json_kind_name(locked));
     return NULL;
   }
   int32_t dev_type, dev_index;
   where_of(where, prefix, "cls_metadata.device", NULL);
-  if (get_device(r, where, obj_get(cm, "device"), &dev_type, &dev_index)) return NULL;
+  if (get_device(r, where, td_json_get(cm, "device"), &dev_type, &dev_index)) return NULL;
 
   td_dict *d = td_dict_new(ndim, batch);
   if (!d) {
@@ -1446,29 +1048,28 @@ static td_dict *load_level(const rctx *r, const jv *m, const char *prefix,
   }
   int32_t st = 0;
   /* Python's order: non-tensor values, leaves, then nested containers */
-  for (int32_t k = 0; k < nt->n && !st; k++) {
-    const jv *key = &nt->keys[k];
-    where_of(where, prefix, "non_tensors", key->s);
+  for (const cJSON *c = nt->child; c && !st; c = c->next) {
+    jkey key = key_of(c);
+    where_of(where, prefix, "non_tensors", key.s);
     char *text = NULL;
     int32_t bnd;
     int64_t bshape[TD_MAX_DIMS];
     st = check_new_key(r, where, d, key);
-    if (!st) st = get_non_tensor(r, where, &nt->items[k], &text, &bnd, bshape);
+    if (!st) st = get_non_tensor(r, where, c, &text, &bnd, bshape);
     if (!st) st = check_leading(r, where, "batch_size", bnd, bshape, d);
-    if (!st && td_dict_set_value(d, key->s, (int64_t)key->slen, text) < 0)
+    if (!st && td_dict_set_value(d, key.s, (int64_t)key.n, text) < 0)
       st = rfail(r, td_last_status(), where, "%s", td_last_error());
     free(text);
   }
-  for (int32_t k = 0; k < leaves->n && !st; k++)
-    st = load_leaf(r, d, &leaves->keys[k], &leaves->items[k],
-                   where_of(where, prefix, "leaves", leaves->keys[k].s));
-  for (int32_t k = 0; k < m->n && !st; k++) {
-    const jv *key = &m->keys[k], *child = &m->items[k];
-    if (is_reserved_key(key->s, key->slen)) continue;
-    where_of(where, prefix, key->s, NULL);
+  for (const cJSON *c = leaves->child; c && !st; c = c->next)
+    st = load_leaf(r, d, key_of(c), c, where_of(where, prefix, "leaves", key_of(c).s));
+  for (const cJSON *child = m->child; child && !st; child = child->next) {
+    jkey key = key_of(child);
+    if (is_reserved_key(key.s, key.n)) continue;
+    where_of(where, prefix, key.s, NULL);
     if ((st = check_new_key(r, where, d, key))) break;
-    const jv *ccls = child->type == J_OBJ ? obj_get(child, "cls") : NULL;
-    if (ccls && ccls->type == J_STR && strcmp(ccls->s, "NonTensorStack") == 0) {
+    const cJSON *ccls = cJSON_IsObject(child) ? td_json_get(child, "cls") : NULL;
+    if (cJSON_IsString(ccls) && strcmp(ccls->valuestring, "NonTensorStack") == 0) {
       st = load_stacked_entry(r, d, key, child, where);
       continue;
     }
@@ -1479,15 +1080,16 @@ static td_dict *load_level(const rctx *r, const jv *m, const char *prefix,
       st = td_last_status();
       break;
     }
-    if (td_dict_set_dict(d, key->s, (int64_t)key->slen, c) < 0)
+    if (td_dict_set_dict(d, key.s, (int64_t)key.n, c) < 0)
       st = rfail(r, td_last_status(), where, "%s", td_last_error());
     td_dict_release(c);
   }
-  if (!st && names && names->type == J_ARR) {
+  if (!st && cJSON_IsArray(names)) {
     const char *list[TD_MAX_DIMS] = {0};
     bool any = false;
-    for (int32_t k = 0; k < ndim; k++)
-      if (names->items[k].type == J_STR) list[k] = names->items[k].s, any = true;
+    int32_t k = 0;
+    for (const cJSON *x = names->child; x; x = x->next, k++)
+      if (cJSON_IsString(x)) list[k] = x->valuestring, any = true;
     if (any && td_dict_set_names(d, list) != 0)
       st = rfail(r, td_last_status(), where_of(where, prefix, "cls_metadata.names", NULL), "%s",
                  td_last_error());
@@ -1495,7 +1097,7 @@ static td_dict *load_level(const rctx *r, const jv *m, const char *prefix,
   if (!st && dev_type != TD_DEVICE_NONE && td_dict_set_device(d, dev_type, dev_index) != 0)
     st = rfail(r, td_last_status(), where_of(where, prefix, "cls_metadata.device", NULL), "%s",
                td_last_error());
-  if (!st && locked && locked->type == J_TRUE) td_dict_set_locked(d, 1);
+  if (!st && cJSON_IsTrue(locked)) td_dict_set_locked(d, 1);
   if (st) {
     td_dict_release(d);
     return NULL;
@@ -1541,15 +1143,15 @@ TD_EXPORT td_dict *td_dict_from_consolidated(const char *filename, int32_t mode)
           (long long)mlen, (long long)size, (long long)(size - 8));
   } else {
     r.payload = size - 8 - (int64_t)mlen;
-    jv m;
-    const char *err;
-    size_t at;
-    if (!json_parse((const char *)data + r.payload, (size_t)mlen, &m, &err, &at))
-      rfail(&r, strcmp(err, "out of memory") == 0 ? TD_ENOMEM : TD_EIO, "metadata",
-            "not valid JSON: %s at byte %zu of %llu", err, at, (unsigned long long)mlen);
+    td_json_error e;
+    cJSON *m = td_json_read((const char *)data + r.payload, (size_t)mlen,
+                            TD_JSON_KEEP_SURROGATES, &e);
+    if (!m)
+      rfail(&r, strcmp(e.what, "out of memory") == 0 ? TD_ENOMEM : TD_EIO, "metadata",
+            "not valid JSON: %s at byte %zu", e.what, e.at + 1);
     else
-      d = load_level(&r, &m, "", NULL);
-    jv_free(&m);
+      d = load_level(&r, m, "", NULL);
+    cJSON_Delete(m);
   }
   td_storage_release(r.s); /* the leaves hold their own references */
   return d;

@@ -6,6 +6,7 @@
 #define TD_DICT_INTERNAL_H
 
 #include "../src/internal.h"
+#include "../src/json.h"
 #include "dict_fs.h"
 
 /* The ordered key set, shared by containers of one structure (td[i] shares its
@@ -163,31 +164,6 @@ void td_jobs_free(td_jobs *j);
 /* "torch.float32" for TD_FLOAT32 (NULL outside the dtypes); the dtype of such a name, or -1. */
 const char *td_py_dtype_name(int32_t dtype);
 int32_t td_py_dtype_from_name(const char *name);
-/* Growable NUL-terminated text; oom stays set after a failed growth (later puts do
- * nothing), so a writer checks once at the end. Start from {0}; the caller frees p. */
-typedef struct td_sbuf {
-  char *p;
-  size_t n, cap;
-  bool oom;
-} td_sbuf;
-void td_sb_put(td_sbuf *b, const void *s, size_t n);
-void td_sb_puts(td_sbuf *b, const char *s);
-void td_sb_putc(td_sbuf *b, char c);
-/* The code point of the UTF-8 sequence at s (n > 0 bytes left) into *cp, and its
- * length; 0 when invalid (overlong, past U+10FFFF, or a surrogate unless surrogates:
- * the consolidated reader stores lone \uD800 escapes in their 3-byte form). */
-size_t td_utf8_decode(const unsigned char *s, size_t n, uint32_t *cp, bool surrogates);
-/* The value of a hex digit, or -1. */
-int td_hex_value(char c);
-/* The character of a one-letter JSON escape (\n: '\n'), or -1 (\u included: the
- * readers decode its four digits themselves). */
-int td_json_unescape(char e);
-/* One UTF-16 code unit (or ASCII character) inside a JSON string, as Python's
- * json.dumps(ensure_ascii=True) writes it: \" \\ \b \f \n \r \t, printable ASCII as
- * itself, everything else \u00e9 (lowercase). A code point: past U+FFFF as a
- * surrogate pair of such escapes. */
-void td_py_put_unit(td_sbuf *b, uint32_t u);
-void td_py_put_code_point(td_sbuf *b, uint32_t cp);
 /* FNV-1a of a NUL-terminated text: both loaders dedupe a NonTensorStack's texts. */
 uint64_t td_py_text_hash(const char *s);
 

@@ -811,9 +811,15 @@ static const char *text_at(const td_entry *e, const int64_t *p, int64_t k) {
   return pos >= 0 && pos < e->values->n ? e->values->texts[pos] : NULL;
 }
 
+/* Non-tensor values compare as values, not texts (1.0 is 1): equal texts, the usual
+ * case, are settled here without parsing. */
+static bool same_value(const char *a, const char *b) {
+  return strcmp(a, b) == 0 || td_json_same_text(a, b);
+}
+
 static int32_t cmp_values(const td_entry *x, const td_entry *y) {
   if (x->kind == TD_ENTRY_VALUE && y->kind == TD_ENTRY_VALUE)
-    return strcmp(x->values->texts[0], y->values->texts[0]) == 0;
+    return same_value(x->values->texts[0], y->values->texts[0]);
   td_tensor *px = x->kind == TD_ENTRY_VALUES ? td_tensor_contiguous(&x->t) : NULL;
   td_tensor *py = y->kind == TD_ENTRY_VALUES ? td_tensor_contiguous(&y->t) : NULL;
   int32_t r = 1;
@@ -827,7 +833,7 @@ static int32_t cmp_values(const td_entry *x, const td_entry *y) {
     int64_t n = td_tensor_numel(px ? px : py);
     for (int64_t k = 0; k < n && r == 1; k++) {
       const char *tx = text_at(x, dx, k), *ty = text_at(y, dy, k);
-      r = tx && ty && strcmp(tx, ty) == 0;
+      r = tx && ty && same_value(tx, ty);
     }
   }
   td_tensor_release(px);

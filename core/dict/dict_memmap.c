@@ -10,12 +10,12 @@
  * then writes the plan into a temporary sibling folder and swaps it in at prefix; the
  * result is built from the mapped files by walking the container again in plan order.
  *
- * meta.json is built with cJSON, then re-spaced the way Python's json.dumps writes it
- * (", " and ": "; "," and ":" for NonTensorStack folders; non-ASCII as \uXXXX), with
- * the fields in Python's order, so a folder written here is byte for byte the folder
- * Python tensordict 0.15 writes for the same container.
+ * meta.json is built as a tree of the JSON layer (core/src/json.h) and written the way
+ * Python's json.dumps writes it (", " and ": "; "," and ":" for NonTensorStack folders;
+ * non-ASCII as \uXXXX; non-tensor values with their number literals as read), with the
+ * fields in Python's order, so a folder written here is byte for byte the folder Python
+ * tensordict 0.15 writes for the same container.
  */
-#include <cjson/cJSON.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,78 +111,19 @@ static bool utf8_valid(const char *s, int64_t n) {
   return true;
 }
 
-/* Re-emits a valid JSON text as Python's json.dumps writes it: separators ", " and ": "
- * (compact: "," and ":"), no other whitespace, numbers and literals as they are, and
- * strings with every character outside printable ASCII escaped. False on invalid
- * UTF-8 (Python could not read the file). */
-static bool pythonize(const char *s, size_t n, bool compact, td_sbuf *b) {
-  for (size_t i = 0; i < n; i++) {
-    char c = s[i];
-    if (c == ' ' || c == '\t' || c == '\n' || c == '\r') continue;
-    if (c == ',' || c == ':') {
-      td_sb_putc(b, c);
-      if (!compact) td_sb_putc(b, ' ');
-      continue;
-    }
-    if (c != '"') {
-      td_sb_putc(b, c);
-      continue;
-    }
-    td_sb_putc(b, '"');
-    for (i++; i < n && s[i] != '"';) {
-      if (s[i] == '\\' && i + 1 < n) {
-        char e = s[i + 1];
-        i += 2;
-        if (e != 'u') { /* cJSON writes \" \\ \/ \b \f \n \r \t; anything else as it is */
-          int c = td_json_unescape(e);
-          td_py_put_unit(b, c >= 0 ? (uint32_t)c : (unsigned char)e);
-          continue;
-        }
-        uint32_t u = 0;
-        for (int k = 0; k < 4; k++) {
-          int h = i < n ? td_hex_value(s[i]) : -1;
-          if (h < 0) return false;
-          u = u * 16 + (uint32_t)h;
-          i++;
-        }
-        td_py_put_unit(b, u); /* surrogates stay the escaped units they were */
-        continue;
-      }
-      uint32_t cp;
-      size_t k = td_utf8_decode((const unsigned char *)s + i, n - i, &cp, false);
-      if (!k) return false;
-      td_py_put_code_point(b, cp);
-      i += k;
-    }
-    td_sb_putc(b, '"');
-  }
-  return true;
-}
-
-/* The meta.json text of a cJSON tree, as Python writes it; NULL on invalid UTF-8 (with
+/* The meta.json text of a tree, as Python writes it; NULL on invalid UTF-8 (with
  * *bad_utf8 set) or when out of memory. The caller frees it. */
-static char *meta_text(cJSON *root, bool compact, size_t *len, bool *bad_utf8) {
+static char *meta_text(const cJSON *root, bool compact, size_t *len, bool *bad_utf8) {
   *bad_utf8 = false;
-  char *raw = root ? cJSON_PrintUnformatted(root) : NULL;
-  if (!raw) return NULL;
-  td_sbuf b = {0};
-  if (!pythonize(raw, strlen(raw), compact, &b)) *bad_utf8 = true;
-  cJSON_free(raw);
-  if (*bad_utf8 || b.oom) {
-    free(b.p);
-    return NULL;
-  }
-  *len = b.n;
-  return b.p;
+  if (!root) return NULL;
+  return td_json_print(root, compact ? TD_JSON_PYTHON_COMPACT : TD_JSON_PYTHON, len, bad_utf8);
 }
 
 /* A JSON list of integers, written from the int64 values (no trip through doubles). */
 static cJSON *int_list(int32_t n, const int64_t *v) {
   cJSON *a = cJSON_CreateArray();
   for (int32_t i = 0; a && i < n; i++) {
-    char num[24];
-    snprintf(num, sizeof num, "%lld", (long long)v[i]);
-    if (!cJSON_AddItemToArray(a, cJSON_CreateRaw(num))) {
+    if (!cJSON_AddItemToArray(a, td_json_new_int(v[i]))) {
       cJSON_Delete(a);
       return NULL;
     }
@@ -192,10 +133,7 @@ static cJSON *int_list(int32_t n, const int64_t *v) {
 
 /* Adds item under key; on failure deletes item and clears *ok. */
 static void add(cJSON *obj, const char *key, cJSON *item, bool *ok) {
-  if (!obj || !item || !cJSON_AddItemToObject(obj, key, item)) {
-    cJSON_Delete(item);
-    *ok = false;
-  }
+  if (!td_json_add(obj, key, strlen(key), item)) *ok = false;
 }
 
 /* ------------------------------------------------------------------------ the plan */
@@ -273,10 +211,10 @@ static int32_t add_meta(td_mm_save *S, int32_t dir, cJSON *root, bool compact, c
   return add_job(S, dir, name, NULL, text, len, 0) < 0 ? td_last_status() : 0;
 }
 
-static bool valid_json(const char *text) {
-  cJSON *v = cJSON_ParseWithOpts(text, NULL, 1);
-  cJSON_Delete(v);
-  return v != NULL;
+/* The tree of a value's text (valid JSON: the containers hold nothing else). */
+static cJSON *value_tree(const char *text) {
+  td_json_error e;
+  return td_json_read(text, strlen(text), TD_JSON_KEEP_SURROGATES, &e);
 }
 
 /* The nested list of a stacked value's texts, shaped like the batch (positions p). */
@@ -303,10 +241,14 @@ static int32_t plan_value(td_mm_save *S, const td_entry *e, int32_t dir, const c
   const td_values *v = e->values;
   char what[TD_PATH_CHARS + 32];
   snprintf(what, sizeof what, "the value of key '%s'", key);
-  for (int64_t k = 0; k < v->n; k++)
-    if (!valid_json(v->texts[k]))
+  for (int64_t k = 0; k < v->n; k++) {
+    td_json_error err;
+    cJSON *tree = td_json_read(v->texts[k], strlen(v->texts[k]), TD_JSON_KEEP_SURROGATES, &err);
+    cJSON_Delete(tree);
+    if (!tree)
       return td_fail(TD_EINVAL, "%s: key '%s': the value is not valid JSON: %.60s", S->call,
                      key, v->texts[k]);
+  }
   bool ok = true;
   cJSON *root = cJSON_CreateObject();
   *stacked = e->kind == TD_ENTRY_VALUES && e->t.ndim > 0;
@@ -322,7 +264,7 @@ static int32_t plan_value(td_mm_save *S, const td_entry *e, int32_t dir, const c
       text = v->texts[k];
     }
     add(root, "_type", cJSON_CreateString(TD_MM_TYPE_NTD), &ok);
-    add(root, "data", cJSON_CreateRaw(text), &ok);
+    add(root, "data", value_tree(text), &ok);
     add(root, "_metadata", cJSON_CreateNull(), &ok);
     add(root, "_is_non_tensor", cJSON_CreateTrue(), &ok);
     if (!ok) return cJSON_Delete(root), td_mm_oom(S);
@@ -335,11 +277,11 @@ static int32_t plan_value(td_mm_save *S, const td_entry *e, int32_t dir, const c
     return td_fail(TD_EINVAL, "%s: key '%s': a position is out of range", S->call, key);
   }
   add(root, "_type", cJSON_CreateString(TD_MM_TYPE_NTS), &ok);
-  add(root, "_format_version", cJSON_CreateRaw("1"), &ok);
+  add(root, "_format_version", td_json_new_int(1), &ok);
   add(root, "_class", cJSON_CreateString(TD_MM_CLASS_NTS), &ok);
-  add(root, "stack_dim", cJSON_CreateRaw("0"), &ok);
+  add(root, "stack_dim", td_json_new_int(0), &ok);
   add(root, "device", cJSON_CreateNull(), &ok); /* the stack's own: none, as Python's */
-  add(root, "data", list.oom ? NULL : cJSON_CreateRaw(list.p), &ok);
+  add(root, "data", list.oom ? NULL : value_tree(list.p), &ok);
   free(list.p);
   if (!ok) return cJSON_Delete(root), td_mm_oom(S);
   return add_meta(S, dir, root, true, what); /* Python writes stacks compact */
@@ -380,13 +322,11 @@ static int32_t plan_entry(td_mm_save *S, const td_dict *d, int32_t i, int32_t di
   const char *key = td_dict_key(d, i), *kp = td_key_path_text(&here, pbuf);
   int64_t len = d->keys->meta[i].len;
   const td_entry *e = &d->entries[i];
-  if (memchr(key, 0, (size_t)len))
-    return td_fail(TD_EINVAL, "%s: key '%s' holds a NUL byte, which meta.json cannot hold",
-                   S->call, kp);
   if (!utf8_valid(key, len))
     return td_fail(TD_EINVAL, "%s: key '%s' is not valid UTF-8 (meta.json is UTF-8)", S->call,
                    kp);
-  if (!strcmp(key, "shape") || !strcmp(key, "device") || !strcmp(key, "_type"))
+  if ((size_t)len == strlen(key) &&
+      (!strcmp(key, "shape") || !strcmp(key, "device") || !strcmp(key, "_type")))
     return td_fail(TD_EINVAL,
                    "%s: key '%s' cannot be saved: meta.json uses \"%s\" for the container "
                    "itself (Python tensordict would lose the entry); rename it",
@@ -400,7 +340,7 @@ static int32_t plan_entry(td_mm_save *S, const td_dict *d, int32_t i, int32_t di
     return td_fail(TD_EINVAL, "%s: key '%s' is too long for a file name (%zu bytes, at most %d)",
                    S->call, kp, n, TD_MM_NAME_MAX);
   }
-  cJSON *entry = cJSON_CreateObject();
+  cJSON *entry = td_json_new(cJSON_Object); /* ours: its key may hold NUL bytes */
   int32_t st = 0;
   if (tensor) {
     const td_tensor *t = &e->t;
@@ -438,7 +378,7 @@ static int32_t plan_entry(td_mm_save *S, const td_dict *d, int32_t i, int32_t di
       add(entry, "type", cJSON_CreateString(stacked ? "NonTensorStack" : "NonTensorData"), &ok);
     }
   }
-  add(meta, key, entry, &ok);
+  if (!td_json_add(meta, key, (size_t)len, entry)) ok = false;
   if (!st && !ok) st = td_mm_oom(S);
   return st;
 }
@@ -476,7 +416,7 @@ static int32_t plan_dict(td_mm_save *S, const td_dict *d, int32_t dir, const td_
   add(meta, "device", cJSON_CreateString("cpu"), &ok);
   add(meta, "_type", cJSON_CreateString(TD_MM_TYPE_TD), &ok);
   if (td_dict_find(d, "_format_version", 15) < 0)
-    add(meta, "_format_version", cJSON_CreateRaw("1"), &ok);
+    add(meta, "_format_version", td_json_new_int(1), &ok);
   if (td_dict_find(d, "_class", 6) < 0) add(meta, "_class", cJSON_CreateString(TD_MM_CLASS_TD), &ok);
   if (d->head.has_names && td_dict_find(d, "_names", 6) < 0) {
     cJSON *names = cJSON_CreateArray();

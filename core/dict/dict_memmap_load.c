@@ -3,13 +3,13 @@
  * layout mapped back into a container, whoever wrote it (this library or Python).
  *
  * Nothing in a folder is trusted: meta.json is read with a size cap and parsed by
- * cJSON, every field is checked for its type and range before use, files and
- * sub-folders are opened relative to their folder with O_NOFOLLOW (a link is refused,
- * so no key can reach outside the folder), and a leaf file must hold numel x itemsize
- * bytes. Each error names the file and the field. The cost does not depend on the
- * size of the data: leaves are mappings, nothing is read.
+ * the JSON layer (core/src/json.h: Python's NaN and Infinity, keys and strings holding
+ * \u0000, number literals kept as written), every field is checked for its type and
+ * range before use, files and sub-folders are opened relative to their folder with
+ * O_NOFOLLOW (a link is refused, so no key can reach outside the folder), and a leaf
+ * file must hold numel x itemsize bytes. Each error names the file and the field. The
+ * cost does not depend on the size of the data: leaves are mappings, nothing is read.
  */
-#include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -33,21 +33,6 @@ static int32_t lfail(int32_t status, const char *file, const char *fmt, ...) {
   vsnprintf(what, sizeof what, fmt, ap);
   va_end(ap);
   return td_fail(status, "load_memmap: %s: %s", file, what);
-}
-
-/* A "\u0000" escape (preceded by an even number of backslashes): cJSON would cut the
- * string there, so two different keys could read as one. */
-static bool has_nul_escape(const char *s, size_t n) {
-  for (size_t i = 0; i + 6 <= n; i++) {
-    if (s[i] != '\\') continue;
-    size_t j = i;
-    while (j < n && s[j] == '\\') j++;
-    if ((j - i) % 2 == 1 && j + 5 <= n && s[j] == 'u' && s[j + 1] == '0' && s[j + 2] == '0' &&
-        s[j + 3] == '0' && s[j + 4] == '0')
-      return true;
-    i = j - 1;
-  }
-  return false;
 }
 
 /* The parsed meta.json of the folder dirfd (its path is file, for messages). */
@@ -95,19 +80,12 @@ static cJSON *read_meta(int dirfd, const char *file) {
     lfail(TD_EINVAL, file, "holds a NUL byte: not JSON text");
     goto done;
   }
-  if (has_nul_escape(buf, n)) {
-    lfail(TD_EINVAL, file, "a string holds \\u0000, which this reader does not support");
-    goto done;
-  }
-  const char *end = NULL;
-  root = cJSON_ParseWithOpts(buf, &end, 1);
-  if (!root) {
-    size_t at = end && end >= buf && end <= buf + n ? (size_t)(end - buf) : 0;
-    const char *p = buf + at;
-    while (p > buf && (p[-1] == 'N' || p[-1] == 'I' || p[-1] == '-')) p--;
-    bool nan = !strncmp(p, "NaN", 3) || !strncmp(p, "Infinity", 8) || !strncmp(p, "-Infinity", 9);
-    lfail(TD_EINVAL, file, "not valid JSON (at byte %zu)%s", at,
-          nan ? ": NaN and Infinity are not JSON numbers" : "");
+  td_json_error e;
+  root = td_json_read(buf, n, TD_JSON_KEEP_SURROGATES, &e);
+  if (!root && !strcmp(e.what, "out of memory")) {
+    td_fail(TD_ENOMEM, "load_memmap: out of memory");
+  } else if (!root) {
+    lfail(TD_EINVAL, file, "not valid JSON: %s at byte %zu", e.what, e.at + 1);
   } else if (!cJSON_IsObject(root)) {
     lfail(TD_EINVAL, file, "must hold a JSON object");
     cJSON_Delete(root);
@@ -119,9 +97,7 @@ done:
   return root;
 }
 
-static const cJSON *field(const cJSON *obj, const char *name) {
-  return cJSON_GetObjectItemCaseSensitive(obj, name);
-}
+static const cJSON *field(const cJSON *obj, const char *name) { return td_json_get(obj, name); }
 
 /* A list of non-negative integers into out: 0, 1 (not such a list), 2 (too many). */
 static int parse_shape(const cJSON *a, int32_t *ndim, int64_t *out) {
@@ -190,8 +166,8 @@ static int32_t classify(const char *file, const cJSON *meta, int *kind) {
 }
 
 /* The file name of key in its folder; errors name the file. */
-static char *file_name(const char *file, const char *key, const char *suffix) {
-  char *name = td_mm_encode_key(key, (int64_t)strlen(key), suffix);
+static char *file_name(const char *file, const char *key, int64_t klen, const char *suffix) {
+  char *name = td_mm_encode_key(key, klen, suffix);
   if (!name) return td_fail_null(TD_ENOMEM, "load_memmap: out of memory");
   /* The encoding leaves no '/' and no "." or ".." (checked anyway: never outside). */
   if (!*name || strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, "..")) {
@@ -211,7 +187,7 @@ typedef struct mm_load {
 
 /* A tensor leaf: the meta.json entry item of key, its file in dirfd. */
 static int32_t load_leaf(const mm_load *L, td_dict *d, int dirfd, const char *dir,
-                         const char *file, const char *key, const cJSON *item) {
+                         const char *file, const char *key, int64_t klen, const cJSON *item) {
   const cJSON *dt = field(item, "dtype"), *dev = field(item, "device"),
               *nested = field(item, "is_nested");
   if (!dt) return lfail(TD_EINVAL, file, "key '%s': \"dtype\" is missing", key);
@@ -244,7 +220,7 @@ static int32_t load_leaf(const mm_load *L, td_dict *d, int dirfd, const char *di
                  td_format_shape(b, sizeof b, h->ndim, h->shape));
   }
   int64_t nbytes = numel * td_dtype_itemsize(dtype);
-  char *name = file_name(file, key, ".memmap");
+  char *name = file_name(file, key, klen, ".memmap");
   if (!name) return td_last_status();
   char *path = td_mm_path_join(dir, name);
   if (!path) {
@@ -280,7 +256,7 @@ static int32_t load_leaf(const mm_load *L, td_dict *d, int dirfd, const char *di
   if (st) return st;
   td_tensor *t = td_tensor_from_storage(s, 0, ndim, shape, NULL, dtype);
   td_storage_release(s);
-  st = t ? td_dict_set_tensor(d, key, (int64_t)strlen(key), t) : td_last_status();
+  st = t ? td_dict_set_tensor(d, key, klen, t) : td_last_status();
   td_tensor_release(t);
   return st < 0 ? st : 0;
 }
@@ -298,7 +274,8 @@ typedef struct text_set {
 } text_set;
 
 static bool text_add(text_set *ts, const cJSON *elem) {
-  char *t = cJSON_PrintUnformatted(elem);
+  bool bad_utf8;
+  char *t = td_json_print(elem, TD_JSON_COMPACT, NULL, &bad_utf8);
   if (!t) return false;
   int64_t slot = (int64_t)(td_py_text_hash(t) & (uint64_t)ts->mask);
   for (;; slot = (slot + 1) & ts->mask) {
@@ -310,7 +287,7 @@ static bool text_add(text_set *ts, const cJSON *elem) {
       return true;
     }
     if (!strcmp(ts->texts[k - 1], t)) {
-      cJSON_free(t);
+      free(t);
       ts->pos[ts->npos++] = k - 1;
       return true;
     }
@@ -334,8 +311,8 @@ static bool stack_collect(text_set *ts, const cJSON *a, int32_t dim, int32_t ndi
 }
 
 /* A NonTensorStack's "data": one JSON value per batch element, as nested lists. */
-static int32_t load_stack(td_dict *d, const char *key, int subfd, const char *file,
-                          const cJSON *data) {
+static int32_t load_stack(td_dict *d, const char *key, int64_t klen, int subfd,
+                          const char *file, const cJSON *data) {
   if (!data || cJSON_IsNull(data))
     return lfail(TD_EINVAL, file, "\"data\" is missing (a stack saved as sub-folders is not "
                  "supported)");
@@ -348,10 +325,11 @@ static int32_t load_stack(td_dict *d, const char *key, int subfd, const char *fi
   int32_t ndim = d->head.ndim;
   const int64_t *batch = d->head.shape;
   if (ndim == 0) { /* no batch dims to stack along: the whole list is the value */
-    char *t = cJSON_PrintUnformatted(data);
-    int32_t st = t ? td_dict_set_value(d, key, (int64_t)strlen(key), t)
+    bool bad_utf8;
+    char *t = td_json_print(data, TD_JSON_COMPACT, NULL, &bad_utf8);
+    int32_t st = t ? td_dict_set_value(d, key, klen, t)
                    : td_fail(TD_ENOMEM, "load_memmap: out of memory");
-    cJSON_free(t);
+    free(t);
     return st < 0 ? st : 0;
   }
   if (!stack_fits(data, 0, ndim, batch)) {
@@ -374,11 +352,10 @@ static int32_t load_stack(td_dict *d, const char *key, int subfd, const char *fi
     if (!stack_collect(&ts, data, 0, ndim)) st = td_fail(TD_ENOMEM, "load_memmap: out of memory");
   }
   if (!st) {
-    st = td_dict_set_values(d, key, (int64_t)strlen(key), ts.n, (const char *const *)ts.texts,
-                            pos);
+    st = td_dict_set_values(d, key, klen, ts.n, (const char *const *)ts.texts, pos);
     if (st > 0) st = 0;
   }
-  for (int64_t i = 0; i < ts.n; i++) cJSON_free(ts.texts[i]);
+  for (int64_t i = 0; i < ts.n; i++) free(ts.texts[i]);
   free(ts.texts);
   free(ts.table);
   td_tensor_release(pos);
@@ -390,10 +367,11 @@ static td_dict *load_dict(const mm_load *L, int dirfd, const char *dir, const cJ
 
 /* An entry with a sub-folder: a nested container, a NonTensorData or a NonTensorStack. */
 static int32_t load_sub(const mm_load *L, td_dict *d, int dirfd, const char *dir,
-                        const char *file, const char *key, const cJSON *item, int32_t depth) {
+                        const char *file, const char *key, int64_t len, const cJSON *item,
+                        int32_t depth) {
   const cJSON *type = field(item, "type");
   if (!cJSON_IsString(type)) return lfail(TD_EINVAL, file, "key '%s': \"type\" must be a string", key);
-  char *name = file_name(file, key, "");
+  char *name = file_name(file, key, len, "");
   if (!name) return td_last_status();
   char *sub = td_mm_path_join(dir, name);
   char *sub_file = sub ? td_mm_path_join(sub, "meta.json") : NULL;
@@ -418,7 +396,6 @@ static int32_t load_sub(const mm_load *L, td_dict *d, int dirfd, const char *dir
   }
   int kind;
   if ((st = classify(sub_file, meta, &kind))) goto done;
-  int64_t len = (int64_t)strlen(key);
   if (kind == MM_TD) {
     td_dict *c = load_dict(L, fd, sub, meta, depth + 1);
     if (!c) {
@@ -446,12 +423,13 @@ static int32_t load_sub(const mm_load *L, td_dict *d, int dirfd, const char *dir
     } else if (!data) {
       st = lfail(TD_EINVAL, sub_file, "\"data\" is missing");
     } else {
-      char *t = cJSON_PrintUnformatted(data);
+      bool bad_utf8;
+      char *t = td_json_print(data, TD_JSON_COMPACT, NULL, &bad_utf8);
       st = t ? td_dict_set_value(d, key, len, t) : td_fail(TD_ENOMEM, "load_memmap: out of memory");
-      cJSON_free(t);
+      free(t);
     }
   } else {
-    st = load_stack(d, key, fd, sub_file, field(meta, "data"));
+    st = load_stack(d, key, len, fd, sub_file, field(meta, "data"));
   }
   if (st > 0) st = 0;
 done:
@@ -509,13 +487,14 @@ static td_dict *load_dict(const mm_load *L, int dirfd, const char *dir, const cJ
   if (cpu && (st = td_dict_set_device(d, TD_DEVICE_CPU, 0))) goto done;
   for (const cJSON *item = meta->child; item && !st; item = item->next) {
     if (!cJSON_IsObject(item)) continue; /* the container's own fields */
-    const char *key = item->string;
-    if (td_dict_find(d, key, (int64_t)strlen(key)) >= 0) {
+    size_t klen;
+    const char *key = td_json_key_of(item, &klen);
+    if (td_dict_find(d, key, (int64_t)klen) >= 0) {
       st = lfail(TD_EINVAL, file, "key '%s' appears twice", key);
     } else if (field(item, "type")) {
-      st = load_sub(L, d, dirfd, dir, file, key, item, depth);
+      st = load_sub(L, d, dirfd, dir, file, key, (int64_t)klen, item, depth);
     } else {
-      st = load_leaf(L, d, dirfd, dir, file, key, item);
+      st = load_leaf(L, d, dirfd, dir, file, key, (int64_t)klen, item);
     }
   }
   if (!st && cJSON_IsArray(nm)) {

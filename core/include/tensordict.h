@@ -720,11 +720,14 @@ td_dict *td_dict_memmap_rows_like(const td_dict *d, int64_t rows, const char *pr
  * ("key 'obs': shape [5, 4] does not match [2, 3] of <what>"). */
 int32_t td_dict_check_rows_like(const td_dict *ref, const td_dict *batch, const char *what);
 
-/* ---- JSON documents through cJSON, for recipes (core/src/json.c) ---- *
- * C never calls Lua, so Lua walks the parsed tree with these accessors. A parse error's
- * message names the line and column ("line 3, column 14: invalid JSON near '...'"). */
-typedef struct td_json td_json;
-typedef struct td_json_node td_json_node;
+/* ---- JSON (core/src/json*.c): the one codec of non-tensor values, memmap and
+ * consolidated metadata and recipes ----
+ * C never calls Lua, so Lua's json.decode reads a parsed text as a flat list of items
+ * and json.encode hands its pieces to a writer. Python's NaN, Infinity and
+ * -Infinity are read; strings and keys may hold NUL bytes (lengths are given).
+ * A parse error's message names the problem and the byte ("expected ',' or ']' but found
+ * '2' at byte 4", bytes from 1), or with TD_JSON_LINES the line and column, for texts
+ * people write ("line 3, column 14: invalid JSON near '...'"). */
 enum td_json_type {
   TD_JSON_NULL = 0,
   TD_JSON_FALSE = 1,
@@ -734,17 +737,43 @@ enum td_json_type {
   TD_JSON_ARRAY = 5,
   TD_JSON_OBJECT = 6
 };
-td_json *td_json_parse(const char *text, int64_t len);
-void td_json_free(td_json *doc);
-const td_json_node *td_json_root(const td_json *doc);
-int32_t td_json_type(const td_json_node *node);
-/* The first element or member (NULL when empty), and the one after node (NULL at the end). */
-const td_json_node *td_json_child(const td_json_node *node);
-const td_json_node *td_json_next(const td_json_node *node);
-/* A member's name (borrowed), a number's value, a string's text (borrowed). */
-const char *td_json_key(const td_json_node *node);
-double td_json_number(const td_json_node *node);
-const char *td_json_string(const td_json_node *node);
+enum td_json_flags { TD_JSON_LINES = 1 };
+/* One value of a text. Items come in the text's order: an array or object is followed
+ * by its count elements or members (each followed by its own), so Lua rebuilds the
+ * tables with a loop and a stack. */
+typedef struct td_json_item {
+  int32_t type;     /* enum td_json_type */
+  int32_t count;    /* arrays and objects: elements or members */
+  const char *key;  /* a member's name (NULL otherwise): key_len bytes */
+  int64_t key_len;
+  const char *text; /* a string's bytes: text_len of them */
+  int64_t text_len;
+  double number;    /* a number's value */
+} td_json_item;
+/* A reader keeps the items of the last text it parsed (and their strings): parse
+ * replaces them and returns the first item (*count in all), or NULL (td_last_error says
+ * why); clear releases them. Items stay valid until the next parse or clear. */
+typedef struct td_json_reader td_json_reader;
+td_json_reader *td_json_reader_new(void);
+void td_json_reader_free(td_json_reader *r);
+const td_json_item *td_json_reader_parse(td_json_reader *r, const char *text, int64_t len,
+                                         int32_t flags, int64_t *count);
+void td_json_reader_clear(td_json_reader *r);
+/* A text written value by value: the writer puts the ',' between values and members.
+ * open/close: an array (object 0) or object (1); key: an object member's name, whose value
+ * comes next; raw: a literal (a number's text, true, false, null, [] ...) as given;
+ * strings escaped (only '"', '\\' and control characters; UTF-8 passes). text: NULL when
+ * out of memory; valid until the next write or reset. */
+typedef struct td_json_writer td_json_writer;
+td_json_writer *td_json_writer_new(void);
+void td_json_writer_free(td_json_writer *w);
+void td_json_writer_reset(td_json_writer *w);
+void td_json_write_open(td_json_writer *w, int32_t object);
+void td_json_write_close(td_json_writer *w, int32_t object);
+void td_json_write_key(td_json_writer *w, const char *s, int64_t n);
+void td_json_write_raw(td_json_writer *w, const char *s, int64_t n);
+void td_json_write_string(td_json_writer *w, const char *s, int64_t n);
+const char *td_json_writer_text(const td_json_writer *w, int64_t *len);
 
 /* ---- worker processes and shipping containers (core/dict/dict_workers.c, dict_ship.c) ---- */
 /* A container packed into one flat region (structure, then each leaf C-contiguous and

@@ -217,8 +217,9 @@ static void trim(const char **s, int64_t *n) {
   while (*n > 0 && is_space((*s)[*n - 1])) (*n)--;
 }
 
-/* Decimal text -> double, correctly rounded. False when the text is not a number. */
-static bool parse_double(const char *s, int64_t n, double *out) {
+/* Decimal text -> double, correctly rounded. False when the text is not a number. (The
+ * JSON reader uses it too: internal.h.) */
+bool td_parse_double(const char *s, int64_t n, double *out) {
   trim(&s, &n);
   if (n == 0) return false;
   /* Fast path: [+-]digits[.digits][(e|E)[+-]digits] with few digits. */
@@ -532,7 +533,7 @@ TD_EXPORT int64_t td_csv_read(td_csv *r, int64_t max_rows, int32_t ndest, const 
           (rows * t->strides[0] + (t->ndim == 2 ? out_cols[i] * t->strides[1] : 0)) * t->itemsize;
       if (td_dtype_is_floating(t->dtype)) {
         double v;
-        if (!parse_double(text, s->len, &v))
+        if (!td_parse_double(text, s->len, &v))
           return cell_error(r, s, columns[i], td_dtype_name(t->dtype));
         store(dst, t->dtype, v, 0);
       } else {

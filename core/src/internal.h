@@ -90,4 +90,25 @@ bool td_broadcast_shapes(const char *call, int32_t a_ndim, const int64_t *a_shap
 /* ---- dtypes (dtype.c) ---- */
 extern const int64_t td_itemsizes[TD_NUM_DTYPES];
 
+/* ---- text (text.c) ---- */
+/* Growable NUL-terminated text; oom stays set after a failed growth (later puts do
+ * nothing), so a writer checks once at the end. Start from {0}; the caller frees p. */
+typedef struct td_sbuf {
+  char *p;
+  size_t n, cap;
+  bool oom;
+} td_sbuf;
+void td_sb_put(td_sbuf *b, const void *s, size_t n);
+void td_sb_puts(td_sbuf *b, const char *s);
+void td_sb_putc(td_sbuf *b, char c);
+/* The code point of the UTF-8 sequence at s (n > 0 bytes left) into *cp, and its
+ * length; 0 when invalid (overlong, past U+10FFFF, or a surrogate unless surrogates:
+ * JSON read from Python's files keeps lone \uD800 escapes in their 3-byte form). */
+size_t td_utf8_decode(const unsigned char *s, size_t n, uint32_t *cp, bool surrogates);
+/* The value of a hex digit, or -1. */
+int td_hex_value(char c);
+/* Decimal text (s[0, n), no NUL needed) -> double, correctly rounded whatever the
+ * locale (csv.c). False when the text is not a number. */
+bool td_parse_double(const char *s, int64_t n, double *out);
+
 #endif

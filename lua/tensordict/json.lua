@@ -1,13 +1,18 @@
--- json.lua: a small, strict JSON codec in pure Lua (RFC 8259), for TensorDict's non-tensor leaves.
+-- json.lua: JSON for Lua values, through the library's one JSON layer in C
+-- (core/src/json*.c), which also reads and writes the memmap and consolidated metadata.
 --
 -- Why it exists: a TensorDict holds tensors and, beside them, non-tensor leaves (strings,
 -- numbers, flags, small nested tables). Python tensordict keeps such leaves as NonTensorData
 -- and writes them as JSON into meta.json when it saves to disk; we keep them as JSON text
 -- too, so the metadata reads the same on either side. The codec is strict (every error
--- names the problem and where: a path for encode, a byte offset for decode) and
--- deterministic (compact separators, object keys sorted), so equal values give equal text.
+-- names the problem and where: a path for encode, a byte for decode) and deterministic
+-- (compact separators, object keys sorted), so equal values give equal text.
 --
--- Mapping, Lua <-> JSON:
+-- C parses and Lua walks the tree with a few accessors (C never calls Lua); to encode, Lua
+-- walks its tables (only it can) and C writes every piece, so a value's text is the same
+-- whether Lua or the C loaders wrote it.
+--
+-- Mapping, Lua <-> JSON (encode, decode):
 --   table with keys exactly 1..n (n >= 1)  <-> array (decoded arrays are plain tables)
 --   table with only string keys            <-> object (decoded objects get M.object_mt)
 --   empty table                             -> [], or {} when it carries M.object_mt
@@ -20,12 +25,19 @@
 -- 0x20 are escaped. Nesting is limited to 1000 levels both ways. Error paths use Lua
 -- keys: `.a[2]` is t.a[2] (1-based), `["a b"]` a key that is not an identifier, `.` the root.
 -- All errors are raised with error(msg, 0) and msg starts with "json: ".
-local byte, char, find, format, sub, gsub = string.byte, string.char, string.find, string.format,
-  string.sub, string.gsub
+--
+-- M.read is decode for documents people write (recipes): null is nil, arrays carry
+-- M.array_mt, keys given twice are reported, and errors name the line and column.
+local ffi = require("ffi")
+local C = require("tensordict.lib").C
+local util = require("tensordict.util")
+
+local find, format = string.find, string.format
 local concat, sort = table.concat, table.sort
-local floor, huge = math.floor, math.huge
-local type, next, getmetatable, setmetatable, tonumber, error = type, next, getmetatable, setmetatable,
-  tonumber, error
+local huge = math.huge
+local type, next, getmetatable, setmetatable, error, tonumber = type, next, getmetatable,
+  setmetatable, error, tonumber
+local ffi_string = ffi.string
 
 local MAX_DEPTH = 1000
 
@@ -37,27 +49,18 @@ local null = setmetatable({}, {
 })
 local object_mt = {}
 M.null, M.object_mt = null, object_mt
+-- Arrays read by M.read carry it, so that an empty list and an empty object differ.
+M.array_mt = { __name = "json array" }
+
+local len_out = ffi.new("int64_t[1]")
 
 ---------------------------------------------------------------------------------------------
 -- Encoding
 
-local ESCAPE = { ['"'] = '\\"', ["\\"] = "\\\\", ["\b"] = "\\b", ["\f"] = "\\f", ["\n"] = "\\n",
-  ["\r"] = "\\r", ["\t"] = "\\t" }
-for i = 0, 31 do
-  local c = char(i)
-  if not ESCAPE[c] then ESCAPE[c] = format("\\u%04x", i) end
-end
-local ESCAPE_PAT = '[%z\1-\031"\\]'
-
--- A byte loop finds the first byte to escape: compiled by the JIT it is far faster than a
--- pattern with a character class, and most strings have nothing to escape.
-local function quote(s)
-  for i = 1, #s do
-    local b = byte(s, i)
-    if b < 32 or b == 34 or b == 92 then return '"' .. gsub(s, ESCAPE_PAT, ESCAPE) .. '"' end
-  end
-  return '"' .. s .. '"'
-end
+local writer = ffi.gc(C.td_json_writer_new(), C.td_json_writer_free)
+local write_open, write_close, write_key = C.td_json_write_open, C.td_json_write_close,
+  C.td_json_write_key
+local write_raw, write_string = C.td_json_write_raw, C.td_json_write_string
 
 -- Sorts a table's keys out: the array length n, 0 for an object, or nil and what is wrong.
 local function classify(t)
@@ -86,8 +89,16 @@ function M.is_array(t)
   return n ~= nil and n > 0
 end
 
--- Per-call state of encode: output pieces, tables on the current path, keys of that path.
-local buf, nbuf, visiting, keys
+-- State of encode: tables on the current path, keys of that path. Both are empty again
+-- when encode returns; after an error, encode starts from new ones.
+local visiting, keys, clean = {}, {}, true
+
+-- A key as the error paths write it: quoted the way encode writes strings.
+local function quote(k)
+  C.td_json_writer_reset(writer)
+  write_string(writer, k, #k)
+  return ffi_string(C.td_json_writer_text(writer, len_out), len_out[0])
+end
 
 local function path(depth)
   if depth == 0 then return "." end
@@ -109,9 +120,10 @@ local function cannot(what, depth)
   error("json: cannot encode " .. what .. " at " .. path(depth), 0)
 end
 
-local function number_text(v, depth)
-  if v ~= v then cannot("NaN", depth) end
-  if v == huge or v == -huge then cannot(v > 0 and "inf" or "-inf", depth) end
+-- A finite number's literal: integers in [-2^53, 2^53] without a decimal point, others in
+-- the fewest of 15, 16, 17 significant digits that read back exactly. (Lua formats its
+-- numbers: LuaJIT does it several times faster than C's printf.)
+local function number_text(v)
   if v % 1 == 0 and v >= -9007199254740992 and v <= 9007199254740992 then
     if v == 0 and 1 / v < 0 then return "-0" end
     return format("%d", v)
@@ -132,8 +144,7 @@ local function encode_table(t, depth)
     error(format("json: nesting deeper than %d levels at %s", MAX_DEPTH, path(depth)), 0)
   end
   if next(t) == nil then
-    nbuf = nbuf + 1
-    buf[nbuf] = getmetatable(t) == object_mt and "{}" or "[]"
+    write_raw(writer, getmetatable(t) == object_mt and "{}" or "[]", 2)
     return
   end
   local n, problem = classify(t)
@@ -141,18 +152,12 @@ local function encode_table(t, depth)
   visiting[t] = true
   local inner = depth + 1
   if n > 0 then
-    nbuf = nbuf + 1
-    buf[nbuf] = "["
+    write_open(writer, 0)
     for i = 1, n do
-      if i > 1 then
-        nbuf = nbuf + 1
-        buf[nbuf] = ","
-      end
       keys[inner] = i
       encode_value(t[i], inner)
     end
-    nbuf = nbuf + 1
-    buf[nbuf] = "]"
+    write_close(writer, 0)
   else
     local names, m = {}, 0
     for k in next, t do
@@ -160,267 +165,148 @@ local function encode_table(t, depth)
       names[m] = k
     end
     sort(names)
+    write_open(writer, 1)
     for i = 1, m do
       local k = names[i]
-      nbuf = nbuf + 1
-      buf[nbuf] = (i == 1 and "{" or ",") .. quote(k) .. ":"
+      write_key(writer, k, #k)
       keys[inner] = k
       encode_value(t[k], inner)
     end
-    nbuf = nbuf + 1
-    buf[nbuf] = "}"
+    write_close(writer, 1)
   end
   visiting[t] = nil
 end
 
 encode_value = function(v, depth)
   local tv = type(v)
-  local s
   if tv == "string" then
-    s = quote(v)
+    write_string(writer, v, #v)
   elseif tv == "number" then
-    s = number_text(v, depth)
+    if v ~= v then cannot("NaN", depth) end
+    if v == huge or v == -huge then cannot(v > 0 and "inf" or "-inf", depth) end
+    local text = number_text(v)
+    write_raw(writer, text, #text)
   elseif tv == "boolean" then
-    s = v and "true" or "false"
+    if v then write_raw(writer, "true", 4) else write_raw(writer, "false", 5) end
   elseif v == null or v == nil then
-    s = "null"
+    write_raw(writer, "null", 4)
   elseif tv == "table" then
-    return encode_table(v, depth)
+    encode_table(v, depth)
   else
     cannot("a " .. tv, depth)
   end
-  nbuf = nbuf + 1
-  buf[nbuf] = s
 end
 
 function M.encode(value)
-  buf, nbuf, visiting, keys = {}, 0, {}, {}
+  if not clean then visiting, keys = {}, {} end
+  clean = false
+  C.td_json_writer_reset(writer)
   encode_value(value, 0)
-  local text = concat(buf, "", 1, nbuf)
-  buf, visiting, keys = nil, nil, nil
-  return text
+  clean = true
+  local p = C.td_json_writer_text(writer, len_out)
+  if p == nil then error("json: " .. ffi_string(C.td_last_error()), 0) end
+  return ffi_string(p, len_out[0])
 end
 
 ---------------------------------------------------------------------------------------------
 -- Decoding
 
--- Per-call state of decode: the text, its length, and where the next quote and the next
--- backslash are at or after the last place looked (len + 1: none there). Plain finds are the
--- fastest scans there are, and with these they never look at a byte twice.
-local str, len, next_quote, next_backslash
+local T_NULL, T_FALSE, T_TRUE = C.TD_JSON_NULL, C.TD_JSON_FALSE, C.TD_JSON_TRUE
+local T_NUMBER, T_STRING, T_ARRAY = C.TD_JSON_NUMBER, C.TD_JSON_STRING, C.TD_JSON_ARRAY
+local T_OBJECT = C.TD_JSON_OBJECT
 
-local function fail(what, pos)
-  error(format("json: %s at byte %d", what, pos), 0)
+-- The open containers while items are read: table, items still to come, next array index,
+-- and for M.read the path. A loop, not a recursion, so that the JIT compiles it.
+local open_t, open_left, open_n, open_path = {}, {}, {}, {}
+
+-- The value of the document's items. document: M.read's conventions (null is nil, arrays
+-- carry array_mt, keys given twice go to duplicates); else json.decode's.
+-- The value of an item: a scalar, or an empty table for an array or object.
+local function value_of(it, t, document)
+  if t == T_STRING then return ffi_string(it.text, it.text_len) end
+  if t == T_NUMBER then return it.number end
+  if t == T_TRUE then return true end
+  if t == T_FALSE then return false end
+  if t == T_ARRAY then return document and setmetatable({}, M.array_mt) or {} end
+  if t == T_OBJECT then return document and {} or setmetatable({}, object_mt) end
+  if t == T_NULL and not document then return null end
+  return nil -- null in a document
 end
 
--- "expected X but found Y at byte N", or "unexpected end of input at byte N".
-local function unexpected(expected, pos)
-  local b = byte(str, pos)
-  if not b then fail("unexpected end of input", pos) end
-  local found = (b >= 32 and b < 127) and "'" .. char(b) .. "'" or format("byte 0x%02x", b)
-  fail("expected " .. expected .. " but found " .. found, pos)
-end
-
-local function skip(pos)
-  local b = byte(str, pos)
-  if b == 32 or b == 9 or b == 10 or b == 13 then
-    return find(str, "[^ \t\n\r]", pos + 1) or len + 1
-  end
-  return pos
-end
-
-local UNESCAPE = { [34] = '"', [92] = "\\", [47] = "/", [98] = "\b", [102] = "\f", [110] = "\n",
-  [114] = "\r", [116] = "\t" }
-
-local function hex4(pos)
-  local h = sub(str, pos, pos + 3)
-  if find(h, "^%x%x%x%x$") then return tonumber(h, 16) end
-end
-
-local function utf8(cp)
-  if cp < 0x80 then return char(cp) end
-  if cp < 0x800 then return char(0xC0 + floor(cp / 0x40), 0x80 + cp % 0x40) end
-  if cp < 0x10000 then
-    return char(0xE0 + floor(cp / 0x1000), 0x80 + floor(cp / 0x40) % 0x40, 0x80 + cp % 0x40)
-  end
-  return char(0xF0 + floor(cp / 0x40000), 0x80 + floor(cp / 0x1000) % 0x40,
-    0x80 + floor(cp / 0x40) % 0x40, 0x80 + cp % 0x40)
-end
-
--- The \u escape whose backslash is at pos: its UTF-8 text and the position after it.
-local function unicode_escape(pos)
-  local cp = hex4(pos + 2)
-  if not cp then fail("invalid \\u escape", pos) end
-  if cp >= 0xD800 and cp <= 0xDFFF then
-    local lo = cp <= 0xDBFF and sub(str, pos + 6, pos + 7) == "\\u" and hex4(pos + 8)
-    if not lo or lo < 0xDC00 or lo > 0xDFFF then fail("unpaired surrogate", pos) end
-    return utf8(0x10000 + (cp - 0xD800) * 0x400 + (lo - 0xDC00)), pos + 12
-  end
-  return utf8(cp), pos + 6
-end
-
-local function no_control(from, to)
-  for i = from, to do
-    if byte(str, i) < 32 then fail("control character in string", i) end
-  end
-end
-
--- The string whose opening quote is at pos, and the position after its closing quote.
-local function parse_string(pos)
-  local from = pos + 1
-  local parts, n
-  while true do
-    local q, bs = next_quote, next_backslash
-    if q < from then
-      q = find(str, '"', from, true) or len + 1
-      next_quote = q
-    end
-    if bs < from then
-      bs = find(str, "\\", from, true) or len + 1
-      next_backslash = bs
-    end
-    if q < bs then
-      no_control(from, q - 1)
-      if q > len then fail("unterminated string", pos) end
-      if not parts then return sub(str, from, q - 1), q + 1 end
-      n = n + 1
-      parts[n] = sub(str, from, q - 1)
-      return concat(parts, "", 1, n), q + 1
-    end
-    no_control(from, bs - 1)
-    if bs > len then fail("unterminated string", pos) end
-    if not parts then parts, n = {}, 0 end
-    if bs > from then
-      n = n + 1
-      parts[n] = sub(str, from, bs - 1)
-    end
-    local e = byte(str, bs + 1)
-    local plain = UNESCAPE[e]
-    n = n + 1
-    if plain then
-      parts[n] = plain
-      from = bs + 2
-    elseif e == 117 then
-      parts[n], from = unicode_escape(bs)
-    elseif not e then
-      fail("unterminated string", pos)
-    elseif e > 32 and e < 127 then
-      fail("invalid escape '\\" .. char(e) .. "'", bs)
+local function build(items, count, document, duplicates)
+  -- one item: no loop (a loop run once per call is one the JIT gives up on)
+  if count == 1 then return value_of(items[0], items[0].type, document) end
+  local root, depth = nil, 0
+  for i = 0, count - 1 do
+    local it = items[i]
+    local t = it.type
+    local v = value_of(it, t, document)
+    local here
+    if depth == 0 then
+      root = v
     else
-      fail("invalid escape", bs)
+      local parent, n = open_t[depth], open_n[depth]
+      if n then -- an array
+        n = n + 1
+        open_n[depth] = n
+        parent[n] = v
+        if document then here = open_path[depth] .. "[" .. n .. "]" end
+      else
+        local key = ffi_string(it.key, it.key_len)
+        if document then
+          local at = open_path[depth]
+          here = at == "" and key or (at .. "." .. key)
+          if parent[key] ~= nil then duplicates[#duplicates + 1] = here end
+        end
+        parent[key] = v
+      end
+      open_left[depth] = open_left[depth] - 1
+    end
+    if (t == T_ARRAY or t == T_OBJECT) and it.count > 0 then
+      depth = depth + 1
+      open_t[depth], open_left[depth] = v, it.count
+      open_n[depth] = t == T_ARRAY and 0 or false
+      if document then open_path[depth] = here or "" end
+    end
+    while depth > 0 and open_left[depth] == 0 do
+      open_t[depth] = nil
+      depth = depth - 1
     end
   end
+  return root
 end
 
--- The number starting at pos (a '-' or a digit), and the position after it.
-local function parse_number(pos)
-  local p = pos
-  if byte(str, p) == 45 then p = p + 1 end
-  local b = byte(str, p)
-  if b == 48 then
-    p = p + 1
-    b = byte(str, p)
-    if b and b >= 48 and b <= 57 then fail("leading zero in number", pos) end
-  elseif b and b >= 49 and b <= 57 then
-    p = find(str, "%D", p + 1) or len + 1
-  else
-    fail("invalid number", pos)
-  end
-  if byte(str, p) == 46 then
-    local q = find(str, "%D", p + 1) or len + 1
-    if q == p + 1 then fail("invalid number", pos) end
-    p = q
-  end
-  b = byte(str, p)
-  if b == 101 or b == 69 then
-    p = p + 1
-    b = byte(str, p)
-    if b == 43 or b == 45 then p = p + 1 end
-    local q = find(str, "%D", p) or len + 1
-    if q == p then fail("invalid number", pos) end
-    p = q
-  end
-  return tonumber(sub(str, pos, p - 1)), p
-end
+local reader = ffi.gc(C.td_json_reader_new(), C.td_json_reader_free)
 
-local parse_value
-
-local function too_deep(depth, pos)
-  if depth > MAX_DEPTH then fail(format("nesting deeper than %d levels", MAX_DEPTH), pos) end
-end
-
-local function parse_array(pos, depth)
-  too_deep(depth, pos)
-  local t, n = {}, 0
-  pos = skip(pos + 1)
-  if byte(str, pos) == 93 then return t, pos + 1 end
-  while true do
-    local v
-    v, pos = parse_value(pos, depth)
-    n = n + 1
-    t[n] = v
-    pos = skip(pos)
-    local b = byte(str, pos)
-    if b == 93 then return t, pos + 1 end
-    if b ~= 44 then unexpected("',' or ']'", pos) end
-    pos = skip(pos + 1)
-  end
-end
-
-local function parse_object(pos, depth)
-  too_deep(depth, pos)
-  local t = setmetatable({}, object_mt)
-  pos = skip(pos + 1)
-  if byte(str, pos) == 125 then return t, pos + 1 end
-  while true do
-    if byte(str, pos) ~= 34 then unexpected("a string key", pos) end
-    local k, v
-    k, pos = parse_string(pos)
-    pos = skip(pos)
-    if byte(str, pos) ~= 58 then unexpected("':'", pos) end
-    v, pos = parse_value(skip(pos + 1), depth)
-    t[k] = v
-    pos = skip(pos)
-    local b = byte(str, pos)
-    if b == 125 then return t, pos + 1 end
-    if b ~= 44 then unexpected("',' or '}'", pos) end
-    pos = skip(pos + 1)
-  end
-end
-
--- The value starting at pos (not whitespace), and the position after it.
-parse_value = function(pos, depth)
-  local b = byte(str, pos)
-  if b == 34 then return parse_string(pos) end
-  if b == 123 then return parse_object(pos, depth + 1) end
-  if b == 91 then return parse_array(pos, depth + 1) end
-  if b == 45 then
-    if sub(str, pos + 1, pos + 8) == "Infinity" then return -huge, pos + 9 end
-    return parse_number(pos)
-  end
-  if b and b >= 48 and b <= 57 then return parse_number(pos) end
-  if b == 116 then
-    if sub(str, pos, pos + 3) == "true" then return true, pos + 4 end
-  elseif b == 102 then
-    if sub(str, pos, pos + 4) == "false" then return false, pos + 5 end
-  elseif b == 110 then
-    if sub(str, pos, pos + 3) == "null" then return null, pos + 4 end
-  elseif b == 78 then
-    if sub(str, pos, pos + 2) == "NaN" then return 0 / 0, pos + 3 end
-  elseif b == 73 then
-    if sub(str, pos, pos + 7) == "Infinity" then return huge, pos + 8 end
-  end
-  unexpected("a value", pos)
+-- Parses text (flags: C.TD_JSON_LINES for line-and-column messages): true and the value,
+-- or false and the message.
+local function parse(text, flags, document, duplicates)
+  local items = C.td_json_reader_parse(reader, text, #text, flags, len_out)
+  if items == nil then return false, ffi_string(C.td_last_error()) end
+  -- (build raises only when Lua runs out of memory; the next parse clears the reader)
+  local value = build(items, tonumber(len_out[0]), document, duplicates)
+  C.td_json_reader_clear(reader)
+  return true, value
 end
 
 function M.decode(text)
   if type(text) ~= "string" then error("json: decode expects a string, got " .. type(text), 0) end
-  str, len, next_quote, next_backslash = text, #text, 0, 0
-  local value, pos = parse_value(skip(1), 0)
-  pos = skip(pos)
-  if pos <= len then fail("trailing garbage", pos) end
-  str = nil
+  local ok, value = parse(text, 0, false)
+  if not ok then error("json: " .. value, 0) end
   return value
+end
+
+-- read(text, what) -> value, duplicates (paths of keys given twice in an object: the
+-- last one is kept, and callers such as recipes report them). A syntax error raises
+-- "tensordict: <what>: line 3, column 14: invalid JSON near '...'".
+function M.read(text, what)
+  if type(text) ~= "string" then
+    util.fail(("%s: expected JSON text, got %s"):format(what or "json", util.describe(text)))
+  end
+  local duplicates = {}
+  local ok, value = parse(text, C.TD_JSON_LINES, true, duplicates)
+  if not ok then util.fail(("%s: %s"):format(what or "json", value)) end
+  return value, duplicates
 end
 
 return M

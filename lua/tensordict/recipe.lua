@@ -7,7 +7,7 @@
 -- Loading checks everything before any data moves and reports every problem at once,
 -- each with its path: `steps[3].scale: expected a number, got "x"`.
 local util = require("tensordict.util")
-local cjson = require("tensordict.cjson")
+local json = require("tensordict.json")
 local core = require("tensordict.flow.core")
 local flow = require("tensordict.flow")
 local plugins = require("tensordict.plugins")
@@ -53,13 +53,13 @@ local function read(source)
   end
   local text, err = read_file(source)
   if not text then return nil, { err } end
-  local ok, t, dups = pcall(cjson.decode, text, source)
+  local ok, t, dups = pcall(json.read, text, source)
   if not ok then return nil, { (tostring(t):gsub("^.-tensordict: ", "")) } end
   local problems = {}
   for _, path in ipairs(dups) do
     problems[#problems + 1] = ("%s: given twice in the same object"):format(path)
   end
-  if type(t) ~= "table" or getmetatable(t) == cjson.array_mt then
+  if type(t) ~= "table" or getmetatable(t) == json.array_mt then
     problems[#problems + 1] = ("%s: a recipe is a JSON object, got %s"):format(source,
       type(t) == "table" and "an array" or describe(t))
     return nil, problems
@@ -79,7 +79,7 @@ end
 -- A --set value: JSON when it parses (numbers, booleans, null, quoted strings,
 -- arrays, objects), the raw text otherwise.
 local function set_value(text)
-  local ok, v = pcall(cjson.decode, text, "--set")
+  local ok, v = pcall(json.read, text, "--set")
   if ok then return v end
   return text
 end

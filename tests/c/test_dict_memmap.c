@@ -320,12 +320,12 @@ static void test_nesting_and_values(void) {
                 "\"is_nested\": false}, \"deep\": {\"type\": \"TensorDict\"}, \"shape\": [2, 3], "
                 "\"device\": \"cpu\", " TDTYPE ", \"_format_version\": 1, \"_class\": "
                 "\"tensordict:TensorDict\", \"_names\": [\"env\", null]}"));
-  /* loaded values are cJSON's compact text of the same JSON */
+  /* loaded values are the compact text of the same JSON: equal, as values */
   td_dict *canon = td_dict_copy(d, TD_COPY_CLONE), *cn = kid(canon, "next"), *cd = kid(cn, "deep");
   put_value(cd, "tag", "{\"k\":[1,2.5,\"\xc3\xa9\"]}");
   td_dict_release(cd), td_dict_release(cn);
   td_dict *l = td_dict_load_memmap(p, TD_MAP_READ);
-  CHECK(equal(canon, l) && !equal(d, l));
+  CHECK(equal(canon, l) && equal(d, l));
   td_dict_release(canon);
   CHECK(l && !strcmp(text(l, "text", 0), "\"caf\xc3\xa9 \xe2\x9c\x93\""));
   CHECK(l && !strcmp(text(l, "none", 0), "null"));
@@ -409,12 +409,16 @@ static void test_refused_keys(void) {
                       "itself (Python tensordict would lose the entry); rename it", own[k], own[k]));
     td_dict_release(d);
   }
+  /* a key holding a NUL byte is saved as Python saves it ("a\u0000b", a%00b.memmap) */
   td_dict *d = td_dict_new(1, &b2);
   td_tensor *t = td_tensor_full(1, &b2, TD_FLOAT32, 0);
   CHECK(td_dict_set_tensor(d, "a\0b", 3, t) >= 0);
   td_tensor_release(t);
-  refused(d, p, "memmap: key 'a' holds a NUL byte, which meta.json cannot hold");
-  td_dict_release(d);
+  const char *pn = kfmt("%s/nul-key", root);
+  td_dict *saved = td_dict_memmap(d, pn, 0, 0), *loaded = td_dict_load_memmap(pn, TD_MAP_READ);
+  CHECK(saved && exists(fmt("%s/a%%00b.memmap", pn)));
+  CHECK(loaded && td_dict_find(loaded, "a\0b", 3) >= 0 && td_dict_find(loaded, "a", 1) < 0);
+  td_dict_release(saved), td_dict_release(loaded), td_dict_release(d);
   d = td_dict_new(1, &b2);
   put(d, "bad\xff", td_tensor_full(1, &b2, TD_FLOAT32, 0));
   refused(d, p, "memmap: key 'bad\xff' is not valid UTF-8 (meta.json is UTF-8)");
@@ -818,19 +822,19 @@ static void test_bad_meta(void) {
   p = bad_folder(NULL);
   load_fails(p, fmt("load_memmap: %s/meta.json: cannot open: No such file or directory", p));
   p = bad_folder("{\"a\": ");
-  load_fails(p, fmt("~load_memmap: %s/meta.json: not valid JSON (at byte", p));
+  load_fails(p, fmt("load_memmap: %s/meta.json: not valid JSON: unexpected end of input at byte 7",
+                    p));
   p = bad_folder("{} x");
   load_fails(p, fmt("~load_memmap: %s/meta.json: not valid JSON", p));
-  p = bad_folder("{\"a\": NaN}");
-  load_fails(p, fmt("~: NaN and Infinity are not JSON numbers"));
+  p = bad_folder("{\"a\": NaN}"); /* NaN is read (Python writes it): what is missing is the rest */
+  load_fails(p, fmt("load_memmap: %s/meta.json: \"_type\" must be a string", p));
   p = bad_folder("[1, 2]");
   load_fails(p, fmt("load_memmap: %s/meta.json: must hold a JSON object", p));
   p = bad_folder(NULL);
   put_file(fmt("%s/meta.json", p), "{\"a\0\": 1}", 9);
   load_fails(p, fmt("load_memmap: %s/meta.json: holds a NUL byte: not JSON text", p));
-  p = bad_folder("{\"a\\u0000b\": {}, " HEAD "}");
-  load_fails(p, fmt("load_memmap: %s/meta.json: a string holds \\u0000, which this reader does "
-                    "not support", p));
+  p = bad_folder("{\"a\\u0000b\": {}, " HEAD "}"); /* a key with \u0000 is read: not a leaf */
+  load_fails(p, fmt("load_memmap: %s/meta.json: key 'a': \"dtype\" is missing", p));
   p = bad_folder(NULL);
   int fd = open(fmt("%s/meta.json", p), O_WRONLY | O_CREAT, 0644);
   CHECK(fd >= 0 && ftruncate(fd, (64 << 20) + 1) == 0);
