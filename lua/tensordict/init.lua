@@ -17,6 +17,9 @@ local td_core = require("tensordict.td_core")
 require("tensordict.td_index") -- TensorDict indexing and shape ops
 local td_struct = require("tensordict.td_struct")
 require("tensordict.td_apply")
+require("tensordict.td_entries") -- setdefault, popitem, split_keys, unlocked, ...
+require("tensordict.td_fill") -- zero_, fill_, copy_, update_at_
+require("tensordict.td_gather")
 local td_print = require("tensordict.td_print")
 local td_math = require("tensordict.td_math")
 local td_join = require("tensordict.td_join")
