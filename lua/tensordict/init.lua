@@ -20,6 +20,7 @@ require("tensordict.td_apply")
 require("tensordict.td_entries") -- setdefault, popitem, split_keys, unlocked, ...
 require("tensordict.td_fill") -- zero_, fill_, copy_, update_at_
 require("tensordict.td_gather")
+local td_auto_batch = require("tensordict.td_auto_batch")
 local td_print = require("tensordict.td_print")
 local td_math = require("tensordict.td_math")
 local td_join = require("tensordict.td_join")
@@ -82,6 +83,7 @@ T.TensorDict = setmetatable({ methods = td_core.methods }, {
   __call = function(_, source, batch_size, opts) return td_core.construct(source, batch_size, opts) end,
 })
 T.TensorDict.fromkeys = td_struct.fromkeys
+T.TensorDict.from_dict = td_auto_batch.from_dict
 T.set_printoptions = td_print.set_printoptions -- tostring(td): compact or detailed
 T.get_printoptions = td_print.get_printoptions
 -- On disk, in Python tensordict's formats (docs/lua-api.md, Memmap).
