@@ -20,6 +20,7 @@ require("tensordict.td_apply")
 require("tensordict.td_entries") -- setdefault, popitem, split_keys, unlocked, ...
 require("tensordict.td_fill") -- zero_, fill_, copy_, update_at_
 require("tensordict.td_gather")
+require("tensordict.td_shared") -- share_memory_, is_shared
 local td_auto_batch = require("tensordict.td_auto_batch")
 local td_print = require("tensordict.td_print")
 local td_math = require("tensordict.td_math")
@@ -96,6 +97,7 @@ function T.save(td, prefix, opts)
   return td:memmap(prefix, opts)
 end
 T.from_consolidated = td_memmap.from_consolidated
+T.memmap_tensor = td_memmap.memmap_tensor
 T.is_tensordict = td_core.is_td
 
 T.dtypes = dtypes.list()

@@ -38,20 +38,19 @@ local function common_prefix(shapes, max_dims)
   return out
 end
 
--- Gives every container in td with no tensor below it the batch size shape (innermost
--- first: a child must start with its parent's batch size at every step).
-local function fill_empty(td, shape)
+-- Plans shape for td and every container below it (they have no tensors).
+local function plan_all(td, shape, plan)
   for _, k in ipairs(core.key_list(td)) do
     local v = core.get_string(td, k)
-    if is_td(v) then fill_empty(v, shape) end
+    if is_td(v) then plan_all(v, shape, plan) end
   end
-  set_batch(td, shape)
+  plan[#plan + 1] = { td, shape }
 end
 
--- Sizes td and its nested containers; returns td's new batch size, or nil when nothing
--- below td has a shape (no tensor leaves): then the caller gives it its own.
-local function auto_level(td, max_dims)
-  set_batch(td, {}) -- first [], so the children may take any size
+-- Plans the batch sizes of td and the containers below it, children before parents;
+-- returns td's, or nil when nothing below td has a shape (no tensor leaves): then the
+-- caller plans its own for it.
+local function plan_level(td, max_dims, plan)
   local d = D(td)
   local shapes, shapeless = {}, {}
   for i, k in ipairs(core.key_list(td)) do
@@ -60,15 +59,31 @@ local function auto_level(td, max_dims)
       shapes[#shapes + 1] = entry_shape(d, i - 1)
     elseif kind == KIND_DICT then
       local child = core.get_string(td, k)
-      local shape = auto_level(child, max_dims)
+      local shape = plan_level(child, max_dims, plan)
       if shape then shapes[#shapes + 1] = shape else shapeless[#shapeless + 1] = child end
     end
   end
   if #shapes == 0 then return nil end
   local batch = common_prefix(shapes, max_dims)
-  for _, child in ipairs(shapeless) do fill_empty(child, batch) end
-  set_batch(td, batch)
+  for _, child in ipairs(shapeless) do plan_all(child, batch, plan) end
+  plan[#plan + 1] = { td, batch }
   return batch
+end
+
+-- Applies a plan (children listed before parents). Every size set must lead the
+-- children's and follow the parent's, so: first, parents first, each container shrinks
+-- to what its old and new sizes share; then, children first, each takes its new size.
+local function apply_plan(plan)
+  for p = #plan, 1, -1 do
+    local td, new = plan[p][1], plan[p][2]
+    local old, kept = TD.batch_size(td), {}
+    for j = 1, math.min(#old, #new) do
+      if old[j] ~= new[j] then break end
+      kept[j] = old[j]
+    end
+    if #kept < #old then set_batch(td, kept) end
+  end
+  for p = 1, #plan do set_batch(plan[p][1], plan[p][2]) end
 end
 
 local function check_batch_dims(call, batch_dims)
@@ -85,8 +100,9 @@ function TD.auto_batch_size_(self, batch_dims)
   D(self)
   local max_dims = check_batch_dims("auto_batch_size_", batch_dims)
   local names = core.dim_names(self)
-  local batch = auto_level(self, max_dims)
-  if batch == nil then fill_empty(self, {}) end
+  local plan = {}
+  if plan_level(self, max_dims, plan) == nil then plan_all(self, {}, plan) end
+  apply_plan(plan)
   if names then
     local kept = {}
     for i = 1, self._td_head.ndim do kept[i] = names[i] or false end

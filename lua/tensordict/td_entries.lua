@@ -11,10 +11,6 @@ local D, check, is_td = core.D, core.check, core.is_td
 local fail, describe = util.fail, util.describe
 local KIND_TENSOR, KIND_DICT = C.TD_ENTRY_TENSOR, C.TD_ENTRY_DICT
 
-local function key_text(key)
-  return type(key) == "table" and core.key_path_text(key) or "'" .. key .. "'"
-end
-
 -- Refuses a change of keys on a locked container, naming the call (the C message would
 -- name set or del).
 local function check_unlocked(self, call, what)
@@ -31,9 +27,9 @@ function TD.setdefault(self, key, default)
   local v = TD.get(self, key)
   if v ~= nil then return v end
   if default == nil then
-    fail(("setdefault: no value at %s and the default is nil"):format(key_text(key)))
+    fail(("setdefault: no value at %s and the default is nil"):format(core.key_text(key)))
   end
-  check_unlocked(self, "setdefault", "set key " .. key_text(key))
+  check_unlocked(self, "setdefault", "set key " .. core.key_text(key))
   TD.set(self, key, default)
   return TD.get(self, key)
 end

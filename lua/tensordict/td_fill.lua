@@ -60,7 +60,7 @@ function TD.fill_(self, key, value)
     if is_tensor(value) then v:copy_(value) else v:fill_(value) end
   else
     fail(("fill_: %s is a non-tensor value; fill_ writes tensors (use set_ to replace it)")
-      :format(type(key) == "table" and core.key_path_text(key) or "'" .. key .. "'"))
+      :format(core.key_text(key)))
   end
   return self
 end
