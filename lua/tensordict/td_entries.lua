@@ -95,7 +95,9 @@ function TD.split_keys(self, ...)
         if not TD.has(rest, keys[j]) then core.missing(rest, "split_keys", keys[j]) end
       end
     end
-    out[i] = TD.select(rest, unpack(keys, 1, #keys), { strict = false })
+    local args = { unpack(keys, 1, #keys) }
+    args[#args + 1] = { strict = false }
+    out[i] = TD.select(rest, unpack(args, 1, #args))
     if opts.inplace then
       for j = 1, #keys do
         if TD.has(rest, keys[j]) then TD.del(rest, keys[j]) end
