@@ -22,24 +22,37 @@ local function check_as(call, status)
   fail((ffi.string(C.td_last_error()):gsub("^[%w_]+: ", call .. ": ", 1)))
 end
 
+-- Writes value (a number, boolean or tensor) into one leaf; path names it in errors.
+local function write_leaf(call, path, leaf, value)
+  if C.td_storage_is_writable(leaf.h.storage) == 0 then
+    fail(("%s: %s is read-only (its file is mapped with mode \"r\"; load it with "
+      .. "{mode = \"r+\"} to write it)"):format(call, core.key_text(path)))
+  end
+  if is_tensor(value) then leaf:copy_(value) else leaf:fill_(value) end
+end
+
 -- Writes value into every tensor leaf of td, nested ones included (non-tensor values
--- are left as they are, as in Python).
-local function fill_leaves(td, value)
+-- are left as they are, as in Python). prefix: td's key path, or nil at the top.
+local function fill_leaves(call, td, value, prefix)
   local d = D(td)
   for i, k in ipairs(core.key_list(td)) do
     local kind = C.td_dict_kind(d, i - 1)
+    local path = k
+    if prefix then
+      path = { unpack(prefix) }
+      path[#path + 1] = k
+    end
     if kind == KIND_TENSOR then
-      local leaf = core.get_string(td, k)
-      if is_tensor(value) then leaf:copy_(value) else leaf:fill_(value) end
+      write_leaf(call, path, core.get_string(td, k), value)
     elseif kind == KIND_DICT then
-      fill_leaves(core.get_string(td, k), value)
+      fill_leaves(call, core.get_string(td, k), value, type(path) == "table" and path or { path })
     end
   end
 end
 
 -- td:zero_(): every tensor leaf set to zero, in place; returns td.
 function TD.zero_(self)
-  fill_leaves(self, 0)
+  fill_leaves("zero_", self, 0, nil)
   return self
 end
 
@@ -55,9 +68,9 @@ function TD.fill_(self, key, value)
     fail(("fill_: the value must be a number, a boolean or a tensor, got %s"):format(describe(value)))
   end
   if is_td(v) then
-    fill_leaves(v, value)
+    fill_leaves("fill_", v, value, type(key) == "table" and key or { key })
   elseif is_tensor(v) then
-    if is_tensor(value) then v:copy_(value) else v:fill_(value) end
+    write_leaf("fill_", key, v, value)
   else
     fail(("fill_: %s is a non-tensor value; fill_ writes tensors (use set_ to replace it)")
       :format(core.key_text(key)))

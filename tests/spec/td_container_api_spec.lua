@@ -177,6 +177,17 @@ describe("zero_, fill_, copy_, update_at_", function()
     assert.are.same({ 3, 3, 3 }, td:fill_("a", 3).a:totable())
   end)
 
+  it("zero_ and fill_ name a read-only leaf and say how to write it", function()
+    local p = tmpdir()
+    T.TensorDict({ a = T.zeros(3), b = { c = T.ones(3) } }, { 3 }):memmap(p)
+    local r = T.load_memmap(p)
+    H.raises(function() r:zero_() end,
+      [[zero_: 'a' is read-only (its file is mapped with mode "r"; load it with {mode = "r+"} to write it)]])
+    H.raises(function() r:fill_("b", 1) end, [[fill_: {"b", "c"} is read-only]])
+    local rw = T.load_memmap(p, { mode = "r+" })
+    assert.are.same({ 5, 5, 5 }, rw:fill_("b", 5).b.c:totable())
+  end)
+
   it("copy_ copies into every leaf of the same key, broadcasting and casting", function()
     local td = T.TensorDict({ a = T.zeros(3, 2), b = { c = T.zeros(3, "int64") }, s = "x" }, { 3 }):lock()
     local o = T.TensorDict({ a = T.ones(2), b = { c = T.full({}, 2.7) }, s = "y" }, {})
