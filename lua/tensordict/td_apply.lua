@@ -39,14 +39,7 @@ local function others_and_opts(call, allowed, ...)
         :format(call, i + 1, describe(others[i])))
     end
   end
-  for name in pairs(opts) do
-    if not allowed[name] then
-      local names = {}
-      for known in pairs(allowed) do names[#names + 1] = known end
-      table.sort(names)
-      fail(("%s: unknown option '%s' (expected %s)"):format(call, tostring(name), table.concat(names, ", ")))
-    end
-  end
+  util.check_options(call, opts, allowed)
   return others, n, opts
 end
 
@@ -93,6 +86,20 @@ local function call_fn(fn, opts, path, x, vals, n)
   return fn(x, unpack(vals, 1, n))
 end
 
+-- Sets fn's result r for key k (nil: nothing); nested: r stands for a nested TensorDict
+-- (call_on_nested), else for a tensor leaf.
+local function keep_result(result, k, r, path, nested)
+  if r == nil then return end
+  if nested and not is_td(r) then
+    fail(("apply: the function returned %s for the TensorDict '%s'; expected a TensorDict or nil")
+      :format(describe(r), path_text(path)))
+  elseif not nested and not is_tensor(r) then
+    fail(("apply: the function returned %s for '%s'; expected a tensor or nil")
+      :format(describe(r), path_text(path)))
+  end
+  core.set_string(result, k, r, "apply")
+end
+
 -- One level of apply; results go into out (opts.out's container at this level) when
 -- given, else into a new container of the batch size asked for, or like self's.
 local function apply_level(self, fn, others, n, opts, prefix, batch, out)
@@ -102,16 +109,10 @@ local function apply_level(self, fn, others, n, opts, prefix, batch, out)
     local i = C.td_dict_find(d, k, #k)
     local kind = C.td_dict_kind(d, i)
     local path = path_of(prefix, k)
-    if kind == KIND_DICT and opts.call_on_nested then
+    if kind == KIND_TENSOR or (kind == KIND_DICT and opts.call_on_nested) then
       local vals = aligned("apply", others, n, k, path, opts, false)
-      local r = call_fn(fn, opts, path, core.get_string(self, k), vals, n)
-      if r ~= nil then
-        if not is_td(r) then
-          fail(("apply: the function returned %s for the TensorDict '%s'; expected a TensorDict or nil")
-            :format(describe(r), path_text(path)))
-        end
-        core.set_string(result, k, r, "apply")
-      end
+      keep_result(result, k, call_fn(fn, opts, path, core.get_string(self, k), vals, n), path,
+        kind == KIND_DICT)
     elseif kind == KIND_DICT then
       local sub_others = aligned("apply", others, n, k, path, opts, true)
       local child = core.get_string(self, k)
@@ -123,16 +124,6 @@ local function apply_level(self, fn, others, n, opts, prefix, batch, out)
       -- (one that was empty to begin with stays).
       if not (opts.filter_empty ~= false and TD.is_empty(sub) and not TD.is_empty(child)) then
         if sub ~= sub_out then core.set_string(result, k, sub, "apply") end
-      end
-    elseif kind == KIND_TENSOR then
-      local vals = aligned("apply", others, n, k, path, opts, false)
-      local r = call_fn(fn, opts, path, core.get_string(self, k), vals, n)
-      if r ~= nil then
-        if not is_tensor(r) then
-          fail(("apply: the function returned %s for '%s'; expected a tensor or nil")
-            :format(describe(r), path_text(path)))
-        end
-        core.set_string(result, k, r, "apply")
       end
     else
       check(C.td_dict_set_entry(D(result), k, #k, d, i))

@@ -125,12 +125,7 @@ function M.from_dict(source, opts)
     fail(("from_dict: options must be a table, got %s"):format(describe(opts)))
   end
   opts = opts or {}
-  for name in pairs(opts) do
-    if not FROM_DICT_OPTS[name] then
-      fail(("from_dict: unknown option '%s' (expected auto_batch_size, batch_dims, batch_size, device, names)")
-        :format(tostring(name)))
-    end
-  end
+  util.check_options("from_dict", opts, FROM_DICT_OPTS)
   if not is_td(source) and (type(source) ~= "table" or tensor.is_tensor(source)) then
     fail(("from_dict: expected a table of tensors and values (or a TensorDict), got %s"):format(describe(source)))
   end

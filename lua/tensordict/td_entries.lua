@@ -75,11 +75,7 @@ function TD.split_keys(self, ...)
   if n > 0 and type(sets[n]) == "table" and sets[n][1] == nil and next(sets[n]) ~= nil then
     opts, sets[n], n = sets[n], nil, n - 1
   end
-  for name in pairs(opts) do
-    if name ~= "inplace" and name ~= "strict" then
-      fail(("split_keys: unknown option '%s' (expected inplace, strict)"):format(tostring(name)))
-    end
-  end
+  util.check_options("split_keys", opts, { inplace = true, strict = true })
   local strict = opts.strict ~= false
   if opts.inplace then check_unlocked(self, "split_keys", "take keys out of it (inplace = true)") end
   local rest = opts.inplace and self or TD.exclude(self)

@@ -96,17 +96,21 @@ local function common_part(self, other)
   return r
 end
 
+-- other as a TensorDict: a Lua table becomes one of batch size [].
+local function td_or_table(call, other)
+  if is_td(other) then return other end
+  if type(other) ~= "table" or is_tensor(other) then
+    fail(("%s: expected a TensorDict or a table, got %s"):format(call, describe(other)))
+  end
+  return core.construct(other)
+end
+
 -- td:copy_(other): other's leaves copied into td's leaves of the same keys (cast, and
 -- broadcast: other's batch size may be a prefix-compatible smaller one such as []);
 -- non-tensor values replaced. Keys only other has are ignored, as in Python's copy_.
 function TD.copy_(self, other)
   D(self)
-  if not is_td(other) then
-    if type(other) ~= "table" or is_tensor(other) then
-      fail(("copy_: expected a TensorDict or a table, got %s"):format(describe(other)))
-    end
-    other = core.construct(other)
-  end
+  other = td_or_table("copy_", other)
   check_as("copy_", C.td_dict_update_(D(self), D(common_part(self, other))))
   return self
 end
@@ -116,12 +120,7 @@ end
 -- other must be in td, as Python's update_at_ requires. Returns td.
 function TD.update_at_(self, other, idx)
   D(self)
-  if not is_td(other) then
-    if type(other) ~= "table" or is_tensor(other) then
-      fail(("update_at_: expected a TensorDict or a table, got %s"):format(describe(other)))
-    end
-    other = core.construct(other)
-  end
+  other = td_or_table("update_at_", other)
   if idx == nil then fail("update_at_: the index is missing (td:update_at_(other, idx))") end
   for _, path in ipairs(TD.keys(other, { include_nested = true, leaves_only = true })) do
     if not TD.has(self, path) then core.missing(self, "update_at_", path) end

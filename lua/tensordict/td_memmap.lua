@@ -22,22 +22,12 @@ local function path_arg(call, path, what)
   return path
 end
 
-local KNOWN = { existsok = true, num_threads = true, fsync = true, mode = true, device = true }
-
 local function opts_arg(call, opts, allowed)
   if opts == nil then return {} end
   if type(opts) ~= "table" then
     fail(("%s: options must be a table, got %s"):format(call, describe(opts)))
   end
-  for k in pairs(opts) do
-    if not KNOWN[k] or not allowed[k] then
-      local names = {}
-      for name in pairs(allowed) do names[#names + 1] = name end
-      table.sort(names)
-      fail(("%s: unknown option '%s' (expected %s)"):format(call, tostring(k), table.concat(names, ", ")))
-    end
-  end
-  return opts
+  return util.check_options(call, opts, allowed)
 end
 
 local SAVE_OPTS = { existsok = true, num_threads = true, fsync = true }
@@ -178,9 +168,7 @@ function M.memmap_tensor(t, filename, opts)
   if not tensor.is_tensor(t) then
     fail(("memmap_tensor: expected a tensor, got %s"):format(describe(t)))
   end
-  if opts ~= nil and (type(opts) ~= "table" or next(opts) ~= nil and opts.existsok == nil) then
-    fail(("memmap_tensor: options must be a table {existsok =}, got %s"):format(describe(opts)))
-  end
+  opts = opts_arg("memmap_tensor", opts, { existsok = true })
   local out
   if filename == nil then
     out = create.empty(t:shape(), t:dtype(), { shared = true })
@@ -189,7 +177,7 @@ function M.memmap_tensor(t, filename, opts)
     local f = io.open(filename, "rb")
     if f then
       f:close()
-      if not (opts and opts.existsok) then
+      if not opts.existsok then
         fail(("memmap_tensor: %s exists (pass {existsok = true} to replace it)"):format(filename))
       end
     end

@@ -60,6 +60,19 @@ function M.is_int(x)
   return type(x) == "number" and x % 1 == 0
 end
 
+-- Raises for an option name not in allowed (a set), listing the names there are.
+function M.check_options(call, opts, allowed)
+  for name in pairs(opts) do
+    if not allowed[name] then
+      local names = {}
+      for known in pairs(allowed) do names[#names + 1] = known end
+      table.sort(names)
+      M.fail(("%s: unknown option '%s' (expected %s)"):format(call, tostring(name), table.concat(names, ", ")))
+    end
+  end
+  return opts
+end
+
 -- Recognisers for the library's own types, set by tensor.lua and td_core.lua, so that
 -- messages say "a tensor" rather than "a table".
 M.kinds = {}
