@@ -17,6 +17,11 @@ local td_core = require("tensordict.td_core")
 require("tensordict.td_index") -- TensorDict indexing and shape ops
 local td_struct = require("tensordict.td_struct")
 require("tensordict.td_apply")
+require("tensordict.td_entries") -- setdefault, popitem, split_keys, unlocked, ...
+require("tensordict.td_fill") -- zero_, fill_, copy_, update_at_
+require("tensordict.td_gather")
+require("tensordict.td_shared") -- share_memory_, is_shared
+local td_auto_batch = require("tensordict.td_auto_batch")
 local td_print = require("tensordict.td_print")
 local td_math = require("tensordict.td_math")
 local td_join = require("tensordict.td_join")
@@ -79,6 +84,7 @@ T.TensorDict = setmetatable({ methods = td_core.methods }, {
   __call = function(_, source, batch_size, opts) return td_core.construct(source, batch_size, opts) end,
 })
 T.TensorDict.fromkeys = td_struct.fromkeys
+T.TensorDict.from_dict = td_auto_batch.from_dict
 T.set_printoptions = td_print.set_printoptions -- tostring(td): compact or detailed
 T.get_printoptions = td_print.get_printoptions
 -- On disk, in Python tensordict's formats (docs/lua-api.md, Memmap).
@@ -91,6 +97,7 @@ function T.save(td, prefix, opts)
   return td:memmap(prefix, opts)
 end
 T.from_consolidated = td_memmap.from_consolidated
+T.memmap_tensor = td_memmap.memmap_tensor
 T.is_tensordict = td_core.is_td
 
 T.dtypes = dtypes.list()

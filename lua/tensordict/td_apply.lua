@@ -19,8 +19,12 @@ local function check_fn(call, fn)
   end
 end
 
+local APPLY_OPTS = { named = true, batch_size = true, filter_empty = true, default = true,
+                     call_on_nested = true, out = true }
+local APPLY__OPTS = { named = true, default = true }
+
 -- Splits (...others, opts) where opts is a trailing plain table.
-local function others_and_opts(call, ...)
+local function others_and_opts(call, allowed, ...)
   local others = { ... }
   local n = select("#", ...)
   local opts = {}
@@ -35,6 +39,7 @@ local function others_and_opts(call, ...)
         :format(call, i + 1, describe(others[i])))
     end
   end
+  opts = util.options(call, opts, allowed)
   return others, n, opts
 end
 
@@ -49,13 +54,21 @@ local function path_text(path)
   return type(path) == "table" and table.concat(path, ".") or path
 end
 
--- The entries of the others at key k (each must have it).
-local function aligned(call, others, n, k, path)
+-- Stands for an other TensorDict that has no entry at a key (with opts.default): the
+-- leaves under it get the default.
+local ABSENT = {}
+
+-- The entries of the others at key k. One that lacks it raises, or, when opts has a
+-- default, gives the default (ABSENT for a nested TensorDict of self).
+local function aligned(call, others, n, k, path, opts, nested)
   local vals = {}
   for j = 1, n do
-    local v = core.get_string(others[j], k)
+    local v = others[j] ~= ABSENT and core.get_string(others[j], k) or nil
     if v == nil then
-      fail(("%s: TensorDict argument %d has no key '%s'"):format(call, j + 1, path_text(path)))
+      if opts.default == nil then
+        fail(("%s: TensorDict argument %d has no key '%s'"):format(call, j + 1, path_text(path)))
+      end
+      v = nested and ABSENT or opts.default
     end
     vals[j] = v
   end
@@ -68,36 +81,49 @@ local function with_batch(batch)
   return wrap(C.td_dict_new(n, util.shape_buf))
 end
 
-local function apply_level(self, fn, others, n, opts, prefix, batch)
-  local result = batch and with_batch(batch) or struct.new_like(self)
+local function call_fn(fn, opts, path, x, vals, n)
+  if opts.named then return fn(path, x, unpack(vals, 1, n)) end
+  return fn(x, unpack(vals, 1, n))
+end
+
+-- Sets fn's result r for key k (nil: nothing); nested: r stands for a nested TensorDict
+-- (call_on_nested), else for a tensor leaf.
+local function keep_result(result, k, r, path, nested)
+  if r == nil then return end
+  if nested and not is_td(r) then
+    fail(("apply: the function returned %s for the TensorDict '%s'; expected a TensorDict or nil")
+      :format(describe(r), path_text(path)))
+  elseif not nested and not is_tensor(r) then
+    fail(("apply: the function returned %s for '%s'; expected a tensor or nil")
+      :format(describe(r), path_text(path)))
+  end
+  core.set_string(result, k, r, "apply")
+end
+
+-- One level of apply; results go into out (opts.out's container at this level) when
+-- given, else into a new container of the batch size asked for, or like self's.
+local function apply_level(self, fn, others, n, opts, prefix, batch, out)
+  local result = out or (batch and with_batch(batch)) or struct.new_like(self)
   local d = D(self)
   for _, k in ipairs(core.key_list(self)) do
     local i = C.td_dict_find(d, k, #k)
     local kind = C.td_dict_kind(d, i)
     local path = path_of(prefix, k)
-    if kind == KIND_DICT then
-      local sub_others = aligned("apply", others, n, k, path)
-      local sub = apply_level(core.get_string(self, k), fn, sub_others, n, opts,
-        prefix and path or { k }, batch)
+    if kind == KIND_TENSOR or (kind == KIND_DICT and opts.call_on_nested) then
+      local vals = aligned("apply", others, n, k, path, opts, false)
+      keep_result(result, k, call_fn(fn, opts, path, core.get_string(self, k), vals, n), path,
+        kind == KIND_DICT)
+    elseif kind == KIND_DICT then
+      local sub_others = aligned("apply", others, n, k, path, opts, true)
+      local child = core.get_string(self, k)
+      local sub_out = out and core.get_string(out, k)
+      if sub_out ~= nil and not is_td(sub_out) then sub_out = nil end
+      local sub = apply_level(child, fn, sub_others, n, opts, prefix and path or { k }, batch,
+        out and (sub_out or struct.new_like(child)))
       -- A nested TensorDict that lost every leaf goes too, unless filter_empty = false
       -- (one that was empty to begin with stays).
-      if not (opts.filter_empty ~= false and TD.is_empty(sub) and not TD.is_empty(core.get_string(self, k))) then
-        core.set_string(result, k, sub, "apply")
-      end
-    elseif kind == KIND_TENSOR then
-      local vals = aligned("apply", others, n, k, path)
-      local r
-      if opts.named then
-        r = fn(path, core.get_string(self, k), unpack(vals, 1, n))
-      else
-        r = fn(core.get_string(self, k), unpack(vals, 1, n))
-      end
-      if r ~= nil then
-        if not is_tensor(r) then
-          fail(("apply: the function returned %s for '%s'; expected a tensor or nil")
-            :format(describe(r), path_text(path)))
-        end
-        core.set_string(result, k, r, "apply")
+      if not (opts.filter_empty ~= false and TD.is_empty(sub) and not TD.is_empty(child)) then
+        if sub ~= sub_out then core.set_string(result, k, sub, "apply") end
       end
     else
       check(C.td_dict_set_entry(D(result), k, #k, d, i))
@@ -109,19 +135,37 @@ end
 -- A new TensorDict with fn(leaf, other_leaf...) for every tensor leaf; a nil result
 -- drops the key. Options (a table last): named = true passes the key (or key path)
 -- first; batch_size = {...} for results of another batch size; filter_empty = false
--- keeps nested TensorDicts that end up empty.
+-- keeps nested TensorDicts that end up empty; default = v is passed for a key an
+-- other TensorDict lacks (instead of raising); call_on_nested = true calls fn on
+-- nested TensorDicts too (whole, not their leaves); out = td2 sets the results into
+-- td2 (its other keys stay) and returns it.
 function TD.apply(self, fn, ...)
   check_fn("apply", fn)
-  local others, n, opts = others_and_opts("apply", ...)
+  local others, n, opts = others_and_opts("apply", APPLY_OPTS, ...)
   local batch = opts.batch_size
   if type(batch) == "number" then batch = { batch } end
-  return apply_level(self, fn, others, n, opts, nil, batch)
+  local out = opts.out
+  if out ~= nil and not is_td(out) then
+    fail(("apply: out must be a TensorDict, got %s"):format(describe(out)))
+  end
+  if out and out._td_head.locked ~= 0 then
+    fail("apply: out is locked (the results are set into it): unlock() it first")
+  end
+  if out then
+    local want, have = batch or TD.batch_size(self), TD.batch_size(out)
+    if table.concat(want, ",") ~= table.concat(have, ",") then
+      fail(("apply: out has batch size [%s]; the results have [%s]")
+        :format(table.concat(have, ", "), table.concat(want, ", ")))
+    end
+  end
+  return apply_level(self, fn, others, n, opts, nil, batch, out)
 end
 
--- In place: each non-nil result is copied into its leaf (cast and broadcast).
+-- In place: each non-nil result is copied into its leaf (cast and broadcast). Options:
+-- named, default (as apply's).
 function TD.apply_(self, fn, ...)
   check_fn("apply_", fn)
-  local others, n, opts = others_and_opts("apply_", ...)
+  local others, n, opts = others_and_opts("apply_", APPLY__OPTS, ...)
   local function walk(td, subs, prefix)
     local d = D(td)
     for _, k in ipairs(core.key_list(td)) do
@@ -129,12 +173,10 @@ function TD.apply_(self, fn, ...)
       local kind = C.td_dict_kind(d, i)
       local path = path_of(prefix, k)
       if kind == KIND_DICT then
-        walk(core.get_string(td, k), aligned("apply_", subs, n, k, path), prefix and path or { k })
+        walk(core.get_string(td, k), aligned("apply_", subs, n, k, path, opts, true), prefix and path or { k })
       elseif kind == KIND_TENSOR then
         local leaf = core.get_string(td, k)
-        local vals = aligned("apply_", subs, n, k, path)
-        local r
-        if opts.named then r = fn(path, leaf, unpack(vals, 1, n)) else r = fn(leaf, unpack(vals, 1, n)) end
+        local r = call_fn(fn, opts, path, leaf, aligned("apply_", subs, n, k, path, opts, false), n)
         if r ~= nil and r ~= leaf then
           if not is_tensor(r) then
             fail(("apply_: the function returned %s for '%s'; expected a tensor or nil")

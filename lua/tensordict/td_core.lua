@@ -196,6 +196,11 @@ local function key_path_text(path)
 end
 M.key_path_text = key_path_text
 
+-- A key for messages: 'obs' or {"next", "obs"}.
+function M.key_text(key)
+  return type(key) == "table" and key_path_text(key) or "'" .. tostring(key) .. "'"
+end
+
 -- Checks a key: a string, or a non-empty array of strings (a key path). Returns it.
 local function check_key(call, key)
   if type(key) == "string" then return key end

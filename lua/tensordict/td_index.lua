@@ -140,11 +140,13 @@ end
 
 -- td[idx] = value: value a TensorDict (broadcast over the selection), a Lua table
 -- (made a TensorDict of batch size []) or a number/boolean (fills every leaf). A value
--- with fewer or other keys writes those keys only, as in Python.
-local function index_write(self, key, value)
+-- with fewer or other keys writes those keys only, as in Python. call names the
+-- caller in errors ("index assignment" by default; update_at_ passes its own).
+local function index_write(self, key, value, call)
+  call = call or "index assignment"
   if type(value) == "table" and not is_tensor(value) then value = core.construct(value) end
   local d = D(self)
-  local n, advh, adv_dim, adv = parse(self, key, "index assignment")
+  local n, advh, adv_dim, adv = parse(self, key, call)
   local src, scalar = nil, 0
   if is_td(value) then
     -- A k-D index tensor selects k dims that C sees flattened into one: flatten them in
@@ -159,8 +161,8 @@ local function index_write(self, key, value)
   elseif type(value) == "boolean" then
     scalar = value and 1 or 0
   else
-    fail(("index assignment: the value must be a TensorDict, a table or a number, got %s")
-      :format(describe(value)))
+    fail(("%s: the value must be a TensorDict, a table or a number, got %s")
+      :format(call, describe(value)))
   end
   local st = C.td_dict_index_put_(d, entries, n, advh, adv_dim, src, scalar)
   if st == C.TD_EINVAL and ffi.string(C.td_last_error()):find("of the value is not in the TensorDict", 1, true) then
@@ -345,5 +347,6 @@ function TD.set_batch_size(self, batch_size)
 end
 
 M.is_key_path = is_key_path
+M.index_write = index_write
 
 return M

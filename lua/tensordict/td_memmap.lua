@@ -5,6 +5,8 @@
 local C = require("tensordict.lib").C
 local ffi = require("ffi")
 local util = require("tensordict.util")
+local tensor = require("tensordict.tensor")
+local create = require("tensordict.create")
 local core = require("tensordict.td_core")
 
 local TD = core.methods
@@ -89,6 +91,100 @@ end
 function M.load_memmap(prefix, opts)
   local mode = load_mode("load_memmap", opts)
   return wrap(C.td_dict_load_memmap(path_arg("load_memmap", prefix), mode))
+end
+
+-- Makes self hold what loaded holds (keys, batch size, names, memmap prefix), in place:
+-- its keys not in loaded go. batch is the batch size to keep (nil: loaded's); loaded
+-- is checked against it before self changes.
+local function take_content(self, loaded, batch, call)
+  C.td_dict_set_locked(loaded._td_p, 0)
+  local names = core.dim_names(loaded)
+  if batch then
+    local n = util.read_shape(call, false, batch)
+    if C.td_dict_set_batch(loaded._td_p, n, util.shape_buf) < 0 then
+      fail(("%s: the folder's leaves do not start with the TensorDict's batch size [%s] (the folder's is [%s])")
+        :format(call, table.concat(batch, ", "), table.concat(TD.batch_size(loaded), ", ")))
+    end
+    names = core.dim_names(self)
+  end
+  local d = D(self)
+  for i = self._td_head.nkeys - 1, 0, -1 do check(C.td_dict_del(d, i)) end
+  check(C.td_dict_set_batch(d, 0, nil))
+  local ld, len = D(loaded), ffi.new("int64_t[1]")
+  for i = 0, loaded._td_head.nkeys - 1 do
+    local kp = C.td_dict_key_borrow(ld, i, len)
+    check(C.td_dict_set_entry(d, kp, len[0], ld, i))
+  end
+  check(C.td_dict_set_batch(d, loaded._td_head.ndim, loaded._td_head.shape))
+  core.set_names(self, names, call)
+  check(C.td_dict_set_prefix(d, C.td_dict_prefix_borrow(ld)))
+end
+
+-- td:load_memmap_(prefix [, {mode =}]): td takes the content of the folder in place
+-- (Python's load_memmap_): its keys are replaced by the folder's, its batch size kept
+-- (the folder's leaves must start with it). A locked td raises, as in Python.
+function TD.load_memmap_(self, prefix, opts)
+  D(self)
+  if self._td_head.locked ~= 0 then
+    fail("load_memmap_: the TensorDict is locked (its keys would be replaced): unlock() it first")
+  end
+  local mode = load_mode("load_memmap_", opts)
+  local loaded = wrap(C.td_dict_load_memmap(path_arg("load_memmap_", prefix), mode))
+  take_content(self, loaded, TD.batch_size(self), "load_memmap_")
+  return self
+end
+
+-- Whether any tensor leaf of td may be written (a memmap loaded "r+" or saved here).
+local function writable(td)
+  for _, path in ipairs(TD.keys(td, { include_nested = true, leaves_only = true })) do
+    local leaf = TD.get(td, path)
+    if tensor.is_tensor(leaf) and C.td_storage_is_writable(leaf.h.storage) == 1 then return true end
+  end
+  return false
+end
+
+-- td:memmap_refresh_(): a memory-mapped td maps its folder again, in place, taking what
+-- is there now (keys, batch size, values another process saved), as Python's
+-- memmap_refresh_; the lock and the mode (read-only or not) stay.
+function TD.memmap_refresh_(self)
+  local prefix = TD.memmap_prefix(self)
+  if prefix == nil then
+    fail("memmap_refresh_: the TensorDict is not memory-mapped (no folder to refresh from)")
+  end
+  local mode = writable(self) and C.TD_MAP_READWRITE or C.TD_MAP_READ
+  local loaded = wrap(C.td_dict_load_memmap(prefix, mode))
+  local locked = self._td_head.locked ~= 0
+  C.td_dict_set_locked(D(self), 0)
+  local ok, err = pcall(take_content, self, loaded, nil, "memmap_refresh_")
+  if locked then C.td_dict_set_locked(D(self), 1) end
+  if not ok then error(err, 0) end
+  return self
+end
+
+-- T.memmap_tensor(t [, filename [, {existsok =}]]): a copy of t in a file of raw bytes
+-- (C order, little-endian: a <key>.memmap file of the memmap layout), mapped
+-- read-write; without a filename, in shared memory. Python's
+-- MemoryMappedTensor.from_tensor; an existing file raises unless existsok = true.
+function M.memmap_tensor(t, filename, opts)
+  if not tensor.is_tensor(t) then
+    fail(("memmap_tensor: expected a tensor, got %s"):format(describe(t)))
+  end
+  opts = opts_arg("memmap_tensor", opts, { existsok = true })
+  local out
+  if filename == nil then
+    out = create.empty(t:shape(), t:dtype(), { shared = true })
+  else
+    path_arg("memmap_tensor", filename, "the filename")
+    local f = io.open(filename, "rb")
+    if f then
+      f:close()
+      if not opts.existsok then
+        fail(("memmap_tensor: %s exists (pass {existsok = true} to replace it)"):format(filename))
+      end
+    end
+    out = create.from_file(filename, t:shape(), t:dtype(), "w+")
+  end
+  return out:copy_(t)
 end
 
 function TD.is_memmap(self)

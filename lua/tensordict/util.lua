@@ -80,7 +80,7 @@ function M.options(call, opts, fields)
         M.fail(("%s: unknown option '%s' (options: %s)"):format(call, tostring(k),
           table.concat(names, ", ")))
       end
-      if want ~= "any" and not ("|" .. want .. "|"):find("|" .. type(v) .. "|", 1, true) then
+      if want ~= "any" and want ~= true and not ("|" .. want .. "|"):find("|" .. type(v) .. "|", 1, true) then
         M.fail(("%s: option %s must be a %s, got %s"):format(call, k, want:gsub("|", " or "),
           M.describe(v)))
       end
