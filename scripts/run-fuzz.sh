@@ -7,7 +7,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build/fuzz} seconds=${2:-60}
 status=0 total=0
-for bin in "$build"/fuzz_*; do
+for bin in "$build"/fuzz/fuzz_*; do
   [[ -x "$bin" ]] || continue
   name=$(basename "$bin")
   work=$(mktemp -d)

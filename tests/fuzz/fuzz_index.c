@@ -4,9 +4,9 @@
 #include "fuzz_util.h"
 
 static int64_t take(const uint8_t **p, const uint8_t *end, int bytes) {
-  int64_t v = 0;
+  uint64_t v = 0; /* unsigned: the shifts wrap, as the bytes mean them to */
   for (int i = 0; i < bytes; i++) v = (v << 8) | (*p < end ? *(*p)++ : 0);
-  return v;
+  return (int64_t)v;
 }
 
 /* Small values mostly (-128..127), and sometimes any int64 (the bounds, huge steps). */
