@@ -30,6 +30,11 @@ function M.name(code) return names[code] end
 
 function M.is_floating(code) return C.td_dtype_is_floating(code) ~= 0 end
 
+function M.is_integer(code)
+  return code == C.TD_UINT8 or code == C.TD_INT8 or code == C.TD_INT16 or code == C.TD_INT32
+    or code == C.TD_INT64
+end
+
 -- Every canonical name, in code order.
 function M.list()
   local t = {}
