@@ -25,6 +25,8 @@ require("tensordict.reduce") -- methods only
 require("tensordict.tile") -- expand_as, repeat, repeat_interleave
 require("tensordict.gather") -- methods only
 require("tensordict.td_map") -- td:map over worker processes
+require("tensordict.td_dim_ops") -- cumsum, softmax, repeat, ... over batch dims
+require("tensordict.td_convert") -- td:float(), ..., td:tolist()
 require("tensordict.late").bind() -- what lower modules call back into, bound once
 
 local T = {}

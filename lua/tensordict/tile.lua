@@ -95,9 +95,7 @@ local function interleave_counts(call, repeats, n)
 end
 
 -- 0-based int64 positions: element i (0-based) counts[i + 1] times, in order.
-local function positions(counts)
-  local total = 0
-  for _, r in ipairs(counts) do total = total + r end
+local function positions(counts, total)
   local idx = adopt(C.td_tensor_empty(1, ffi.new("int64_t[1]", total), C.TD_INT64))
   local p = ffi.cast("int64_t *", C.td_tensor_data_borrow(H(idx)))
   local k = 0
@@ -110,29 +108,35 @@ local function positions(counts)
   return idx
 end
 
--- x (already checked) with each element along d0 (0-based) repeated.
-local function interleave(call, x, repeats, d0)
-  local n = x:size(d0 + 1)
+-- How repeat_interleave repeats a dim of size n: (r, n * r) when every element repeats
+-- r times, else (index tensor, its length) to index_select with. Made once for all the
+-- leaves of a TensorDict.
+function M.interleave_plan(call, repeats, n)
   local counts = interleave_counts(call, repeats, n)
-  if type(counts) == "table" then
-    return adopt(C.td_index_select(H(x), d0, H(positions(counts))))
-  end
-  local shape = x:shape()
+  if type(counts) == "number" then return counts, n * counts end
+  local total = 0
+  for _, r in ipairs(counts) do total = total + r end
+  return positions(counts, total), total
+end
+
+-- x with each element along d0 (0-based) repeated as plan says.
+function M.interleave(x, plan, d0)
+  if is_tensor(plan) then return adopt(C.td_index_select(H(x), d0, H(plan))) end
   local expanded, merged = {}, {}
-  for i, s in ipairs(shape) do
+  for i, s in ipairs(x:shape()) do
     expanded[#expanded + 1] = s
-    if i == d0 + 1 then expanded[#expanded + 1] = counts end
-    merged[i] = i == d0 + 1 and s * counts or s
+    if i == d0 + 1 then expanded[#expanded + 1] = plan end
+    merged[i] = i == d0 + 1 and s * plan or s
   end
   return x:unsqueeze(d0 + 2):expand(expanded):reshape(merged)
 end
-M.interleave = interleave
 
 -- repeat_interleave(repeats [, dim]): without a dim the tensor is flattened first.
 function Tensor.repeat_interleave(self, repeats, dim)
   local h = H(self)
-  if dim == nil then return interleave("repeat_interleave", self:reshape(-1), repeats, 0) end
-  return interleave("repeat_interleave", self, repeats, dim0("repeat_interleave", dim, h.ndim))
+  local x = dim == nil and self:reshape(-1) or self
+  local d0 = dim == nil and 0 or dim0("repeat_interleave", dim, h.ndim)
+  return M.interleave(x, (M.interleave_plan("repeat_interleave", repeats, x:size(d0 + 1))), d0)
 end
 
 return M
