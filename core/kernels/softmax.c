@@ -17,7 +17,7 @@
 #include "../src/parallel.h"
 #include "elementwise.h"
 
-enum { COL_BLOCK = 256 };
+enum { COL_BLOCK = 256, LANES = 8 };
 
 typedef struct softmax_plan {
   const char *x;          /* contiguous input */
@@ -57,17 +57,27 @@ typedef struct softmax_plan {
         for (int64_t j = 0; j < w; j++) y[r * rs + j] *= scale[j];                          \
     }                                                                                       \
   }                                                                                         \
-  /* One contiguous line of len elements. */                                                \
+  /* One contiguous line of len elements; max and sum in LANES independent lanes, so     \
+   * the compiler can vectorise them (the order is fixed: results stay reproducible). */  \
   static void line_##SUF(const softmax_plan *pl, const T *x, T *y) {                        \
-    const int64_t len = pl->len;                                                            \
-    T mx = x[0];                                                                            \
-    for (int64_t i = 1; i < len; i++) mx = x[i] > mx ? x[i] : mx;                           \
+    const int64_t len = pl->len, whole = len - len % LANES;                                 \
+    T lane_mx[LANES];                                                                       \
+    for (int k = 0; k < LANES; k++) lane_mx[k] = x[0];                                      \
+    for (int64_t i = 0; i < whole; i += LANES)                                              \
+      for (int k = 0; k < LANES; k++) lane_mx[k] = x[i + k] > lane_mx[k] ? x[i + k] : lane_mx[k]; \
+    T mx = lane_mx[0];                                                                      \
+    for (int k = 1; k < LANES; k++) mx = lane_mx[k] > mx ? lane_mx[k] : mx;                 \
+    for (int64_t i = whole; i < len; i++) mx = x[i] > mx ? x[i] : mx;                       \
     for (int64_t i = 0; i < len; i++) y[i] = x[i] - mx;                                     \
     const int64_t es[2] = {(int64_t)sizeof(T), (int64_t)sizeof(T)};                         \
     char *p[2] = {(char *)y, (char *)y};                                                    \
     pl->exp_loop(p, es, len, NULL);                                                         \
+    double lane_sum[LANES] = {0};                                                           \
+    for (int64_t i = 0; i < whole; i += LANES)                                              \
+      for (int k = 0; k < LANES; k++) lane_sum[k] += y[i + k];                              \
     double sum = 0.0;                                                                       \
-    for (int64_t i = 0; i < len; i++) sum += y[i];                                          \
+    for (int k = 0; k < LANES; k++) sum += lane_sum[k];                                     \
+    for (int64_t i = whole; i < len; i++) sum += y[i];                                      \
     if (pl->log) {                                                                          \
       const T shift = (T)(mx + (T)log(sum));                                                \
       for (int64_t i = 0; i < len; i++) y[i] = x[i] - shift;                                \
