@@ -19,6 +19,15 @@
 
 enum { COL_BLOCK = 256, LANES = 8 };
 
+/* The simple passes (max, subtract, sum, scale) are compiled for AVX-512, AVX2 and the
+ * baseline, the loader picking the widest the CPU runs (GCC's and clang's target_clones);
+ * exp already dispatches in elementwise_vecmath.c. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_ADDRESS__)
+#define WIDEST __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define WIDEST
+#endif
+
 typedef struct softmax_plan {
   const char *x;          /* contiguous input */
   char *y;                /* contiguous output, same shape */
@@ -30,7 +39,8 @@ typedef struct softmax_plan {
 
 /* w lines, element r of line j at index r * rs + j; T float or double. */
 #define DEF_SOFTMAX_BLOCK(SUF, T)                                                           \
-  static void block_##SUF(const softmax_plan *pl, const T *x, T *y, int64_t rs, int64_t w) { \
+  static inline void block_##SUF(const softmax_plan *pl, const T *x, T *y, int64_t rs,     \
+                                  int64_t w) {                                            \
     T mx[COL_BLOCK];                                                                        \
     double sum[COL_BLOCK];                                                                  \
     const int64_t len = pl->len;                                                            \
@@ -59,7 +69,7 @@ typedef struct softmax_plan {
   }                                                                                         \
   /* One contiguous line of len elements; max and sum in LANES independent lanes, so     \
    * the compiler can vectorise them (the order is fixed: results stay reproducible). */  \
-  static void line_##SUF(const softmax_plan *pl, const T *x, T *y) {                        \
+  static inline void line_##SUF(const softmax_plan *pl, const T *x, T *y) {                 \
     const int64_t len = pl->len, whole = len - len % LANES;                                 \
     T lane_mx[LANES];                                                                       \
     for (int k = 0; k < LANES; k++) lane_mx[k] = x[0];                                      \
@@ -87,7 +97,7 @@ typedef struct softmax_plan {
     }                                                                                       \
   }                                                                                         \
   /* Tasks [b, e): lines (inner == 1) or column block t % ncb of outer position t / ncb. */ \
-  static void run_##SUF(int64_t b, int64_t e, void *vpl) {                                  \
+  WIDEST static void run_##SUF(int64_t b, int64_t e, void *vpl) {                           \
     const softmax_plan *pl = vpl;                                                           \
     const T *x = (const T *)(const void *)pl->x;                                            \
     T *y = (T *)(void *)pl->y;                                                              \
