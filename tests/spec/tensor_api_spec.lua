@@ -23,6 +23,10 @@ describe("cumprod", function()
     assert.equal("int64", T.tensor({ 1, 2 }, "int8"):cumprod(1):dtype())
     assert.equal("float16", T.tensor({ 1 }, "float16"):cumprod(1):dtype())
     assert.same({ 2 ^ 40, 0 }, T.tensor({ 2 ^ 40, 2 ^ 40 }, "int64"):cumprod(1):totable())
+    -- down columns (the column kernel starts integer accumulators at 1 too)
+    assert.same({ { 1, 2, 3 }, { 4, 10, 18 } }, i23():cumprod(1):totable())
+    assert.same({ { 1, 0 }, { 1, 0 }, { 0, 0 } },
+      T.tensor({ { true, false }, { true, true }, { false, true } }):cumprod(1):totable())
   end)
 
   it("walks strided and wide layouts alike (line and column kernels)", function()
