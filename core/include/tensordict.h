@@ -365,6 +365,11 @@ int32_t td_reduce_with_index(int32_t op, const td_tensor *a, int32_t dim, int32_
                              td_tensor **values, td_tensor **indices);
 /* Running sum along dim (bool and integers give int64). */
 td_tensor *td_cumsum(const td_tensor *a, int32_t dim);
+/* Running product along dim (bool and integers give int64, wrapping). */
+td_tensor *td_cumprod(const td_tensor *a, int32_t dim);
+/* softmax (log = 0) or log_softmax (log = 1) along dim of a floating tensor; the result
+ * has a's dtype (float16 and bfloat16 compute in float32). */
+td_tensor *td_softmax(const td_tensor *a, int32_t dim, int32_t log);
 
 /* ---- gathering and masking (0-based index values, negative counts from the end) ------- */
 

@@ -1,5 +1,5 @@
 /*
- * reduce_cumsum.c: td_cumsum, the running sum along one dim.
+ * reduce_cumsum.c: td_cumsum and td_cumprod, the running sum and product along one dim.
  *
  * Floating inputs accumulate in double and round each output to the input dtype;
  * bool and integers accumulate in int64 (wrapping) and give int64, like torch. Each
@@ -29,16 +29,20 @@ typedef void (*cum_step_fn)(void *acc, const char *in, int64_t sci, char *out, i
 #define OUT_I(DN, DT, DK, v) ((int64_t)(v))
 #define ADD_F(acc, DK, x) ((acc) + (double)LOAD_##DK(x))
 #define ADD_I(acc, DK, x) ((acc) + (uint64_t)(int64_t)LOAD_##DK(x))
+#define MUL_F(acc, DK, x) ((acc) * (double)LOAD_##DK(x))
+#define MUL_I(acc, DK, x) ((acc) * (uint64_t)(int64_t)LOAD_##DK(x)) /* wraps, as int64 */
 
-#define DEF_CUM(DN, DT, DK, AT, OT, ADD, OUT)                                            \
-  static void line_##DN(const char *in, int64_t si, char *out, int64_t so, int64_t n) {  \
-    AT acc = 0;                                                                          \
+/* The kernels of one dtype for one op (OPN sum or prod, ID its identity). */
+#define DEF_CUM(OPN, ID, DN, DT, DK, AT, OT, ADD, OUT)                                   \
+  static void line_##OPN##_##DN(const char *in, int64_t si, char *out, int64_t so,      \
+                                int64_t n) {                                             \
+    AT acc = ID;                                                                         \
     for (int64_t i = 0; i < n; i++) {                                                    \
       acc = ADD(acc, DK, *(const DT *)CPTR(in + i * si));                                \
       *(OT *)(void *)(out + i * so) = OUT(DN, DT, DK, acc);                              \
     }                                                                                    \
   }                                                                                      \
-  static void step_##DN(void *vacc, const char *in, int64_t sci, char *out, int64_t sco, \
+  static void step_##OPN##_##DN(void *vacc, const char *in, int64_t sci, char *out, int64_t sco, \
                         int64_t w) {                                                     \
     AT *restrict acc = vacc;                                                             \
     if (sci == (int64_t)sizeof(DT) && sco == (int64_t)sizeof(OT)) {                      \
@@ -56,31 +60,37 @@ typedef void (*cum_step_fn)(void *acc, const char *in, int64_t sci, char *out, i
     }                                                                                    \
   }
 
-#define GEN_CUM(_, DN, DT, DK, ...) GEN_CUM_##DK(DN, DT)
-#define GEN_CUM_F(DN, DT) DEF_CUM(DN, DT, F, double, DT, ADD_F, OUT_F)
-#define GEN_CUM_H(DN, DT) DEF_CUM(DN, DT, H, double, DT, ADD_F, OUT_F)
-#define GEN_CUM_BF(DN, DT) DEF_CUM(DN, DT, BF, double, DT, ADD_F, OUT_F)
-#define GEN_CUM_I(DN, DT) DEF_CUM(DN, DT, I, uint64_t, int64_t, ADD_I, OUT_I)
-#define GEN_CUM_B(DN, DT) DEF_CUM(DN, DT, B, uint64_t, int64_t, ADD_I, OUT_I)
+#define GEN_CUM(_, DN, DT, DK, ...) \
+  GEN_CUM_##DK(sum, 0, ADD, DN, DT) GEN_CUM_##DK(prod, 1, MUL, DN, DT)
+#define GEN_CUM_F(OPN, ID, OP, DN, DT) DEF_CUM(OPN, ID, DN, DT, F, double, DT, OP##_F, OUT_F)
+#define GEN_CUM_H(OPN, ID, OP, DN, DT) DEF_CUM(OPN, ID, DN, DT, H, double, DT, OP##_F, OUT_F)
+#define GEN_CUM_BF(OPN, ID, OP, DN, DT) DEF_CUM(OPN, ID, DN, DT, BF, double, DT, OP##_F, OUT_F)
+#define GEN_CUM_I(OPN, ID, OP, DN, DT) DEF_CUM(OPN, ID, DN, DT, I, uint64_t, int64_t, OP##_I, OUT_I)
+#define GEN_CUM_B(OPN, ID, OP, DN, DT) DEF_CUM(OPN, ID, DN, DT, B, uint64_t, int64_t, OP##_I, OUT_I)
 TD_DTYPES_ALL(GEN_CUM, _)
 
-#define CUM_ENTRY(_, DN, ...) [TD_##DN] = {line_##DN, step_##DN},
-static const struct {
+typedef struct cum_kernel {
   cum_line_fn line;
   cum_step_fn step;
-} cum_kernels[TD_NUM_DTYPES] = {TD_DTYPES_ALL(CUM_ENTRY, _)};
+} cum_kernel;
+#define CUM_SUM_ENTRY(_, DN, ...) [TD_##DN] = {line_sum_##DN, step_sum_##DN},
+#define CUM_PROD_ENTRY(_, DN, ...) [TD_##DN] = {line_prod_##DN, step_prod_##DN},
+static const cum_kernel cum_sum_kernels[TD_NUM_DTYPES] = {TD_DTYPES_ALL(CUM_SUM_ENTRY, _)};
+static const cum_kernel cum_prod_kernels[TD_NUM_DTYPES] = {TD_DTYPES_ALL(CUM_PROD_ENTRY, _)};
 
 typedef struct cum_plan {
   td_iter ki;          /* every dim but dim: operands input, output */
   int64_t len;         /* size of dim */
   int64_t sdi, sdo;    /* byte strides along dim */
   int64_t ncols, ncb;  /* column mode: ki's innermost dim, its blocks */
-  int32_t dtype;
+  const cum_kernel *kernel; /* the input dtype's, for the op */
+  bool prod;                /* accumulators start at 1, not 0 */
+  bool float_acc;           /* accumulators are doubles (floating input), else uint64 */
 } cum_plan;
 
 static void line_loop(char **ptrs, const int64_t *strides, int64_t n, void *vpl) {
   const cum_plan *pl = vpl;
-  const cum_line_fn line = cum_kernels[pl->dtype].line;
+  const cum_line_fn line = pl->kernel->line;
   for (int64_t i = 0; i < n; i++)
     line(ptrs[0] + i * strides[0], pl->sdi, ptrs[1] + i * strides[1], pl->sdo, pl->len);
 }
@@ -94,7 +104,7 @@ static void lines(int64_t b, int64_t e, void *vpl) {
 static void column_blocks(int64_t b, int64_t e, void *vpl) {
   const cum_plan *pl = vpl;
   const int32_t kin = pl->ki.ndim - 1;
-  const cum_step_fn step = cum_kernels[pl->dtype].step;
+  const cum_step_fn step = pl->kernel->step;
   union {
     double f[COL_BLOCK];
     uint64_t i[COL_BLOCK];
@@ -110,20 +120,26 @@ static void column_blocks(int64_t b, int64_t e, void *vpl) {
       p[0] += c * pl->ki.strides[0][d];
       p[1] += c * pl->ki.strides[1][d];
     }
-    memset(&acc, 0, (size_t)w * sizeof acc.i[0]); /* 0.0 and 0 alike */
+    if (!pl->prod) {
+      memset(&acc, 0, (size_t)w * sizeof acc.i[0]); /* 0.0 and 0 alike */
+    } else if (pl->float_acc) {
+      for (int64_t j = 0; j < w; j++) acc.f[j] = 1.0;
+    } else {
+      for (int64_t j = 0; j < w; j++) acc.i[j] = 1;
+    }
     for (int64_t r = 0; r < pl->len; r++)
       step(&acc, p[0] + r * pl->sdi, pl->ki.strides[0][kin], p[1] + r * pl->sdo,
            pl->ki.strides[1][kin], w);
   }
 }
 
-TD_EXPORT td_tensor *td_cumsum(const td_tensor *a, int32_t dim) {
-  if (!td_reduce_check_input("cumsum", a)) return NULL;
+static td_tensor *cumulative(const char *name, bool prod, const td_tensor *a, int32_t dim) {
+  if (!td_reduce_check_input(name, a)) return NULL;
   const int32_t nd = a->ndim > 0 ? a->ndim : 1;
   if (dim < 0 || dim >= nd)
     return td_fail_null(TD_EINDEX,
-                        "cumsum: dim %d is out of range for a tensor of %d dims (dims are 0-based)",
-                        (int)dim, (int)a->ndim);
+                        "%s: dim %d is out of range for a tensor of %d dims (dims are 0-based)",
+                        name, (int)dim, (int)a->ndim);
   const int32_t odt = td_dtype_is_floating(a->dtype) ? a->dtype : TD_INT64;
   td_tensor *out = td_tensor_empty(a->ndim, a->shape, odt);
   if (!out) return NULL;
@@ -134,7 +150,9 @@ TD_EXPORT td_tensor *td_cumsum(const td_tensor *a, int32_t dim) {
     in.strides[0] = ov.strides[0] = 1;
   }
   cum_plan pl;
-  pl.dtype = a->dtype;
+  pl.kernel = &(prod ? cum_prod_kernels : cum_sum_kernels)[a->dtype];
+  pl.prod = prod;
+  pl.float_acc = td_dtype_is_floating(a->dtype);
   pl.len = in.shape[dim];
   pl.sdi = in.strides[dim] * in.itemsize;
   pl.sdo = ov.strides[dim] * ov.itemsize;
@@ -156,4 +174,12 @@ TD_EXPORT td_tensor *td_cumsum(const td_tensor *a, int32_t dim) {
   const int64_t per_task = pl.len * w, grain = CUM_GRAIN / per_task > 1 ? CUM_GRAIN / per_task : 1;
   td_parallel_for((pl.ki.numel / pl.ncols) * pl.ncb, grain, column_blocks, &pl);
   return out;
+}
+
+TD_EXPORT td_tensor *td_cumsum(const td_tensor *a, int32_t dim) {
+  return cumulative("cumsum", false, a, dim);
+}
+
+TD_EXPORT td_tensor *td_cumprod(const td_tensor *a, int32_t dim) {
+  return cumulative("cumprod", true, a, dim);
 }

@@ -33,6 +33,11 @@ function M.is_floating(code) return C.td_dtype_is_floating(code) ~= 0 end
 -- Bytes per element of a dtype name.
 function M.itemsize(name) return tonumber(C.td_dtype_itemsize(M.code(name, "itemsize"))) end
 
+function M.is_integer(code)
+  return code == C.TD_UINT8 or code == C.TD_INT8 or code == C.TD_INT16 or code == C.TD_INT32
+    or code == C.TD_INT64
+end
+
 -- Every canonical name, in code order.
 function M.list()
   local t = {}

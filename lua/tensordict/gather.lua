@@ -12,13 +12,9 @@ local create = require("tensordict.create")
 local C = lib.C
 local fail, describe, dim0 = util.fail, util.describe, util.dim0
 local Tensor, adopt, is_tensor, H, check = tensor.Tensor, tensor.adopt, tensor.is_tensor, tensor.handle, tensor.check
-local INT, INT64 = C.TD_SCALAR_INT, dtypes.INT64
+local INT = C.TD_SCALAR_INT
 
 local M = {}
-
-local function is_integer_dtype(code)
-  return code == C.TD_UINT8 or code == C.TD_INT8 or code == C.TD_INT16 or code == C.TD_INT32 or code == INT64
-end
 
 -- 1-based index values (a tensor of integers or a Lua array) for a dim of this size
 -- -> a tensor of 0-based values for C. dim is 1-based, for messages.
@@ -30,7 +26,7 @@ function M.zero_based(idx, size, dim, call)
     fail(("%s: index must be an integer tensor or a Lua array of integers, got %s"):format(call, describe(idx)))
   end
   local h = H(idx)
-  if not is_integer_dtype(h.dtype) then
+  if not dtypes.is_integer(h.dtype) then
     fail(("%s: index must have an integer dtype, got %s"):format(call, dtypes.name(h.dtype)))
   end
   if tonumber(C.td_tensor_numel(h)) == 0 then return idx end

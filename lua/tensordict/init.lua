@@ -27,8 +27,11 @@ local td_math = require("tensordict.td_math")
 local td_join = require("tensordict.td_join")
 local td_memmap = require("tensordict.td_memmap")
 require("tensordict.reduce") -- methods only
+require("tensordict.tile") -- expand_as, repeat, repeat_interleave
 require("tensordict.gather") -- methods only
 require("tensordict.td_map") -- td:map over worker processes
+require("tensordict.td_dim_ops") -- cumsum, softmax, repeat, ... over batch dims
+require("tensordict.td_convert") -- td:float(), ..., td:tolist()
 require("tensordict.late").bind() -- what lower modules call back into, bound once
 
 local T = {}

@@ -5,6 +5,7 @@
 local lib = require("tensordict.lib")
 local util = require("tensordict.util")
 local tensor = require("tensordict.tensor")
+local dtypes = require("tensordict.dtype")
 
 local C = lib.C
 local fail, describe = util.fail, util.describe
@@ -109,6 +110,81 @@ function Tensor.clamp_(self, lo, hi)
   local h = H(self)
   check(C.td_clamp_(h, clamp_bounds("clamp_", lo, hi)))
   return self
+end
+
+-- clamp_min(bound) / clamp_max(bound): a number bound clamps as clamp does (its dtype
+-- rules); a tensor bound is broadcast, as torch's, which is maximum / minimum.
+local function one_bound(call, is_min, inplace)
+  local tensor_op = is_min and C.TD_BINARY_MAXIMUM or C.TD_BINARY_MINIMUM
+  return function(self, bound)
+    local h = H(self)
+    if is_tensor(bound) then
+      if inplace then return binary_(tensor_op, call, self, bound) end
+      return binary(tensor_op, call, self, bound)
+    end
+    if type(bound) ~= "number" then
+      fail(("%s: the bound must be a number or a tensor, got %s"):format(call, describe(bound)))
+    end
+    local lo, hi = clamp_bounds(call, is_min and bound or nil, (not is_min) and bound or nil)
+    if inplace then
+      check(C.td_clamp_(h, lo, hi, is_min and 1 or 0, is_min and 0 or 1))
+      return self
+    end
+    return adopt(C.td_clamp(h, lo, hi, is_min and 1 or 0, is_min and 0 or 1))
+  end
+end
+Tensor.clamp_min, Tensor.clamp_min_ = one_bound("clamp_min", true), one_bound("clamp_min_", true, true)
+Tensor.clamp_max, Tensor.clamp_max_ = one_bound("clamp_max", false), one_bound("clamp_max_", false, true)
+
+-- lerp(end, weight): self + weight * (end - self) for weight < 0.5, else
+-- end - (end - self) * (1 - weight), torch's two forms (each exact at its end). self,
+-- end and a tensor weight must share one floating dtype, as torch requires; all
+-- broadcast.
+local function lerp_operands(call, self, stop, weight)
+  local h = H(self)
+  local dt = self:dtype()
+  if not dtypes.is_floating(h.dtype) then
+    fail(("%s: expected a floating tensor, got %s"):format(call, dt))
+  end
+  if not is_tensor(stop) then
+    fail(("%s: end must be a tensor, got %s"):format(call, describe(stop)))
+  end
+  if stop:dtype() ~= dt then
+    fail(("%s: expected dtype %s for end but got %s"):format(call, dt, stop:dtype()))
+  end
+  if is_tensor(weight) then
+    if weight:dtype() ~= dt then
+      fail(("%s: expected dtype %s for weight but got %s"):format(call, dt, weight:dtype()))
+    end
+  elseif type(weight) ~= "number" then
+    fail(("%s: weight must be a number or a tensor, got %s"):format(call, describe(weight)))
+  end
+end
+
+local function lerp(self, stop, weight)
+  local diff = stop:sub(self)
+  if type(weight) == "number" then
+    if math.abs(weight) < 0.5 then return diff:mul_(weight):add_(self) end
+    return diff:mul_(1 - weight):neg_():add_(stop)
+  end
+  local near_start = self:add(weight:mul(diff))
+  local near_end = stop:sub(diff:mul_(weight:neg():add_(1)))
+  return M.where(weight:abs():lt(0.5), near_start, near_end)
+end
+
+function Tensor.lerp(self, stop, weight)
+  lerp_operands("lerp", self, stop, weight)
+  return lerp(self, stop, weight)
+end
+
+function Tensor.lerp_(self, stop, weight)
+  lerp_operands("lerp_", self, stop, weight)
+  local r = lerp(self, stop, weight)
+  if r:shape() ~= self:shape() then -- shapes compare by value
+    fail(("lerp_: the result's shape %s (broadcast) differs from the tensor's %s")
+      :format(util.format_list(r:shape()), util.format_list(self:shape())))
+  end
+  return self:copy_(r)
 end
 
 local function bool_mask(mask, call)

@@ -1,4 +1,5 @@
--- reduce.lua: reductions (sum, mean, max, std, all, ...), cumsum and logsumexp.
+-- reduce.lua: reductions (sum, mean, max, amax, std, all, ...), cumsum, cumprod,
+-- logsumexp, softmax and log_softmax.
 -- Over every dim they return a Lua value, as torch7 did; over dims a tensor.
 -- Dims are 1-based (negative from the end) and may be one dim or a list; indices that
 -- reductions return (argmax, max(dim)) are 1-based too.
@@ -140,10 +141,55 @@ function Tensor.norm(self, p, dims, opts)
   return reduce(C.TD_RED_NORM, "norm", self, dims, opts, p)
 end
 
-function Tensor.cumsum(self, dim)
-  local h = H(self)
-  if dim == nil then fail("cumsum: a dim is required") end
-  return adopt(C.td_cumsum(h, dim0("cumsum", dim, h.ndim)))
+-- amax/amin(dims [, keepdim]): torch's names for the extreme over several dims at once
+-- (no indices); NaN propagates. Over every dim a Lua value, as max() is.
+local function extreme_values(op, call)
+  return function(self, dims, opts)
+    local h = H(self)
+    local n = read_dims(call, h, dims)
+    if n == 0 then
+      for i = 0, h.ndim - 1 do dims_buf[i] = i end
+      check_not_empty(call, h, dims_buf, h.ndim)
+    else
+      check_not_empty(call, h, dims_buf, n)
+    end
+    return reduce(op, call, self, dims, opts)
+  end
 end
+Tensor.amax = extreme_values(C.TD_RED_MAX, "amax")
+Tensor.amin = extreme_values(C.TD_RED_MIN, "amin")
+
+-- The one dim of cumsum, softmax, ...: a 0-dim tensor takes dim 1 (or -1), as torch's
+-- takes 0 (or -1).
+local function line_dim(call, h, dim)
+  if dim == nil then fail(call .. ": a dim is required") end
+  return dim0(call, dim, h.ndim, h.ndim == 0 and 1 or nil)
+end
+
+-- A running sum or product along dim (bool and integers give int64, as in torch).
+local function running(fn, call)
+  return function(self, dim)
+    local h = H(self)
+    return adopt(fn(h, line_dim(call, h, dim)))
+  end
+end
+Tensor.cumsum = running(C.td_cumsum, "cumsum")
+Tensor.cumprod = running(C.td_cumprod, "cumprod")
+
+-- softmax(dim [, dtype]) and log_softmax: floating tensors only, as torch; dtype casts
+-- first (torch's dtype= argument), which is how an integer tensor gets one.
+local function softmax(log, call)
+  return function(self, dim, dtype)
+    local h = H(self)
+    local d = line_dim(call, h, dim)
+    if dtype == nil then return adopt(C.td_softmax(h, d, log)) end
+    local x = self:to(dtype)
+    local r = adopt(C.td_softmax(H(x), d, log))
+    if x.o ~= self.o then x:free() end -- a cast copy (the same dtype shares self)
+    return r
+  end
+end
+Tensor.softmax = softmax(0, "softmax")
+Tensor.log_softmax = softmax(1, "log_softmax")
 
 return {}

@@ -231,7 +231,7 @@ end
 function TD.permute(self, ...)
   D(self)
   if select("#", ...) == 0 then fail("permute: expected the new order of the batch dims") end
-  local dims = type(...) == "table" and ... or { ... }
+  local dims = util.list_args(...)
   local nd = self._td_head.ndim
   if #dims ~= nd then
     fail(("permute: %d dims given for %d batch dims"):format(#dims, nd))

@@ -11,6 +11,7 @@ local TD, mt = core.methods, core.mt
 local D, wrap, check, is_td = core.D, core.wrap, core.check, core.is_td
 local fail, describe = util.fail, util.describe
 local is_tensor, H, adopt = tensor.is_tensor, tensor.handle, tensor.adopt
+local unpack = unpack
 local scalar = ops.scalar
 local type = type
 
@@ -72,6 +73,57 @@ ops.install_operators(mt, binary, function(a) return wrap(C.td_dict_unary(C.TD_U
 function TD.clamp(self, lo, hi)
   return wrap(C.td_dict_clamp(D(self), ops.clamp_bounds("clamp", lo, hi)))
 end
+
+function TD.clamp_(self, lo, hi)
+  ops.clamp_bounds("clamp_", lo, hi)
+  return TD.apply_(self, function(x) return x:clamp_(lo, hi) end)
+end
+
+-- clamp_min(bound) / clamp_max: a number bound clamps every leaf (clamp's dtype rules);
+-- a TensorDict (same keys) or a tensor (aligned with the batch dims) is maximum / minimum.
+local function one_bound(call, is_min)
+  local other_op = is_min and C.TD_BINARY_MAXIMUM or C.TD_BINARY_MINIMUM
+  TD[call] = function(self, bound)
+    if type(bound) ~= "number" then return binary(other_op, call, self, bound) end
+    local lo, hi = ops.clamp_bounds(call, is_min and bound or nil, (not is_min) and bound or nil)
+    return wrap(C.td_dict_clamp(D(self), lo, hi, is_min and 1 or 0, is_min and 0 or 1))
+  end
+  TD[call .. "_"] = function(self, bound)
+    if type(bound) ~= "number" then return binary_(other_op, call .. "_", self, bound) end
+    return TD.apply_(self, function(x) return x[call .. "_"](x, bound) end)
+  end
+end
+one_bound("clamp_min", true)
+one_bound("clamp_max", false)
+
+-- A tensor operand of a leaf x: aligned with the batch dims (on the left), so it gets a
+-- size-1 dim for each trailing dim of x.
+local function batch_aligned(t, x)
+  local shape = t:shape()
+  for _ = #shape + 1, x:dim() do shape[#shape + 1] = 1 end
+  return t:view(shape)
+end
+
+-- lerp(end, weight): end a TensorDict with the same keys (or a tensor aligned with the
+-- batch dims); weight a number, a tensor (aligned the same way) or a TensorDict. Each
+-- leaf is the tensor lerp (floating leaves, end and weight of their dtype).
+local function lerp_leaves(call, self, stop, weight, method)
+  if not is_td(stop) and not is_tensor(stop) then
+    fail(("%s: end must be a TensorDict or a tensor, got %s"):format(call, describe(stop)))
+  end
+  local others = {}
+  if is_td(stop) then others[#others + 1] = stop end
+  if is_td(weight) then others[#others + 1] = weight end
+  local walk = method == "lerp" and TD.apply or TD.apply_
+  return walk(self, function(x, a, b) -- a, b: the leaves of others, in order
+    local e, w = a, b
+    if not is_td(stop) then e, w = batch_aligned(stop, x), a end
+    if not is_td(weight) then w = is_tensor(weight) and batch_aligned(weight, x) or weight end
+    return x[method](x, e, w)
+  end, unpack(others))
+end
+function TD.lerp(self, stop, weight) return lerp_leaves("lerp", self, stop, weight, "lerp") end
+function TD.lerp_(self, stop, weight) return lerp_leaves("lerp_", self, stop, weight, "lerp_") end
 
 ------------------------------------------------------------------------- masking
 
@@ -149,10 +201,11 @@ end
 -- Reads reduction arguments: (dim), (dim, opts), (opts) with opts {keepdim =, reduce =}.
 -- Dims are batch dims (1-based, negative from the end).
 local REDUCE_OPTIONS = { keepdim = "boolean", correction = "number", p = "number", reduce = "boolean" }
+local EXTREME_OPTIONS = { keepdim = "boolean", reduce = "boolean", return_indices = "boolean" }
 
-local function reduce_args(call, self, dim, opts)
+local function reduce_args(call, self, dim, opts, fields)
   if type(dim) == "table" and dim[1] == nil then dim, opts = nil, dim end
-  opts = util.options(call, opts, REDUCE_OPTIONS)
+  opts = util.options(call, opts, fields or REDUCE_OPTIONS)
   local dims = dim
   if type(dim) == "number" then dims = { dim } end
   local n = 0
@@ -177,14 +230,14 @@ end
 
 -- op over batch dims for each leaf; no dim: over every element of each leaf (a
 -- TensorDict of 0-dim leaves); reduce = true: one tensor over all leaves.
-local function reducer(op, call, param_default)
+local function reducer(op, call, param_default, fields)
   return function(self, dim, opts, param)
     D(self)
     if type(param) ~= "nil" and type(param) ~= "number" then
       fail(("%s: argument 3 must be a number, got %s"):format(call, describe(param)))
     end
     local n
-    n, opts = reduce_args(call, self, dim, opts)
+    n, opts = reduce_args(call, self, dim, opts, fields)
     param = param or opts.correction or opts.p or param_default or 0
     if opts.reduce then
       if n > 0 then fail(("%s: reduce = true takes no dim"):format(call)) end
@@ -197,12 +250,32 @@ end
 TD.sum = reducer(C.TD_RED_SUM, "sum")
 TD.mean = reducer(C.TD_RED_MEAN, "mean")
 TD.prod = reducer(C.TD_RED_PROD, "prod")
-TD.min = reducer(C.TD_RED_MIN, "min")
-TD.max = reducer(C.TD_RED_MAX, "max")
+TD.amin = reducer(C.TD_RED_MIN, "amin")
+TD.amax = reducer(C.TD_RED_MAX, "amax")
 TD.std = reducer(C.TD_RED_STD, "std", 1)
 TD.var = reducer(C.TD_RED_VAR, "var", 1)
 TD.norm = reducer(C.TD_RED_NORM, "norm", 2)
 TD.logsumexp = reducer(C.TD_RED_LOGSUMEXP, "logsumexp")
+
+-- max(dim [, opts]) / min: over one batch dim, the values and the 1-based indices, two
+-- TensorDicts (Python 0.15 returns them as a namedtuple (values, indices); Lua returns
+-- two values, as the tensor max(dim) does). opts.return_indices = false, a list of dims,
+-- no dim or reduce = true: the values only (amax / amin).
+local function extreme(values_of, call)
+  return function(self, dim, opts, param)
+    local values = values_of(self, dim, opts, param)
+    local o = type(dim) == "table" and dim[1] == nil and dim or opts or {}
+    if type(dim) ~= "number" or o.reduce or o.return_indices == false then return values end
+    local d = core.batch_dim(call, self, dim) + 1
+    local indices = TD.apply(self, function(x)
+      local _, i = x[call](x, d, o.keepdim or false)
+      return i
+    end, { batch_size = values:batch_size() })
+    return values, indices
+  end
+end
+TD.max = extreme(reducer(C.TD_RED_MAX, "max", nil, EXTREME_OPTIONS), "max")
+TD.min = extreme(reducer(C.TD_RED_MIN, "min", nil, EXTREME_OPTIONS), "min")
 
 -- all()/any(): a boolean over every element of every leaf; with a dim, a TensorDict.
 local all_reduce, any_reduce = reducer(C.TD_RED_ALL, "all"), reducer(C.TD_RED_ANY, "any")

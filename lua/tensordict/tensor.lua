@@ -182,6 +182,9 @@ function Tensor.totable(self)
   return result
 end
 
+-- Python's spelling (torch's Tensor.tolist).
+Tensor.tolist = Tensor.totable
+
 ------------------------------------------------------------------------------ views
 
 -- A view of self written by a C view function; it shares self's owner.
@@ -215,7 +218,7 @@ end
 function Tensor.permute(self, ...)
   local h = H(self)
   if select("#", ...) == 0 then fail("permute: expected the new order of the dims") end
-  local dims = type(...) == "table" and ... or { ... }
+  local dims = util.list_args(...)
   local ndim = h.ndim
   if #dims ~= ndim then fail(("permute: %d dims given for a tensor of %d dims"):format(#dims, ndim)) end
   local seen = {}
@@ -280,6 +283,14 @@ function Tensor.to(self, target)
   local h = H(self)
   if target == "cpu" then return self end
   return adopt(C.td_tensor_to_dtype(h, dtypes.code(target, "to")), self)
+end
+
+-- torch's cast methods: t:float() is t:to("float32"), and so on (self when the dtype
+-- already matches, as torch).
+local CASTS = { float = "float32", double = "float64", half = "float16", bfloat16 = "bfloat16",
+  int = "int32", long = "int64", short = "int16", char = "int8", byte = "uint8", bool = "bool" }
+for name, dtype in pairs(CASTS) do
+  Tensor[name] = function(self) return Tensor.to(self, dtype) end
 end
 
 function Tensor.copy_(self, src)
@@ -363,6 +374,7 @@ function mt.__tostring(self)
 end
 
 return {
+  CASTS = CASTS,
   Tensor = Tensor,
   metatable = mt,
   Header = Header,

@@ -89,6 +89,13 @@ function M.options(call, opts, fields)
   return opts
 end
 
+-- The arguments of a call taking numbers or one table of them (t:permute(2, 1) or
+-- t:permute({2, 1})) as one array; none gives {}.
+function M.list_args(...)
+  if select("#", ...) == 1 and type((...)) == "table" then return (...) end
+  return { ... }
+end
+
 function M.is_int(x)
   return type(x) == "number" and x % 1 == 0
 end

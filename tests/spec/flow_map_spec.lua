@@ -102,7 +102,7 @@ describe("flow.Map", function()
     local td = T.TensorDict(src, { 4 })
     local out = flow.run(flow.TensorSource { td = td, batch_size = 3 }, Map { fn = function(b) return b end },
       flow.Collect { cat = true })
-    for k in pairs(src) do assert.equals(bytes(td[k]), bytes(out[k])) end
+    for k in pairs(src) do assert.equals(bytes(td:get(k)), bytes(out:get(k))) end -- td.bool is a method
   end)
 
   it("raises a worker's error with the batch number, message and traceback, and closes", function()

@@ -1,0 +1,163 @@
+-- TensorDict methods of issue 12's "Missing API" that apply to every leaf over the batch
+-- dims: max/min with indices, amax/amin, cumsum/cumprod, softmax, casts, tolist,
+-- expand_as, repeat, repeat_interleave, clamp_*, lerp. Expected values are tensordict
+-- 0.15.3's (printed from Python; indices shifted to 1-based).
+local T = require("tensordict")
+local H = require("helpers")
+
+-- Python: TensorDict({"a": arange(6.).reshape(2,3), "b": arange(12).reshape(2,3,2),
+-- "s": "hi"}, [2,3])
+local function mixed()
+  return T.TensorDict({ a = T.arange(0, 5):float():view(2, 3), b = T.arange(0, 11):view(2, 3, 2),
+    s = "hi" }, { 2, 3 })
+end
+-- the same with float leaves only
+local function floats()
+  return T.TensorDict({ a = T.arange(0, 5):float():view(2, 3), b = T.arange(0, 11):float():view(2, 3, 2) },
+    { 2, 3 })
+end
+
+describe("TensorDict max(dim) and min(dim)", function()
+  it("return values and 1-based indices, as Python's (values, indices)", function()
+    local v, i = mixed():max(2)
+    assert.same({ 2 }, v:batch_size())
+    assert.same({ { 4, 5 }, { 10, 11 } }, v.b:totable())
+    assert.equal("int64", v.b:dtype())
+    assert.same({ { 3, 3 }, { 3, 3 } }, i.b:totable())
+    assert.same({ 3, 3 }, i.a:totable())
+    assert.equal("int64", i.a:dtype())
+    assert.equal("hi", i.s) -- non-tensor values are carried over, as in Python
+    local _, imin = mixed():min(1)
+    assert.same({ 1, 1, 1 }, imin.a:totable())
+  end)
+
+  it("keep dims with keepdim and give values only otherwise asked", function()
+    local v, i = floats():max(2, { keepdim = true })
+    assert.same({ 2, 1 }, v:batch_size())
+    assert.same({ { { 3, 3 } }, { { 3, 3 } } }, i.b:totable())
+    assert.is_nil(select(2, floats():max(2, { return_indices = false })))
+    assert.is_nil(select(2, floats():max({ 1, 2 })))
+    assert.equal(11, floats():max().b:item())
+    H.raises(function() floats():max(3) end, "max: dim 3 is out of range for 2 batch dims")
+  end)
+
+  it("amax and amin reduce batch dims without indices", function()
+    assert.same({ { 4, 5 }, { 10, 11 } }, mixed():amax(2).b:totable())
+    assert.same({ 0, 1, 2 }, mixed():amin(1).a:totable())
+    local both = mixed():amax({ 1, 2 })
+    assert.same({}, both:batch_size())
+    assert.same({ 10, 11 }, both.b:totable())
+  end)
+end)
+
+describe("TensorDict cumsum, cumprod, softmax over a batch dim", function()
+  it("apply the tensor method on every leaf", function()
+    local f = floats()
+    assert.same({ { 0, 1, 3 }, { 3, 7, 12 } }, f:cumsum(2).a:totable())
+    assert.same({ { { 0, 1 }, { 2, 3 }, { 4, 5 } }, { { 6, 8 }, { 10, 12 }, { 14, 16 } } },
+      mixed():cumsum(1).b:totable())
+    assert.equal("int64", mixed():cumprod(2).b:dtype())
+    assert.same({ { 0, 0, 0 }, { 3, 12, 60 } }, f:cumprod(2).a:totable())
+    local a, b = 0.0024726232513785362, 0.9975274205207825
+    H.assert_near({ { { a, a }, { a, a }, { a, a } }, { { b, b }, { b, b }, { b, b } } },
+      f:softmax(1).b:totable(), 1e-7)
+    local r = { 0.01587624102830887, 0.11731042712926865, 0.8668133616447449 }
+    H.assert_near({ { r[1], r[1] }, { r[2], r[2] }, { r[3], r[3] } }, f:softmax(-1).b[1]:totable(), 1e-7)
+    H.assert_near(f:softmax(2).a:log():totable(), f:log_softmax(2).a:totable(), 1e-6)
+    assert.equal("hi", mixed():cumsum(1).s)
+  end)
+
+  it("refuse a dim past the batch dims, naming it, and integer leaves for softmax", function()
+    H.raises(function() floats():softmax(3) end, "softmax: dim 3 is out of range for 2 batch dims")
+    H.raises(function() floats():softmax(-3) end, "softmax: dim -3 is out of range for 2 batch dims")
+    H.raises(function() floats():cumsum(3) end, "cumsum: dim 3 is out of range for 2 batch dims")
+    H.raises(function() mixed():softmax(1) end, "softmax: expected a floating tensor", "got int64")
+    assert.equal("float64", mixed():softmax(1, "float64").b:dtype())
+  end)
+end)
+
+describe("TensorDict casts and tolist", function()
+  it("cast every leaf, as Python's td.float()", function()
+    local td = mixed()
+    assert.equal("float32", td:float().b:dtype())
+    assert.equal("bool", td:bool().b:dtype())
+    assert.equal("float16", td:half().a:dtype())
+    assert.equal("float64", td:double().b:dtype())
+    assert.equal("int32", td:int().a:dtype())
+    assert.equal("int64", td:long().a:dtype())
+    assert.equal("bfloat16", td:bfloat16().b:dtype())
+    assert.equal("hi", td:float().s)
+  end)
+
+  it("tolist gives nested lists of {key = value}, as Python's tolist(convert_tensors=True)", function()
+    local l = floats()[1]:tolist()
+    assert.same({ { a = 0, b = { 0, 1 } }, { a = 1, b = { 2, 3 } }, { a = 2, b = { 4, 5 } } }, l)
+    assert.same({ a = 1 }, T.TensorDict({ a = T.tensor(1) }, {}):tolist())
+    local nested = T.TensorDict({ a = T.arange(0, 1):float(), n = { c = T.arange(0, 1) } }, { 2 })
+    assert.same({ { a = 0, n = { c = 0 } }, { a = 1, n = { c = 1 } } }, nested:tolist())
+    assert.same({ a = 2, b = { 4, 5 }, s = "hi" }, mixed():tolist()[1][3])
+  end)
+end)
+
+describe("TensorDict expand_as, repeat, repeat_interleave", function()
+  it("expand_as takes a TensorDict's batch size or a tensor's shape", function()
+    local one = floats()[{ { 1, 1 } }]
+    assert.same({ 2, 3, 2 }, one:expand_as(floats()).b:shape())
+    assert.same({ 2, 3 }, one:expand_as(T.zeros(2, 3)):batch_size())
+    H.raises(function() one:expand_as(3) end, "expand_as: expected a TensorDict or a tensor")
+  end)
+
+  it("repeat multiplies the batch size, one count per batch dim (both spellings)", function()
+    local r = mixed():repeat_tensor(2, 2)
+    assert.same({ 4, 6 }, r:batch_size())
+    assert.same({ 4, 6, 2 }, r.b:shape())
+    assert.equal("hi", r.s)
+    assert.same(mixed().b[{ 2, 3 }]:totable(), r.b[{ 4, 6 }]:totable())
+    assert.same({ 2, 6 }, mixed()["repeat"](mixed(), { 1, 2 }):batch_size())
+    H.raises(function() mixed():repeat_tensor(2) end, "repeat: 1 repeats given for 2 batch dims (one per batch dim)")
+  end)
+
+  it("repeat_interleave repeats along a batch dim, or the flattened batch", function()
+    local f = floats()
+    assert.same({ { 0, 1 }, { 0, 1 }, { 2, 3 }, { 2, 3 }, { 4, 5 }, { 4, 5 } },
+      f:repeat_interleave(2, 2).b[1]:totable())
+    assert.same({ { 0, 0, 2 }, { 3, 3, 5 } }, f:repeat_interleave(T.tensor({ 2, 0, 1 }, "int64"), 2).a:totable())
+    assert.same({ 2, 6, 2 }, f:repeat_interleave(2, -1).b:shape())
+    local flat = f:repeat_interleave(2)
+    assert.same({ 12 }, flat:batch_size())
+    assert.same({ 12, 2 }, flat.b:shape())
+    H.raises(function() f:repeat_interleave(2, 3) end, "repeat_interleave: dim 3 is out of range for 2 batch dims")
+  end)
+end)
+
+describe("TensorDict clamp_, clamp_min, clamp_max, lerp", function()
+  it("clamp by numbers, other TensorDicts or batch-aligned tensors", function()
+    local f = floats()
+    assert.same({ { 0, 1, 2 }, { 2.5, 2.5, 2.5 } }, f:clamp_max(2.5).a:totable())
+    assert.same({ { 0, 1, 2 }, { 2, 2, 2 } }, f:clamp_max(f * 0 + 2).a:totable())
+    assert.same({ { 1, 1, 1 }, { 4, 4, 4 } }, T.TensorDict({ a = T.zeros(2, 3) }, { 2 })
+      :clamp_min(T.tensor({ 1, 4 })).a:totable())
+    assert.equal("int64", T.TensorDict({ c = T.tensor({ true, false }) }, { 2 }):clamp_min(2).c:dtype())
+    local x = f:clone()
+    assert.equal(x, x:clamp_min_(2))
+    assert.same({ { 2, 2, 2 }, { 3, 4, 5 } }, x.a:totable())
+    x = f:clone()
+    x:clamp_(1, 3)
+    assert.same({ { 1, 1, 2 }, { 3, 3, 3 } }, x.a:totable())
+  end)
+
+  it("lerp with a number, a tensor or a TensorDict weight", function()
+    local f = floats()
+    assert.same({ { 0, 1.5, 3 }, { 4.5, 6, 7.5 } }, f:lerp(f * 3, 0.25).a:totable())
+    assert.same({ { 0, 1.5, 3 }, { 4.5, 6, 7.5 } }, f:lerp(f * 3, T.tensor(0.25)).a:totable())
+    assert.same({ { 0, 1, 2 }, { 9, 12, 15 } }, f:lerp(f * 3, T.tensor({ 0, 1 })).a:totable())
+    assert.same({ { 0, 2, 4 }, { 6, 8, 10 } }, f:lerp(f * 3, f * 0 + 0.5).a:totable())
+    assert.same({ { 0.5, 1, 1.5 }, { 2, 2.5, 3 } },
+      T.TensorDict({ a = T.arange(0, 5):float():view(2, 3) }, { 2, 3 }):lerp(T.ones(2, 3), 0.5).a:totable())
+    local x = f:clone()
+    x:lerp_(f * 3, 0.5)
+    assert.same({ { 0, 2, 4 }, { 6, 8, 10 } }, x.a:totable())
+    H.raises(function() mixed():lerp(mixed(), 0.5) end, "lerp: expected a floating tensor, got int64")
+    H.raises(function() f:lerp(1, 0.5) end, "lerp: end must be a TensorDict or a tensor")
+  end)
+end)
