@@ -87,7 +87,7 @@ local function apply_plan(plan)
 end
 
 local function check_batch_dims(call, batch_dims)
-  if batch_dims ~= nil and not (util.is_int(batch_dims) and batch_dims >= 0) then
+  if type(batch_dims) ~= "nil" and not (util.is_int(batch_dims) and batch_dims >= 0) then
     fail(("%s: batch_dims must be a non-negative integer, got %s"):format(call, describe(batch_dims)))
   end
   return batch_dims or math.huge

@@ -735,7 +735,7 @@ M.set_names = set_names
 function TD.refine_names(self, ...)
   D(self)
   if select("#", ...) == 0 then fail("refine_names: expected names (strings, or false to keep a dim's)") end
-  local names = util.list_args(...)
+  local names = util.list_args("refine_names", ...)
   local old = dim_names(self)
   if old then
     for i, name in ipairs(names) do

@@ -48,7 +48,7 @@ end
 -- multiplies and the leaves' other dims repeat once.
 local function repeat_td(self, ...)
   core.D(self)
-  local reps = util.list_args(...)
+  local reps = util.list_args("repeat", ...)
   local batch = self:batch_size()
   if #reps ~= #batch then
     fail(("repeat: %d repeats given for %d batch dims (one per batch dim)"):format(#reps, #batch))

@@ -187,12 +187,18 @@ end
 function TD.get_at(self, key, idx)
   local leaf = TD.get(self, key)
   if leaf == nil then core.missing(self, "get_at", key) end
+  if not (is_tensor(leaf) or is_td(leaf)) then
+    fail(("get_at: %s is a non-tensor value; it cannot be indexed"):format(describe(key)))
+  end
   return leaf[idx]
 end
 
 function TD.set_at_(self, key, value, idx)
   local leaf = TD.get(self, key)
   if leaf == nil then core.missing(self, "set_at_", key) end
+  if not (is_tensor(leaf) or is_td(leaf)) then
+    fail(("set_at_: %s is a non-tensor value; it cannot be indexed"):format(describe(key)))
+  end
   leaf[idx] = value
   return self
 end
@@ -231,7 +237,7 @@ end
 function TD.permute(self, ...)
   D(self)
   if select("#", ...) == 0 then fail("permute: expected the new order of the batch dims") end
-  local dims = util.list_args(...)
+  local dims = util.list_args("permute", ...)
   local nd = self._td_head.ndim
   if #dims ~= nd then
     fail(("permute: %d dims given for %d batch dims"):format(#dims, nd))

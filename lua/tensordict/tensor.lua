@@ -218,7 +218,7 @@ end
 function Tensor.permute(self, ...)
   local h = H(self)
   if select("#", ...) == 0 then fail("permute: expected the new order of the dims") end
-  local dims = util.list_args(...)
+  local dims = util.list_args("permute", ...)
   local ndim = h.ndim
   if #dims ~= ndim then fail(("permute: %d dims given for a tensor of %d dims"):format(#dims, ndim)) end
   local seen = {}

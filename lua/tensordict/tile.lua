@@ -14,6 +14,7 @@ local fail, describe, dim0 = util.fail, util.describe, util.dim0
 local M = {}
 
 function Tensor.expand_as(self, other)
+  H(self)
   if not is_tensor(other) then
     fail(("expand_as: expected a tensor, got %s"):format(describe(other)))
   end
@@ -22,7 +23,7 @@ end
 
 -- The sizes of repeat(...): numbers or one table, each a non-negative integer.
 local function repeat_sizes(call, ...)
-  local sizes = util.list_args(...)
+  local sizes = util.list_args(call, ...)
   for i, r in ipairs(sizes) do
     if not util.is_int(r) or r < 0 then
       fail(("%s: repeats must be non-negative integers, got %s at position %d")

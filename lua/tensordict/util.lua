@@ -90,10 +90,16 @@ function M.options(call, opts, fields)
 end
 
 -- The arguments of a call taking numbers or one table of them (t:permute(2, 1) or
--- t:permute({2, 1})) as one array; none gives {}.
-function M.list_args(...)
-  if select("#", ...) == 1 and type((...)) == "table" then return (...) end
-  return { ... }
+-- t:permute({2, 1})) as one array; none gives {}. A nil among them raises (an array
+-- cannot hold it, and every caller wants numbers).
+function M.list_args(call, ...)
+  local n = select("#", ...)
+  if n == 1 and type((...)) == "table" then return (...) end
+  local list = { ... }
+  for i = 1, n do
+    if list[i] == nil then M.fail(("%s: argument %d is nil"):format(call, i)) end
+  end
+  return list
 end
 
 function M.is_int(x)
