@@ -101,3 +101,16 @@ describe("locks", function()
     H.rmtree(dir)
   end)
 end)
+
+describe("memmap_refresh_", function()
+  it("refuses a folder whose leaf file was truncated on disk, instead of reading past it", function()
+    local dir = H.tmpdir()
+    T.TensorDict({ a = T.ones(100, 3) }, { 100 }):memmap(dir .. "/m")
+    local td = T.load_memmap(dir .. "/m")
+    td:memmap_refresh_() -- unchanged: fine
+    assert.are.equal(300, td.a:sum())
+    io.open(dir .. "/m/a.memmap", "wb"):close() -- another process truncates the file
+    H.raises(function() td:memmap_refresh_() end, "a.memmap")
+    H.rmtree(dir)
+  end)
+end)
