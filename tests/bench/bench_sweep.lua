@@ -1,0 +1,121 @@
+-- bench_sweep.lua: the size sweep of issue 11: elementwise, reductions, copies, masks,
+-- gathers, joins (1e2..1e7 elements) and matmul (64, 256, 1024), each ours next to
+-- PyTorch's measured in the same run (sweep_ops.py), at 1 and 2 threads, wall clock,
+-- median of 7 timed batches. Writes results/latest.md and results/latest.json.
+-- TD_TORCH_PYTHON (or TD_PYTHON) names the Python that has torch; without it, our
+-- times alone. TD_SWEEP_QUICK=1 (CI) runs the sizes up to 1e5 only.
+package.path = "lua/?.lua;lua/?/init.lua;tests/bench/?.lua;" .. package.path
+local T = require("tensordict")
+local json = require("tensordict.json")
+local now = require("clock")
+
+local quick = os.getenv("TD_SWEEP_QUICK") == "1"
+local SIZES = quick and { 100, 1000, 10000, 100000 } or { 100, 1000, 10000, 100000, 1000000, 10000000 }
+
+-- Results are freed at once, as torch's reference counting frees them.
+local function call(fn)
+  local r = fn()
+  if T.is_tensor(r) then r:free() end
+end
+
+local function median_time(fn)
+  call(fn)
+  local reps, t = 1, 0
+  repeat -- enough calls per batch for ~2 ms, so the clock's cost does not count
+    local t0 = now()
+    for _ = 1, reps do call(fn) end
+    t = now() - t0
+    if t < 2e-3 and reps < 65536 then reps = reps * 4 end
+  until t >= 2e-3 or reps >= 65536
+  local times = {}
+  for i = 1, 7 do
+    local t0 = now()
+    for _ = 1, reps do call(fn) end
+    times[i] = (now() - t0) / reps
+  end
+  table.sort(times)
+  return times[4]
+end
+
+local ORDER = { "add", "add_", "mul_scalar", "exp", "sigmoid", "sum", "sum_dim", "transpose_copy",
+  "where", "masked_select", "index_select_rows", "gather", "cat8", "stack8" }
+
+local function cases(n, g)
+  local a, b = T.rand({ n }, g), T.rand({ n }, g)
+  local rows = math.max(math.floor(n / 64), 1)
+  local m = T.rand({ rows, 64 }, g)
+  local mask = T.rand({ n }, g):lt(0.5)
+  local idx_rows = T.randint(1, rows, { rows }, g)
+  local idx = T.randint(1, n, { n }, g)
+  local parts = {}
+  for i = 1, 8 do parts[i] = T.rand({ math.max(math.floor(n / 8), 1) }, g) end
+  return {
+    add = function() return a + b end,
+    add_ = function() a:add_(b) end,
+    mul_scalar = function() return a * 2 end,
+    exp = function() return a:exp() end,
+    sigmoid = function() return a:sigmoid() end,
+    sum = function() return a:sum() end,
+    sum_dim = function() return m:sum(1) end,
+    transpose_copy = function() -- contiguous() gives the view itself when it is dense (as torch)
+      local r = m:t():contiguous()
+      if r.o ~= m.o then return r end
+    end,
+    where = function() return T.where(mask, a, b) end,
+    masked_select = function() return a[mask] end,
+    index_select_rows = function() return m:index_select(1, idx_rows) end,
+    gather = function() return a:gather(1, idx) end,
+    cat8 = function() return T.cat(parts) end,
+    stack8 = function() return T.stack(parts) end,
+  }
+end
+
+-- torch's side, run first so the two do not share the cores.
+local torch = {}
+local python = os.getenv("TD_TORCH_PYTHON") or os.getenv("TD_PYTHON") or "python3"
+do
+  local pipe = io.popen(("%s tests/bench/sweep_ops.py 2>/dev/null"):format(python))
+  for line in pipe:lines() do
+    local name, n, threads, s = line:match("^(%S+) (%d+) (%d+) (%S+)$")
+    if name then torch[name .. " " .. n .. " " .. threads] = tonumber(s) end
+  end
+  pipe:close()
+end
+local have_torch = next(torch) ~= nil
+if not have_torch then print("PyTorch is not installed for " .. python .. ": our times only") end
+
+local rows, g = {}, T.Generator(0)
+for _, threads in ipairs({ 1, 2 }) do
+  T.set_num_threads(threads)
+  for _, n in ipairs(SIZES) do
+    local c = cases(n, g)
+    for _, name in ipairs(ORDER) do
+      rows[#rows + 1] = { op = name, size = n, threads = threads, ours = median_time(c[name]) }
+    end
+    collectgarbage()
+  end
+  for _, k in ipairs(quick and { 64, 256 } or { 64, 256, 1024 }) do
+    local x = T.rand({ k, k }, g)
+    rows[#rows + 1] = { op = "matmul", size = k, threads = threads,
+      ours = median_time(function() return T.matmul(x, x) end) }
+  end
+end
+
+local lines = { "| op | size | threads | ours (us) | torch (us) | ours/torch |", "| --- | --- | --- | --- | --- | --- |" }
+for _, r in ipairs(rows) do
+  r.torch = torch[r.op .. " " .. r.size .. " " .. r.threads]
+  r.ratio = r.torch and r.ours / r.torch or nil
+  lines[#lines + 1] = ("| %s | %s | %d | %.2f | %s | %s |"):format(r.op, r.size, r.threads, r.ours * 1e6,
+    r.torch and ("%.2f"):format(r.torch * 1e6) or "-", r.ratio and ("%.2f"):format(r.ratio) or "-")
+  print(lines[#lines])
+end
+local header = ("Size sweep, %s, %s; medians of 7 batches, wall clock. `make bench` (bench_sweep.lua).")
+  :format(os.date("!%Y-%m-%d %H:%M UTC"), have_torch and "ours and torch in the same run" or "ours only")
+os.execute("mkdir -p results")
+local f = assert(io.open("results/latest.md", "w"))
+f:write("# Latest size sweep\n\n", header, "\n\n", table.concat(lines, "\n"), "\n")
+f:close()
+f = assert(io.open("results/latest.json", "w"))
+f:write(json.encode(rows), "\n")
+f:close()
+print("wrote results/latest.md and results/latest.json")
