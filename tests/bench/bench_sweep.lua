@@ -20,13 +20,13 @@ end
 
 local function median_time(fn)
   call(fn)
-  local reps, t = 1, 0
-  repeat -- enough calls per batch for ~2 ms, so the clock's cost does not count
+  local reps = 1
+  while reps < 65536 do -- enough calls per batch for ~2 ms, so the clock's cost does not count
     local t0 = now()
     for _ = 1, reps do call(fn) end
-    t = now() - t0
-    if t < 2e-3 and reps < 65536 then reps = reps * 4 end
-  until t >= 2e-3 or reps >= 65536
+    if now() - t0 >= 2e-3 then break end
+    reps = reps * 4
+  end
   local times = {}
   for i = 1, 7 do
     local t0 = now()
@@ -101,7 +101,10 @@ for _, threads in ipairs({ 1, 2 }) do
   end
 end
 
-local lines = { "| op | size | threads | ours (us) | torch (us) | ours/torch |", "| --- | --- | --- | --- | --- | --- |" }
+local lines = {
+  "| op | size | threads | ours (us) | torch (us) | ours/torch |",
+  "| --- | --- | --- | --- | --- | --- |",
+}
 for _, r in ipairs(rows) do
   r.torch = torch[r.op .. " " .. r.size .. " " .. r.threads]
   r.ratio = r.torch and r.ours / r.torch or nil
