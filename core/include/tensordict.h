@@ -377,6 +377,11 @@ td_tensor *td_softmax(const td_tensor *a, int32_t dim, int32_t log);
 td_tensor *td_masked_select(const td_tensor *a, const td_tensor *mask);
 /* [count, ndim] int64 positions of the non-zero elements, in row-major order. */
 td_tensor *td_nonzero(const td_tensor *a);
+/* Lua's 1-based integer indices (negative from the end) as a new int64 tensor of 0-based
+ * ones (negatives kept), checked against a dim of `size`: messages name call and the
+ * 1-based dim. */
+td_tensor *td_index_from_one_based(const td_tensor *index, int64_t size, const char *call,
+                                   int32_t dim1);
 td_tensor *td_index_select(const td_tensor *a, int32_t dim, const td_tensor *index);
 td_tensor *td_gather(const td_tensor *a, int32_t dim, const td_tensor *index);
 int32_t td_scatter_(td_tensor *a, int32_t dim, const td_tensor *index, const td_tensor *src);

@@ -350,3 +350,44 @@ td_tensor *td_source_for(const td_tensor *dst, const td_tensor *src, int32_t dty
   if (src->storage == dst->storage) return td_tensor_clone(src);
   return td_tensor_share(src);
 }
+
+/* ---- Lua's 1-based indices -------------------------------------------------------- */
+
+/* 1-based indices (negative from the end) -> a new int64 tensor of 0-based ones
+ * (negatives kept: the movers count them from the end), checked in the same pass as
+ * the shift: one copy (which also casts any integer dtype) and one loop, where the Lua
+ * layer used to run seven kernels and five temporaries. The messages name the call and
+ * the 1-based dim: the largest index past the end, else the smallest before the start,
+ * else a 0. */
+TD_EXPORT td_tensor *td_index_from_one_based(const td_tensor *index, int64_t size,
+                                            const char *call, int32_t dim1) {
+  td_tensor *out = td_tensor_empty(index->ndim, index->shape, TD_INT64);
+  if (!out) return NULL;
+  if (td_tensor_copy_(out, index) != 0) {
+    td_tensor_release(out);
+    return NULL;
+  }
+  int64_t *p = (int64_t *)td_tensor_ptr(out), n = td_tensor_numel(out);
+  int64_t hi = INT64_MIN, lo = INT64_MAX;
+  bool zero = false;
+  for (int64_t i = 0; i < n; i++) {
+    int64_t v = p[i];
+    hi = v > hi ? v : hi;
+    lo = v < lo ? v : lo;
+    zero |= v == 0;
+    p[i] = v > 0 ? v - 1 : v;
+  }
+  int64_t bad = hi > size ? hi : lo < -size ? lo : 0;
+  if (n > 0 && (bad != 0 || zero)) {
+    td_tensor_release(out);
+    if (bad != 0)
+      return td_fail_null(TD_EINDEX,
+                          "%s: index %lld is out of range for dim %d of size %lld (valid: "
+                          "1..%lld or -%lld..-1)",
+                          call, (long long)bad, (int)dim1, (long long)size, (long long)size,
+                          (long long)size);
+    return td_fail_null(TD_EINDEX, "%s: index 0 in dim %d: indices are 1-based (negative from the end)",
+                        call, (int)dim1);
+  }
+  return out;
+}

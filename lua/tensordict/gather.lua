@@ -29,20 +29,8 @@ function M.zero_based(idx, size, dim, call)
   if not dtypes.is_integer(h.dtype) then
     fail(("%s: index must have an integer dtype, got %s"):format(call, dtypes.name(h.dtype)))
   end
-  if tonumber(C.td_tensor_numel(h)) == 0 then return idx end
-  local hi, lo = idx:max(), idx:min()
-  local bad = (hi > size and hi) or (lo < -size and lo)
-  if bad then
-    fail(("%s: index %d is out of range for dim %d of size %d (valid: 1..%d or -%d..-1)")
-      :format(call, bad, dim, size, size, size))
-  end
-  if idx:eq(0):any() then
-    fail(("%s: index 0 in dim %d: indices are 1-based (negative from the end)"):format(call, dim))
-  end
-  -- i > 0 -> i - 1; negative values keep their meaning (C counts them from the end).
-  local positive = adopt(C.td_binary_scalar(C.TD_BINARY_GT, h, 0, INT, 0))
-  local shifted = adopt(C.td_binary_scalar(C.TD_BINARY_SUB, h, 1, INT, 0))
-  return adopt(C.td_where(positive.h, shifted.h, 0, 0, h, 0, 0))
+  -- one C pass: checked against the dim and shifted to 0-based (negatives kept)
+  return adopt(C.td_index_from_one_based(h, size, call, dim))
 end
 
 local function dim_and_size(call, h, dim)
@@ -62,16 +50,23 @@ function Tensor.nonzero(self)
   return positions
 end
 
+-- The converted index is freed at once: the GC would keep one per call alive for a while.
 function Tensor.index_select(self, dim, index)
   local h = H(self)
   local d, size = dim_and_size("index_select", h, dim)
-  return adopt(C.td_index_select(h, d, H(M.zero_based(index, size, dim, "index_select"))))
+  local idx = M.zero_based(index, size, dim, "index_select")
+  local r = C.td_index_select(h, d, idx.h)
+  idx:free()
+  return adopt(r)
 end
 
 function Tensor.gather(self, dim, index)
   local h = H(self)
   local d, size = dim_and_size("gather", h, dim)
-  return adopt(C.td_gather(h, d, H(M.zero_based(index, size, dim, "gather"))))
+  local idx = M.zero_based(index, size, dim, "gather")
+  local r = C.td_gather(h, d, idx.h)
+  idx:free()
+  return adopt(r)
 end
 
 -- scatter_(dim, index, src): src a tensor, or a number written at every index.
