@@ -182,6 +182,11 @@ enum {
  * \ space % and control characters, "%" for the empty key, "%2E" for each dot of "."
  * and ".."), followed by suffix: a malloc'd string, NULL when out of memory. */
 char *td_mm_encode_key(const char *key, int64_t len, const char *suffix);
+/* The raw (legacy, robust_key=False) file name of a key, key + suffix, malloc'd, where
+ * Python's loader would try it (dict_pyformat.c says when); NULL where it would not, or
+ * with *oom set when out of memory. folder: the name of a sub-folder (no suffix). */
+char *td_mm_legacy_name(const char *key, int64_t len, const char *suffix, bool folder,
+                        bool *oom);
 /* A file storage of nbytes mapped from an open file (shared mapping; writable or
  * read-only, as the storage reports); nbytes 0 maps nothing. On failure returns NULL
  * and writes a reason (strerror) into why. The caller closes fd. */

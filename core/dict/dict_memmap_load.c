@@ -139,10 +139,18 @@ static int32_t get_shape(const char *file, const char *key, const cJSON *obj, in
   return 0;
 }
 
-enum mm_kind { MM_TD, MM_NTD, MM_NTS, MM_OTHER };
+enum mm_kind { MM_TD, MM_NTD, MM_NTS, MM_TC };
 
-/* What a folder holds, from its "_type" (and "_class", written since format 1). */
-static int32_t classify(const char *file, const cJSON *meta, int *kind) {
+/* A sub-folder of dirfd by that name, not a link. */
+static bool has_folder(int dirfd, const char *name) {
+  struct stat sb;
+  return fstatat(dirfd, name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(sb.st_mode);
+}
+
+/* What folder dirfd holds, from its "_type" (and "_class", written since format 1); any
+ * other class with a _tensordict sub-folder is a tensorclass (Python imports the class
+ * to know; its memmap writes that layout). */
+static int32_t classify(const char *file, int dirfd, const cJSON *meta, int *kind) {
   const cJSON *t = field(meta, "_type"), *c = field(meta, "_class");
   if (!cJSON_IsString(t)) return lfail(TD_EINVAL, file, "\"_type\" must be a string");
   const char *cls = cJSON_IsString(c) ? c->valuestring : "";
@@ -152,10 +160,12 @@ static int32_t classify(const char *file, const cJSON *meta, int *kind) {
     *kind = MM_NTD;
   else if (!strcmp(t->valuestring, TD_MM_TYPE_TD) || !strcmp(cls, TD_MM_CLASS_TD))
     *kind = MM_TD;
+  else if (has_folder(dirfd, "_tensordict"))
+    *kind = MM_TC;
   else
     return lfail(TD_EINVAL, file,
-                 "\"_type\" %s is not supported (TensorDict, NonTensorData and NonTensorStack "
-                 "folders are)",
+                 "\"_type\" %s is not supported (TensorDict, NonTensorData, NonTensorStack "
+                 "and tensorclass folders are)",
                  t->valuestring);
   const cJSON *v = field(meta, "_format_version");
   if (cJSON_IsNumber(v) && v->valuedouble > TD_MM_FORMAT_VERSION)
@@ -179,6 +189,32 @@ static char *file_name(const char *file, const char *key, int64_t klen, const ch
   }
   free(name);
   return NULL;
+}
+
+/* openat(dirfd, *name): when no such entry exists, the raw key (+ suffix) that Python
+ * writes with robust_key=False and its loader falls back to (td_mm_legacy_name says
+ * when); *name becomes the name tried last, for messages. errno as openat's. */
+static int open_entry(int dirfd, char **name, const char *key, int64_t klen,
+                      const char *suffix, int flags) {
+  int fd = openat(dirfd, *name, flags);
+  if (fd >= 0 || errno != ENOENT) return fd;
+  bool oom;
+  char *raw = td_mm_legacy_name(key, klen, suffix, !*suffix, &oom);
+  if (!raw || !strcmp(raw, *name)) {
+    free(raw);
+    errno = oom ? ENOMEM : ENOENT;
+    return -1;
+  }
+  fd = openat(dirfd, raw, flags);
+  int err = errno;
+  if (fd < 0 && err == ENOENT) {
+    free(raw); /* neither exists: messages name the robust name */
+  } else {
+    free(*name);
+    *name = raw;
+  }
+  errno = err;
+  return fd;
 }
 
 typedef struct mm_load {
@@ -222,21 +258,18 @@ static int32_t load_leaf(const mm_load *L, td_dict *d, int dirfd, const char *di
   int64_t nbytes = numel * td_dtype_itemsize(dtype);
   char *name = file_name(file, key, klen, ".memmap");
   if (!name) return td_last_status();
-  char *path = td_mm_path_join(dir, name);
-  if (!path) {
-    free(name);
-    return td_fail(TD_ENOMEM, "load_memmap: out of memory");
-  }
   int32_t writable = L->mode == TD_MAP_READWRITE;
   td_storage *s = NULL;
-  char why[512];
+  char why[512], *path = NULL;
   if (nbytes == 0) { /* Python writes no file for a leaf without elements */
-    if (!(s = td_mm_map_fd(-1, 0, writable, why, sizeof why))) st = lfail(TD_ENOMEM, path, "%s", why);
+    if (!(s = td_mm_map_fd(-1, 0, writable, why, sizeof why))) st = lfail(TD_ENOMEM, file, "%s", why);
   } else {
-    int fd = openat(dirfd, name,
-                    (writable ? O_RDWR : O_RDONLY) | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    int fd = open_entry(dirfd, &name, key, klen, ".memmap",
+                        (writable ? O_RDWR : O_RDONLY) | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
     struct stat sb;
-    if (fd < 0 && errno == ELOOP)
+    if (!(path = td_mm_path_join(dir, name)))
+      st = td_fail(TD_ENOMEM, "load_memmap: out of memory");
+    else if (fd < 0 && errno == ELOOP)
       st = lfail(TD_EIO, path, "is a symlink (key '%s'); refusing to follow it", key);
     else if (fd < 0)
       st = lfail(TD_EIO, path, "cannot open (key '%s'): %s", key, strerror(errno));
@@ -365,6 +398,62 @@ static int32_t load_stack(td_dict *d, const char *key, int64_t klen, int subfd,
 static td_dict *load_dict(const mm_load *L, int dirfd, const char *dir, const cJSON *meta,
                           int32_t depth);
 
+/* A tensorclass folder (what a @tensorclass's memmap writes): its fields are the
+ * TensorDict folder _tensordict (tensor fields as leaves, non-tensor ones as
+ * NonTensorData sub-folders); the non-tensor fields Python keeps outside it are the
+ * folder's own meta.json keys besides "_type" (JSON values) or pickled in other.pickle.
+ * What loads is the container of the fields: the class is Python code. Its prefix is
+ * the tensorclass folder, so that a refresh maps the same folder again. */
+static td_dict *load_tensorclass(const mm_load *L, int dirfd, const char *dir,
+                                 const char *file, const cJSON *meta, int32_t depth) {
+  struct stat sb;
+  if (fstatat(dirfd, "other.pickle", &sb, AT_SYMLINK_NOFOLLOW) == 0)
+    return lfail(TD_EINVAL, file, "the tensorclass has fields pickled in other.pickle, which "
+                 "this reader cannot load"), NULL;
+  char *sub = td_mm_path_join(dir, "_tensordict");
+  char *sub_file = sub ? td_mm_path_join(sub, "meta.json") : NULL;
+  int fd = -1, kind;
+  int32_t st = 0;
+  cJSON *fields = NULL;
+  td_dict *c = NULL;
+  if (!sub_file) {
+    st = td_fail(TD_ENOMEM, "load_memmap: out of memory");
+  } else if ((fd = openat(dirfd, "_tensordict", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+    st = lfail(TD_EIO, sub, "cannot open the fields of the tensorclass: %s", strerror(errno));
+  } else if (!(fields = read_meta(fd, sub_file))) {
+    st = td_last_status();
+  } else if ((st = classify(sub_file, fd, fields, &kind))) {
+  } else if (kind != MM_TD) {
+    st = lfail(TD_EINVAL, sub_file, "must hold a TensorDict (the fields of the tensorclass)");
+  } else if (!(c = load_dict(L, fd, sub, fields, depth + 1))) {
+    st = td_last_status();
+  }
+  for (const cJSON *item = meta->child; item && !st; item = item->next) {
+    size_t klen;
+    const char *key = td_json_key_of(item, &klen);
+    if (klen == 5 && !memcmp(key, "_type", 5)) continue;
+    if (td_dict_find(c, key, (int64_t)klen) >= 0) {
+      st = lfail(TD_EINVAL, file, "key '%s' is both a field in _tensordict and a value here", key);
+      break;
+    }
+    bool bad_utf8;
+    char *t = td_json_print(item, TD_JSON_COMPACT, NULL, &bad_utf8);
+    st = t ? td_dict_set_value(c, key, (int64_t)klen, t)
+           : td_fail(TD_ENOMEM, "load_memmap: out of memory");
+    free(t);
+    if (st > 0) st = 0;
+  }
+  if (!st) st = td_dict_set_prefix(c, dir);
+  cJSON_Delete(fields);
+  if (fd >= 0) close(fd);
+  free(sub), free(sub_file);
+  if (st) {
+    td_dict_release(c);
+    return NULL;
+  }
+  return c;
+}
+
 /* An entry with a sub-folder: a nested container, a NonTensorData or a NonTensorStack. */
 static int32_t load_sub(const mm_load *L, td_dict *d, int dirfd, const char *dir,
                         const char *file, const char *key, int64_t len, const cJSON *item,
@@ -373,21 +462,21 @@ static int32_t load_sub(const mm_load *L, td_dict *d, int dirfd, const char *dir
   if (!cJSON_IsString(type)) return lfail(TD_EINVAL, file, "key '%s': \"type\" must be a string", key);
   char *name = file_name(file, key, len, "");
   if (!name) return td_last_status();
+  int32_t st = 0;
+  cJSON *meta = NULL;
+  int fd = open_entry(dirfd, &name, key, len, "", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  int err = errno;
   char *sub = td_mm_path_join(dir, name);
   char *sub_file = sub ? td_mm_path_join(sub, "meta.json") : NULL;
-  int32_t st = 0;
-  int fd = -1;
-  cJSON *meta = NULL;
   if (!sub_file) {
     st = td_fail(TD_ENOMEM, "load_memmap: out of memory");
     goto done;
   }
-  fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) {
     struct stat sb;
     bool link = fstatat(dirfd, name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(sb.st_mode);
     st = link ? lfail(TD_EIO, sub, "is a symlink (key '%s'); refusing to follow it", key)
-              : lfail(TD_EIO, sub, "cannot open the folder of key '%s': %s", key, strerror(errno));
+              : lfail(TD_EIO, sub, "cannot open the folder of key '%s': %s", key, strerror(err));
     goto done;
   }
   if (!(meta = read_meta(fd, sub_file))) {
@@ -395,9 +484,10 @@ static int32_t load_sub(const mm_load *L, td_dict *d, int dirfd, const char *dir
     goto done;
   }
   int kind;
-  if ((st = classify(sub_file, meta, &kind))) goto done;
-  if (kind == MM_TD) {
-    td_dict *c = load_dict(L, fd, sub, meta, depth + 1);
+  if ((st = classify(sub_file, fd, meta, &kind))) goto done;
+  if (kind == MM_TD || kind == MM_TC) {
+    td_dict *c = kind == MM_TD ? load_dict(L, fd, sub, meta, depth + 1)
+                               : load_tensorclass(L, fd, sub, sub_file, meta, depth + 1);
     if (!c) {
       st = td_last_status();
       goto done;
@@ -513,6 +603,23 @@ done:
   return d;
 }
 
+/* The error for a prefix that is a file: what it seems to be, and how to load it. */
+static void not_a_folder(const char *path) {
+  unsigned char magic[4] = {0};
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  bool zip = fd >= 0 && read(fd, magic, 4) == 4 && magic[0] == 'P' && magic[1] == 'K' &&
+             ((magic[2] == 3 && magic[3] == 4) || (magic[2] == 5 && magic[3] == 6));
+  if (fd >= 0) close(fd);
+  if (zip)
+    td_fail(TD_EINVAL, "load_memmap: '%s' is a zip archive (Python tensordict's .tdz, from "
+            "td.save(\"x.tdz\") or pack_memmap), not a folder: this reader maps folders only; "
+            "unpack it into one (unzip x.tdz -d x, or in Python "
+            "tensordict.unpack_memmap(\"x.tdz\", \"x\")) and load that", path);
+  else
+    td_fail(TD_EINVAL, "load_memmap: '%s' is a file, not a memmap folder (a consolidated file "
+            "loads with T.from_consolidated)", path);
+}
+
 TD_EXPORT td_dict *td_dict_load_memmap(const char *prefix, int32_t mode) {
   if (!prefix || !*prefix) return td_fail_null(TD_EINVAL, "load_memmap: the prefix is empty");
   if (mode != TD_MAP_READ && mode != TD_MAP_READWRITE)
@@ -528,16 +635,20 @@ TD_EXPORT td_dict *td_dict_load_memmap(const char *prefix, int32_t mode) {
   int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC); /* a link here is the caller's */
   if (!file) {
     td_fail(TD_ENOMEM, "load_memmap: out of memory");
+  } else if (fd < 0 && errno == ENOTDIR) {
+    not_a_folder(dir);
   } else if (fd < 0) {
     td_fail(TD_EIO, "load_memmap: cannot open the folder '%s': %s", dir, strerror(errno));
   } else if ((meta = read_meta(fd, file))) {
     int kind;
-    if (classify(file, meta, &kind) == 0) {
-      if (kind != MM_TD)
+    const mm_load L = {mode};
+    if (classify(file, fd, meta, &kind) == 0) {
+      if (kind == MM_NTD || kind == MM_NTS)
         lfail(TD_EINVAL, file, "holds a non-tensor value (%s), not a TensorDict; load the "
               "folder that holds it",
               kind == MM_NTD ? "NonTensorData" : "NonTensorStack");
-      else if ((d = load_dict(&(mm_load){mode}, fd, dir, meta, 0)))
+      else if ((d = kind == MM_TD ? load_dict(&L, fd, dir, meta, 0)
+                                  : load_tensorclass(&L, fd, dir, file, meta, 0)))
         td_dict_set_locked(d, 1); /* like memmap()'s result (Python 0.15's load leaves it
                                    * unlocked): keys added now would not be on disk */
     }

@@ -1,7 +1,8 @@
 /*
  * dict_pyformat.c: the pieces of Python tensordict's on-disk formats that both layouts
  * need, the memmap folders (dict_memmap*.c) and the consolidated file
- * (dict_consolidate.c): torch dtype names and the hash of value texts. (Their JSON,
+ * (dict_consolidate.c): torch dtype names, the hash of value texts and the legacy
+ * (robust_key=False) file names the memmap loader falls back to. (Their JSON,
  * written the way Python's json.dumps writes it, is the JSON layer's: core/src/json*.c.)
  */
 #include <stdio.h>
@@ -34,4 +35,39 @@ uint64_t td_py_text_hash(const char *s) {
   uint64_t h = 1469598103934665603ULL; /* FNV-1a */
   for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ULL;
   return h;
+}
+
+/* ------------------------------------------------------ legacy file names */
+
+/* Python's _is_safe_legacy_key: a raw key stays inside its folder (no '/' or '\\', no
+ * Windows drive prefix such as "C:x"; a folder also not "", "." or ".."). Python tests
+ * str.isalpha() on the first character; a non-ASCII first character followed by ':' is
+ * refused too, which errs on the side of loading less. A key holding NUL or too long to
+ * be a file name never names a file. */
+char *td_mm_legacy_name(const char *key, int64_t len, const char *suffix, bool folder,
+                        bool *oom) {
+  *oom = false;
+  size_t sl = strlen(suffix);
+  if ((size_t)len + sl > TD_MM_NAME_MAX || memchr(key, '\0', (size_t)len) ||
+      memchr(key, '/', (size_t)len) || memchr(key, '\\', (size_t)len))
+    return NULL;
+  if (len >= 2) {
+    unsigned char c = (unsigned char)key[0];
+    int64_t next = 1; /* the byte after the first character */
+    if (c >= 0x80)
+      while (next < len && ((unsigned char)key[next] & 0xC0) == 0x80) next++;
+    bool letter = c >= 0x80 || (unsigned)((c | 0x20) - 'a') < 26u;
+    if (letter && next < len && key[next] == ':') return NULL;
+  }
+  if (folder && (len == 0 || (len == 1 && key[0] == '.') ||
+                 (len == 2 && key[0] == '.' && key[1] == '.')))
+    return NULL;
+  char *name = malloc((size_t)len + sl + 1);
+  if (!name) {
+    *oom = true;
+    return NULL;
+  }
+  memcpy(name, key, (size_t)len);
+  memcpy(name + len, suffix, sl + 1);
+  return name;
 }

@@ -855,7 +855,8 @@ static void test_bad_meta(void) {
   load_fails(p, fmt("load_memmap: %s/meta.json: \"_type\" must be a string", p));
   p = bad_folder("{\"shape\": [2], \"_type\": \"<class 'my.Thing'>\"}");
   load_fails(p, fmt("load_memmap: %s/meta.json: \"_type\" <class 'my.Thing'> is not supported "
-                    "(TensorDict, NonTensorData and NonTensorStack folders are)", p));
+                    "(TensorDict, NonTensorData, NonTensorStack and tensorclass folders are)",
+                    p));
   p = bad_folder("{" HEAD ", \"_format_version\": 2}");
   load_fails(p, fmt("load_memmap: %s/meta.json: \"_format_version\" is 2; this reader reads the "
                     "versions up to 1", p));
