@@ -77,7 +77,10 @@ static int32_t rfail(const rctx *r, int32_t status, const char *where, const cha
 
 /* where = prefix + field (+ key): "b.leaves.c". */
 static const char *where_of(char *out, const char *prefix, const char *field, const char *key) {
-  snprintf(out, WHERE_CHARS, "%s%s%s%s", prefix, field, key ? "." : "", key ? key : "");
+  /* a long path is cut: it only names a place in a message (the result is used, so gcc
+   * knows the cut is meant) */
+  if (snprintf(out, WHERE_CHARS, "%s%s%s%s", prefix, field, key ? "." : "", key ? key : "") < 0)
+    out[0] = '\0';
   return out;
 }
 
@@ -383,7 +386,7 @@ static int32_t load_stack(const rctx *r, stack_load *k, const cJSON *m, const ch
     snprintf(key, sizeof key, "%lld", (long long)e);
     int64_t eoff = off + e * strides[sd];
     if (kids[e]) {
-      snprintf(w2, sizeof w2, "%s.%s", where, key);
+      if (snprintf(w2, sizeof w2, "%s.%s", where, key) < 0) w2[0] = '\0'; /* a message's place */
       st = load_stack(r, k, kids[e], w2, eoff, snd, sshape, sstrides);
     } else if (!data[e]) {
       st = rfail(r, TD_EINVAL, where, "element %lld of the stack is missing", (long long)e);
@@ -397,8 +400,52 @@ static int32_t load_stack(const rctx *r, stack_load *k, const cJSON *m, const ch
   return st;
 }
 
+/* The elements of a NonTensorStack at the top of its own block: its non_tensors members
+ * and its nested stacks. */
+static int64_t stack_count(const cJSON *m) {
+  int64_t n = 0;
+  const cJSON *nt = td_json_get(m, "non_tensors");
+  for (const cJSON *c = cJSON_IsObject(nt) ? nt->child : NULL; c; c = c->next) n++;
+  for (const cJSON *c = cJSON_IsObject(m) ? m->child : NULL; c; c = c->next) {
+    jkey key = key_of(c);
+    if (!td_cons_reserved_key(key.s, key.n)) n++;
+  }
+  return n;
+}
+
+/* A NonTensorStack in a container of batch size [] (Python allows it: the stack has a
+ * batch dim of its own) is the list of its elements, as the memmap loader reads the
+ * same container: a plain value, [e0, e1, ...]. */
+static int32_t load_stack_as_list(const rctx *r, td_dict *d, jkey key, const cJSON *m,
+                                  const char *where) {
+  int64_t n = stack_count(m), one = 1;
+  stack_load k = {0};
+  td_tensor *pos = td_tensor_empty(1, &n, TD_INT64);
+  if (!pos) return rfail(r, td_last_status(), where, "%s", td_last_error());
+  k.pos = td_tensor_data_borrow(pos);
+  int32_t st = load_stack(r, &k, m, where, 0, 1, &n, &one);
+  td_sbuf list = {0};
+  td_sb_putc(&list, '[');
+  for (int64_t e = 0; !st && e < n; e++) {
+    if (e) td_sb_putc(&list, ',');
+    td_sb_puts(&list, k.texts[k.pos[e]]);
+  }
+  td_sb_putc(&list, ']');
+  td_sb_putc(&list, '\0');
+  if (!st && list.oom) st = rfail(r, TD_ENOMEM, where, "out of memory");
+  if (!st && td_dict_set_value(d, key.s, (int64_t)key.n, list.p) < 0)
+    st = rfail(r, td_last_status(), where, "%s", td_last_error());
+  free(list.p);
+  for (int64_t j = 0; j < k.n; j++) free(k.texts[j]);
+  free(k.texts);
+  free(k.table);
+  td_tensor_release(pos);
+  return st;
+}
+
 static int32_t load_stacked_entry(const rctx *r, td_dict *d, jkey key, const cJSON *m,
                                   const char *where) {
+  if (d->head.ndim == 0) return load_stack_as_list(r, d, key, m, where);
   stack_load k = {0};
   td_tensor *pos = td_tensor_empty(d->head.ndim, d->head.shape, TD_INT64);
   if (!pos) return rfail(r, td_last_status(), where, "%s", td_last_error());
