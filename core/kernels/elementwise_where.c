@@ -28,7 +28,11 @@
       T *restrict d = (T *)p[0];                                                          \
       const uint8_t *restrict m = (const uint8_t *)p[1];                                  \
       const T *restrict a = (const T *)p[2], *restrict b = (const T *)p[3];               \
-      for (int64_t i = 0; i < n; i++) d[i] = m[i] ? a[i] : b[i];                          \
+      /* branchless: a random mask would mispredict every other element */              \
+      for (int64_t i = 0; i < n; i++) {                                                   \
+        T pick = (T)0 - (T)(m[i] != 0);                                                   \
+        d[i] = (a[i] & pick) | (b[i] & (T)~pick);                                         \
+      }                                                                                   \
     } else {                                                                              \
       char *d = p[0];                                                                     \
       const char *m = p[1], *a = p[2], *b = p[3];                                         \

@@ -58,6 +58,7 @@ TD_DTYPES_ALL(DEF_COUNT, _)
 /* ---- write passes ------------------------------------------------------------------ */
 
 /* masked_select: the elements of operand 2 where the bool operand 1 is set. */
+enum { SELECT_BLOCK = 256 };
 #define DEF_SELECT(B, T)                                                           \
   static void select_##B(char **p, const int64_t *s, int64_t n, void *vctx) {      \
     sel_ctx *c = vctx;                                                             \
@@ -74,11 +75,18 @@ TD_DTYPES_ALL(DEF_COUNT, _)
         }                                                                          \
         w += n * B;                                                                \
       }                                                                            \
-    } else {                                                                       \
-      for (int64_t k = 0; k < n; k++) {                                            \
-        if (!m[k * s[1]]) continue;                                                \
-        *(T *)w = *(const T *)(a + k * s[2]);                                      \
-        w += B;                                                                    \
+    } else { /* branchless through a block on the stack (a random mask would        \
+                mispredict every other element); only the kept part is copied out,     \
+                so nothing is written past this row's share of the output */           \
+      T buf[SELECT_BLOCK];                                                         \
+      for (int64_t k0 = 0; k0 < n; k0 += SELECT_BLOCK) {                           \
+        int64_t len = n - k0 < SELECT_BLOCK ? n - k0 : SELECT_BLOCK, j = 0;        \
+        for (int64_t k = k0; k < k0 + len; k++) {                                  \
+          buf[j] = *(const T *)(a + k * s[2]);                                     \
+          j += m[k * s[1]] != 0;                                                   \
+        }                                                                          \
+        memcpy(w, buf, (size_t)j * B);                                             \
+        w += j * B;                                                                \
       }                                                                            \
     }                                                                              \
     c->cursor = w;                                                                 \
@@ -101,9 +109,17 @@ static td_inner_loop select_loop(int64_t itemsize) {
 static void select_offsets(char **p, const int64_t *s, int64_t n, void *vctx) {
   sel_ctx *c = vctx;
   const uint8_t *m = (const uint8_t *)p[1];
-  int64_t *w = (int64_t *)c->cursor;
-  for (int64_t k = 0; k < n; k++)
-    if (m[k * s[1]]) *w++ = (int64_t)(p[2] + k * s[2] - c->src_base);
+  int64_t *w = (int64_t *)c->cursor, buf[SELECT_BLOCK];
+  const int64_t first = (int64_t)(p[2] - c->src_base);
+  for (int64_t k0 = 0; k0 < n; k0 += SELECT_BLOCK) { /* branchless, as select_<B> */
+    int64_t len = n - k0 < SELECT_BLOCK ? n - k0 : SELECT_BLOCK, j = 0;
+    for (int64_t k = k0; k < k0 + len; k++) {
+      buf[j] = first + k * s[2];
+      j += m[k * s[1]] != 0;
+    }
+    memcpy(w, buf, (size_t)j * sizeof *w);
+    w += j;
+  }
   c->cursor = (char *)w;
 }
 
