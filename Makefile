@@ -7,6 +7,7 @@
 #   make fuzz       the misuse fuzzer: 100,000 random calls with hostile arguments
 #   make fuzz-c     the libFuzzer targets over the readers (FUZZ_SECONDS each)
 #   make bench      benchmarks, each a ratio against a reference measured in the same run
+#   make bench-quick the size sweep at small sizes, our side only (CI runs it)
 #   make install    PREFIX=/usr/local (also LUADIR, LIBDIR, INCDIR for luarocks)
 #   make deps       installs the Debian packages the project needs
 #   make run        the main job: recipes/demo.json and recipes/iris.lua through tdflow
@@ -35,7 +36,7 @@ CDEFS     = lua/tensordict/cdefs.lua
 CTESTS    = $(patsubst tests/c/%.c,$(BUILD)/tests/%,$(wildcard tests/c/test_*.c))
 CBENCHES  = $(patsubst tests/bench/%.c,$(BUILD)/bench/%,$(wildcard tests/bench/bench_*.c))
 
-.PHONY: all lib layers test check lint asan fuzz fuzz-c fuzz-targets bench install deps clean demo run
+.PHONY: all lib layers test check lint asan fuzz fuzz-c fuzz-targets bench bench-quick install deps clean demo run
 
 all: $(LIB) $(CDEFS)
 
@@ -117,6 +118,11 @@ fuzz-targets: $(FUZZ_BINS)
 fuzz-c: deps
 	@$(MAKE) --no-print-directory fuzz-targets BUILD=build/fuzz CC=clang OPT=-O1 SAN="$(FUZZ_SAN)"
 	bash scripts/run-fuzz.sh build/fuzz $(FUZZ_SECONDS)
+
+# The bench harness in a few seconds (CI: so it cannot rot; it asserts nothing about time).
+bench-quick: all
+	TD_SWEEP_QUICK=1 TD_SWEEP_OUT=$(BUILD)/bench-results TD_TORCH_PYTHON=none \
+	  TENSORDICT_LIB=$(abspath $(LIB)) luajit tests/bench/bench_sweep.lua
 
 bench: deps
 	@$(MAKE) --no-print-directory all $(CBENCHES)

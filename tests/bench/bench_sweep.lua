@@ -1,7 +1,8 @@
 -- bench_sweep.lua: the size sweep of issue 11: elementwise, reductions, copies, masks,
 -- gathers, joins (1e2..1e7 elements) and matmul (64, 256, 1024), each ours next to
 -- PyTorch's measured in the same run (sweep_ops.py), at 1 and 2 threads, wall clock,
--- median of 7 timed batches. Writes results/latest.md and results/latest.json.
+-- median of 7 timed batches. Writes tests/bench/results/latest.md and latest.json
+-- (TD_SWEEP_OUT names another folder: make bench-quick writes under build/).
 -- TD_TORCH_PYTHON (or TD_PYTHON) names the Python that has torch; without it, our
 -- times alone. TD_SWEEP_QUICK=1 (CI) runs the sizes up to 1e5 only.
 package.path = "lua/?.lua;lua/?/init.lua;tests/bench/?.lua;" .. package.path
@@ -73,7 +74,7 @@ end
 -- torch's side, run first so the two do not share the cores.
 local torch = {}
 local python = os.getenv("TD_TORCH_PYTHON") or os.getenv("TD_PYTHON") or "python3"
-do
+if python ~= "none" then -- TD_TORCH_PYTHON=none: our side only
   local pipe = io.popen(("%s tests/bench/sweep_ops.py 2>/dev/null"):format(python))
   for line in pipe:lines() do
     local name, n, threads, s = line:match("^(%S+) (%d+) (%d+) (%S+)$")
@@ -114,11 +115,12 @@ for _, r in ipairs(rows) do
 end
 local header = ("Size sweep, %s, %s; medians of 7 batches, wall clock. `make bench` (bench_sweep.lua).")
   :format(os.date("!%Y-%m-%d %H:%M UTC"), have_torch and "ours and torch in the same run" or "ours only")
-os.execute("mkdir -p results")
-local f = assert(io.open("results/latest.md", "w"))
+local out = os.getenv("TD_SWEEP_OUT") or "tests/bench/results"
+os.execute("mkdir -p '" .. out .. "'")
+local f = assert(io.open(out .. "/latest.md", "w"))
 f:write("# Latest size sweep\n\n", header, "\n\n", table.concat(lines, "\n"), "\n")
 f:close()
-f = assert(io.open("results/latest.json", "w"))
+f = assert(io.open(out .. "/latest.json", "w"))
 f:write(json.encode(rows), "\n")
 f:close()
-print("wrote results/latest.md and results/latest.json")
+print(("wrote %s/latest.md and %s/latest.json"):format(out, out))
