@@ -16,6 +16,7 @@
 
 #include "dtypes.h"
 #include "reduce.h"
+#include "widest.h"
 
 enum { LANES = 8 };
 
@@ -93,7 +94,7 @@ enum { LANES = 8 };
 #define AT_PTR(p) ((const void *)(p))
 
 #define DEF_ROW(FAM, DN, DT, DK, AT, FIELD, ID, VAL, CENTER)                            \
-  static void row_##FAM##_##DN(td_reduce_acc *acc, const char *p, int64_t s, int64_t n, \
+  WIDEST static void row_##FAM##_##DN(td_reduce_acc *acc, const char *p, int64_t s, int64_t n, \
                                int64_t pos, double prm) {                               \
     (void)pos, (void)prm;                                                               \
     const double c = CENTER(acc->a);                                                    \

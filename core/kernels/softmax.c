@@ -16,17 +16,12 @@
 
 #include "../src/parallel.h"
 #include "elementwise.h"
+#include "widest.h"
 
 enum { COL_BLOCK = 256, LANES = 8 };
 
-/* The simple passes (max, subtract, sum, scale) are compiled for AVX-512, AVX2 and the
- * baseline, the loader picking the widest the CPU runs (GCC's and clang's target_clones);
- * exp already dispatches in elementwise_vecmath.c. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_ADDRESS__)
-#define WIDEST __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define WIDEST
-#endif
+/* The simple passes (max, subtract, sum, scale) are WIDEST (widest.h); exp already
+ * dispatches in elementwise_vecmath.c. */
 
 typedef struct softmax_plan {
   const char *x;          /* contiguous input */
