@@ -76,8 +76,16 @@ local function trace_events(fn)
   return loops, problems, concat(log, "; "), stitches
 end
 
+-- Up to three tries: hot counters are shared by hashed bytecode addresses, so in a long
+-- run a callee's counter may fire first and its trace abort at the return ("NYI: return
+-- to lower frame") until the loop is blacklisted; a fresh try (jit.flush) then compiles.
+-- A loop that never compiles in three tries still fails.
 local function assert_compiles(fn)
-  local loops, problems, log = trace_events(fn)
+  local loops, problems, log
+  for _ = 1, 3 do
+    loops, problems, log = trace_events(fn)
+    if #problems == 0 and loops > 0 then return end
+  end
   assert.are.same({}, problems, log)
   assert.is_true(loops > 0, "the loop did not compile: " .. log)
 end
