@@ -263,6 +263,36 @@ describe("consolidate", function()
   end)
 end)
 
+describe("what one side writes, the other reads", function()
+  local dir
+  before_each(function() dir = tmpdir() end)
+  after_each(function() H.rmtree(dir) end)
+
+  it("an empty leaf with a dim past 2^53 saves and loads with that dim exactly", function()
+    local td = T.TensorDict({ a = T.zeros(0, 2 ^ 53 + 2), b = T.zeros(0, 2 ^ 59 + 2 ^ 40) }, {})
+    td:memmap(dir .. "/td")
+    local back = T.load_memmap(dir .. "/td")
+    assert.are.same(td.a:shape(), back.a:shape())
+    assert.are.same(td.b:shape(), back.b:shape())
+    assert.is_truthy(H.read(dir .. "/td/meta.json"):find("576461851815051264", 1, true))
+  end)
+
+  it("a NaN non-tensor value from a consolidated file saves as a memmap and loads back", function()
+    T.TensorDict({ a = T.zeros(2), x = 12345.5 }, {}):consolidate(dir .. "/c.bin")
+    -- Python writes NaN as the literal NaN; the same length keeps the file's offsets
+    local bytes = H.read(dir .. "/c.bin"):gsub("12345%.5", "NaN    ")
+    H.write(dir .. "/nan.bin", bytes)
+    local td = T.from_consolidated(dir .. "/nan.bin")
+    assert.is_true(td.x ~= td.x)
+    td:memmap(dir .. "/td")
+    local x = T.load_memmap(dir .. "/td").x
+    assert.is_true(x ~= x)
+    td:consolidate(dir .. "/again.bin")
+    x = T.from_consolidated(dir .. "/again.bin").x
+    assert.is_true(x ~= x)
+  end)
+end)
+
 describe("interop with Python tensordict", function()
   local py = os.getenv("TD_PYTHON") or "python3"
   local has_python = sh(py .. " -c 'import tensordict' >/dev/null 2>&1")
