@@ -75,7 +75,10 @@ int main(void) {
   alarm(300); /* a thread left in unloaded code can hang the process: fail, don't hang */
   long threads_before = status_field("Threads"), rss_early = 0;
   int open_without_pool = 0, threads_left = 0; /* cycles that went wrong, counted */
-  enum { CYCLES = 100 };
+  /* TD_EMBED_CYCLES: fewer cycles under valgrind (make valgrind), whose own heap makes
+   * resident memory meaningless, so the flat-RSS check needs the full 100 */
+  const char *env_cycles = getenv("TD_EMBED_CYCLES");
+  const int CYCLES = env_cycles ? atoi(env_cycles) : 100;
   for (int cycle = 1; cycle <= CYCLES; cycle++) {
     lua_State *L = luaL_newstate();
     luaL_openlibs(L);
@@ -101,9 +104,10 @@ int main(void) {
    * one cached block each would pass the bound many times over. A few hundred kB of
    * allocator and loader bookkeeping are allowed. */
   long rss_late = status_field("VmRSS"); /* kB */
-  CHECK(rss_late - rss_early < RSS_BOUND_KB,
-        "resident memory grew from %ld kB (cycle 10) to %ld kB (cycle %d)", rss_early, rss_late,
-        CYCLES);
+  if (CYCLES >= 100)
+    CHECK(rss_late - rss_early < RSS_BOUND_KB,
+          "resident memory grew from %ld kB (cycle 10) to %ld kB (cycle %d)", rss_early,
+          rss_late, CYCLES);
   printf("%d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
 }
