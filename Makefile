@@ -4,6 +4,8 @@
 #                   with "N passed, N failed"
 #   make lint       luacheck over the Lua sources, scripts, plugins and tests (.luacheckrc)
 #   make asan       the same tests under AddressSanitizer and UBSan
+#   make valgrind   valgrind memcheck over the C tests and a subset of the specs: 0 errors,
+#                   0 bytes definitely lost (scripts/run-valgrind.sh)
 #   make fuzz       the misuse fuzzer: 100,000 random calls with hostile arguments
 #   make fuzz-c     the libFuzzer targets over the readers (FUZZ_SECONDS each)
 #   make bench      benchmarks, each a ratio against a reference measured in the same run
@@ -36,7 +38,8 @@ CDEFS     = lua/tensordict/cdefs.lua
 CTESTS    = $(patsubst tests/c/%.c,$(BUILD)/tests/%,$(wildcard tests/c/test_*.c))
 CBENCHES  = $(patsubst tests/bench/%.c,$(BUILD)/bench/%,$(wildcard tests/bench/bench_*.c))
 
-.PHONY: all lib layers test check lint asan fuzz fuzz-c fuzz-targets bench bench-quick install deps clean demo run
+.PHONY: all lib layers test check lint asan valgrind fuzz fuzz-c fuzz-targets bench bench-quick install deps \
+        clean demo run
 
 all: $(LIB) $(CDEFS)
 
@@ -93,6 +96,11 @@ asan: deps
 	  $(MAKE) --no-print-directory check BUILD=build/asan OPT=-O1 \
 	  SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
 	  TD_PRELOAD="$$($(CC) -print-file-name=libasan.so):$$($(CC) -print-file-name=libubsan.so)"
+
+# memcheck over the C tests and the specs scripts/run-valgrind.sh names (~7 minutes).
+valgrind: deps
+	@$(MAKE) --no-print-directory all $(CTESTS)
+	BUILD=$(BUILD) bash scripts/run-valgrind.sh
 
 # The misuse fuzzer: 100,000 random calls with hostile arguments (tests/fuzz/misuse.lua),
 # under an 8 GiB address-space limit so a valid but huge request fails instead of swapping.

@@ -105,10 +105,18 @@ static int parse_shape(const cJSON *a, int32_t *ndim, int64_t *out) {
   int32_t n = 0;
   for (const cJSON *x = a->child; x; x = x->next) {
     if (!cJSON_IsNumber(x)) return 1;
-    double v = x->valuedouble;
-    if (!(v >= 0) || v != floor(v) || v > 9007199254740992.0) return 1;
+    /* An integer literal is read exactly, past 2^53 too: td_dict_memmap writes a dim of
+     * an empty leaf as large as int64 holds, and what it writes must load. */
+    int64_t dim;
+    int exact = td_json_int64(x, &dim);
+    if (exact < 0 || (exact == 1 && dim < 0)) return 1;
+    if (exact == 0) { /* 3.0, 1e3: whole numbers a double holds exactly */
+      double v = x->valuedouble;
+      if (!(v >= 0) || v != floor(v) || v > 9007199254740992.0) return 1;
+      dim = (int64_t)v;
+    }
     if (n == TD_MAX_DIMS) return 2;
-    out[n++] = (int64_t)v;
+    out[n++] = dim;
   }
   *ndim = n;
   return 0;

@@ -908,8 +908,11 @@ static void test_bad_leaves(void) {
       {"\"dtype\": \"torch.float32\"", "key 'x': \"shape\" is missing"},
       {"\"dtype\": \"torch.float32\", \"shape\": [2, -3]",
        "key 'x': \"shape\" must be a list of non-negative integers"},
-      {"\"dtype\": \"torch.float32\", \"shape\": [2, 9223372036854775807]",
+      /* integer literals are read exactly: past int64 is not a dim, INT64_MAX is too many */
+      {"\"dtype\": \"torch.float32\", \"shape\": [2, 9223372036854775808]",
        "key 'x': \"shape\" must be a list of non-negative integers"},
+      {"\"dtype\": \"torch.float32\", \"shape\": [2, 9223372036854775807]",
+       "key 'x': \"shape\" [2, 9223372036854775807] has too many elements"},
       {"\"dtype\": \"torch.float32\", \"shape\": [2, 9007199254740992, 256]",
        "key 'x': \"shape\" [2, 9007199254740992, 256] has too many elements"},
       {"\"dtype\": \"torch.float32\", \"shape\": [3]",

@@ -8,6 +8,8 @@
  *
  * Not linked with libtensordict on purpose: the Lua code loads it (TENSORDICT_LIB, set
  * by run-tests.sh, or build/libtensordict.so), so closing the state really unloads it.
+ * 100 cycles: each must start the pool's threads and end with none left; resident memory
+ * after cycle 100 stays within 2 MiB of that after cycle 10.
  * Prints "N passed, N failed" like the other C tests (no check.h: it needs the library).
  */
 #include <lauxlib.h>
@@ -18,6 +20,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+/* ASan's allocator and quarantine (256 MiB) keep growing resident memory over 100
+ * states whatever the library does, so the flat-RSS check runs in plain builds only. */
+#if defined(__SANITIZE_ADDRESS__)
+#define RSS_CHECKED 0
+#else
+#define RSS_CHECKED 1
+#endif
+#define RSS_BOUND_KB (2 * 1024)
 
 static int passed, failed;
 
@@ -64,7 +75,11 @@ int main(void) {
   signal(SIGUSR1, on_signal);
   alarm(300); /* a thread left in unloaded code can hang the process: fail, don't hang */
   long threads_before = status_field("Threads"), rss_early = 0;
-  enum { CYCLES = 60 };
+  int open_without_pool = 0, threads_left = 0; /* cycles that went wrong, counted */
+  /* TD_EMBED_CYCLES: fewer cycles under valgrind (make valgrind), whose own heap makes
+   * resident memory meaningless, so the flat-RSS check needs the full 100 */
+  const char *env_cycles = getenv("TD_EMBED_CYCLES");
+  const int CYCLES = env_cycles ? atoi(env_cycles) : 100;
   for (int cycle = 1; cycle <= CYCLES; cycle++) {
     lua_State *L = luaL_newstate();
     luaL_openlibs(L);
@@ -73,18 +88,27 @@ int main(void) {
       lua_close(L);
       break;
     }
+    /* the pool's workers ran this cycle's kernels: they must exist now, and be gone below */
+    long threads_open = status_field("Threads");
+    if (threads_open <= threads_before) open_without_pool++;
     lua_close(L); /* unloads libtensordict.so */
     kill(getpid(), SIGUSR1); /* wakes any thread left sleeping in the unloaded code */
     long threads = status_field("Threads");
-    if (cycle == 1 || cycle == CYCLES)
-      CHECK(threads == threads_before, "cycle %d: %ld threads after closing the state, %ld before",
-            cycle, threads, threads_before);
+    if (threads != threads_before) threads_left++;
     if (cycle == 10) rss_early = status_field("VmRSS");
   }
+  CHECK(open_without_pool == 0, "%d of %d cycles ran without the pool's threads",
+        open_without_pool, CYCLES);
+  CHECK(threads_left == 0, "%d of %d cycles left threads behind after closing the state",
+        threads_left, CYCLES);
+  /* Flat: each cycle maps the library and allocates tens of MiB; 90 cycles that kept even
+   * one cached block each would pass the bound many times over. A few hundred kB of
+   * allocator and loader bookkeeping are allowed. */
   long rss_late = status_field("VmRSS"); /* kB */
-  CHECK(rss_late - rss_early < 64 * 1024,
-        "resident memory grew from %ld kB (cycle 10) to %ld kB (cycle %d)", rss_early, rss_late,
-        CYCLES);
+  if (RSS_CHECKED && CYCLES >= 100)
+    CHECK(rss_late - rss_early < RSS_BOUND_KB,
+          "resident memory grew from %ld kB (cycle 10) to %ld kB (cycle %d)", rss_early,
+          rss_late, CYCLES);
   printf("%d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
 }

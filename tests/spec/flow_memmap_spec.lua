@@ -405,56 +405,6 @@ describe("flow.MemmapSink", function()
     assert.are.same({ 1, 2, 3, 4 }, ids_of(again:finish()))
     H.raises(function() MemmapSink({ path = 3 }) end, "MemmapSink", "path", "string")
   end)
-
-  it("a process killed at random moments leaves the old folder or a whole new one (20 kills)", function()
-    local prefix = dir .. "/crash"
-    -- generation g: 8 batches of 64 rows whose every element is g; commit; next g
-    local child = H.write(dir .. "/appender.lua", [[
-package.path = "lua/?.lua;lua/?/init.lua;" .. package.path
-local T = require("tensordict")
-local flow = require("tensordict.flow")
-local nodes = require("tensordict.flow.memmap")
-local Sink = flow.MemmapSink or nodes.MemmapSink
-local prefix, g = arg[1], tonumber(arg[2])
-io.stdout:write("ready\n")
-io.stdout:flush()
-while true do
-  local sink = Sink({ path = prefix, existsok = true })
-  sink:open({})
-  for _ = 1, 8 do
-    sink:write(T.TensorDict({ a = T.full({ 64, 1024 }, g), b = T.full({ 64 }, g, "int64"),
-      nested = { c = T.full({ 64, 16 }, g, "float64") } }, { 64 }))
-  end
-  sink:finish()
-  g = g + 1
-end
-]])
-    local seed = os.time()
-    math.randomseed(seed)
-    local kills, loads = 0, 0
-    for round = 1, 20 do
-      H.kill_at_random(("luajit '%s' '%s' %d"):format(child, prefix, round * 1000), 20000, 300000)
-      kills = kills + 1
-      local ok, td = pcall(T.load_memmap, prefix)
-      if ok then
-        loads = loads + 1
-        local g = td.b[1]
-        assert.are.same({ 512 }, td:batch_size(), "seed " .. seed)
-        assert.is_true(td.a:eq(g):all() and td.b:eq(g):all() and td.nested.c:eq(g):all(),
-          ("torn folder after round %d (seed %d)"):format(round, seed))
-      else
-        assert.is_false(exists(prefix), "a folder that does not load: " .. tostring(td))
-      end
-    end
-    assert.are.equal(20, kills)
-    assert.is_true(loads > 0, "no commit ever completed: raise the sleep range")
-    -- the next run of a sink on the path removes the temporaries the killed ones left
-    local sink = MemmapSink({ path = prefix, existsok = true })
-    sink:open({})
-    sink:abort()
-    local names = ls_a(dir)
-    assert.is_falsy(names:find(".crash.tmp", 1, true), names)
-  end)
 end)
 
 describe("flow.ReplayBuffer", function()
