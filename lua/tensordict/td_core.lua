@@ -842,13 +842,10 @@ TD.items = TD.pairs
 
 -- for v in td:values() do ... end (opts as keys()).
 function TD.values(self, opts)
-  local keys = TD.keys(self, opts)
-  local i = 0
+  local next_item = TD.pairs(self, opts)
   return function()
-    i = i + 1
-    local k = keys[i]
-    if k == nil then return nil end
-    return TD.get(self, k)
+    local _, v = next_item()
+    return v
   end
 end
 
