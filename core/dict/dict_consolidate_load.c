@@ -692,9 +692,55 @@ static int32_t load_level(const rctx *r, const cJSON *m, const char *prefix,
   return 0;
 }
 
+/* A lazy stack's root m (Python's LazyStackedTensorDict: the members under "0", "1",
+ * ... in order, the stack dim in cls_metadata) into a container of batch size [] whose
+ * entries "0", "1", ... are the members; *stack_dim its dim. */
+static int32_t load_lazy_root(const rctx *r, const cJSON *m, td_dict **out, int32_t *stack_dim) {
+  const cJSON *cm = td_json_get(m, "cls_metadata");
+  const cJSON *sd = cJSON_IsObject(cm) ? td_json_get(cm, "stack_dim") : NULL;
+  int64_t dim;
+  if (!sd || td_json_int64(sd, &dim) != 1 || dim < 0 || dim >= TD_MAX_DIMS)
+    return rfail(r, TD_EINVAL, "cls_metadata.stack_dim", "must be a non-negative integer");
+  td_dict *holder = td_dict_new(0, NULL);
+  if (!holder) return td_last_status();
+  int32_t st = 0, n = 0, ndim = -1;
+  for (const cJSON *child = m->child; child && !st; child = child->next) {
+    jkey key = key_of(child);
+    if (td_cons_reserved_key(key.s, key.n)) continue;
+    char name[16], prefix[24];
+    snprintf(name, sizeof name, "%d", (int)n);
+    snprintf(prefix, sizeof prefix, "%d.", (int)n);
+    td_dict *c = NULL;
+    if (key.n != strlen(name) || memcmp(key.s, name, key.n) != 0)
+      st = rfail(r, TD_EINVAL, key.s, "a lazy stack's members are \"0\", \"1\", ... in order; "
+                 "expected \"%s\"", name);
+    else if ((st = load_level(r, child, prefix, NULL, &c))) {
+    } else if (ndim >= 0 && c->head.ndim != ndim)
+      st = rfail(r, TD_ESHAPE, name, "member %d has %d batch dims, member 0 has %d", (int)n,
+                 (int)c->head.ndim, (int)ndim);
+    else if (dim > c->head.ndim)
+      st = rfail(r, TD_EINVAL, "cls_metadata.stack_dim", "%lld is past the %d batch dims of "
+                 "the members", (long long)dim, (int)c->head.ndim);
+    else if (td_dict_set_dict(holder, name, (int64_t)strlen(name), c) < 0)
+      st = rfail(r, td_last_status(), name, "%s", td_last_error());
+    if (c) ndim = c->head.ndim;
+    td_dict_release(c);
+    n++;
+  }
+  if (!st && n == 0) st = rfail(r, TD_EINVAL, "metadata", "the lazy stack has no members");
+  if (st) {
+    td_dict_release(holder);
+    return st;
+  }
+  *out = holder;
+  *stack_dim = (int32_t)dim;
+  return 0;
+}
+
 /* The metadata at the end of the mapped file (its length in the last 8 bytes) parsed
- * and loaded into *out. */
-static int32_t load_metadata(rctx *r, const unsigned char *data, int64_t size, td_dict **out) {
+ * and loaded into *out; a lazy stack's root is loaded by load_lazy_root. */
+static int32_t load_metadata(rctx *r, const unsigned char *data, int64_t size, td_dict **out,
+                             int32_t *stack_dim) {
   uint64_t mlen = 0;
   for (int k = 7; k >= 0; k--) mlen = (mlen << 8) | data[size - 8 + k];
   if (mlen == 0 || mlen > (uint64_t)(size - 8))
@@ -708,12 +754,28 @@ static int32_t load_metadata(rctx *r, const unsigned char *data, int64_t size, t
   if (!m)
     return rfail(r, strcmp(e.what, "out of memory") == 0 ? TD_ENOMEM : TD_EIO, "metadata",
                  "not valid JSON: %s at byte %zu", e.what, e.at + 1);
-  int32_t st = load_level(r, m, "", NULL, out);
+  const cJSON *cls = cJSON_IsObject(m) ? td_json_get(m, "cls") : NULL;
+  int32_t st = is_text(cls, "LazyStackedTensorDict") ? load_lazy_root(r, m, out, stack_dim)
+                                                      : load_level(r, m, "", NULL, out);
   cJSON_Delete(m);
   return st;
 }
 
 TD_EXPORT td_dict *td_dict_from_consolidated(const char *filename, int32_t mode) {
+  int32_t stack_dim;
+  td_dict *d = td_dict_from_consolidated_any(filename, mode, &stack_dim);
+  if (d && stack_dim >= 0) {
+    td_dict_release(d);
+    return td_fail_null(TD_EINVAL, "from_consolidated: '%s' holds a LazyStackedTensorDict, not "
+                        "a TensorDict (td_dict_from_consolidated_any loads it)", filename);
+  }
+  return d;
+}
+
+TD_EXPORT td_dict *td_dict_from_consolidated_any(const char *filename, int32_t mode,
+                                                 int32_t *stack_dim) {
+  if (!stack_dim) return td_fail_null(TD_EINVAL, "from_consolidated: stack_dim is NULL");
+  *stack_dim = -1;
   if (!filename || !*filename)
     return td_fail_null(TD_EINVAL, "from_consolidated: the filename is empty");
   if (mode != TD_MAP_READ && mode != TD_MAP_READWRITE)
@@ -740,7 +802,7 @@ TD_EXPORT td_dict *td_dict_from_consolidated(const char *filename, int32_t mode)
     return td_fail_null(td_last_status(), "from_consolidated: %s", msg);
   }
   td_dict *d = NULL;
-  int32_t status = load_metadata(&r, td_storage_data_borrow(r.s), size, &d);
+  int32_t status = load_metadata(&r, td_storage_data_borrow(r.s), size, &d, stack_dim);
   td_storage_release(r.s); /* the leaves hold their own references */
   return status ? NULL : d;
 }

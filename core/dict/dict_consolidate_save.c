@@ -551,7 +551,23 @@ static int32_t move_into_place(const char *tmp, const char *filename, int32_t fl
   return st;
 }
 
-TD_EXPORT int32_t td_dict_consolidate(const td_dict *d, const char *filename, int32_t flags) {
+/* The root of a lazy stack (Python's LazyStackedTensorDict): no fields of its own, the
+ * stack dim in cls_metadata, then each member under "0", "1", ... (the children of the
+ * holder d, a container of batch size [] with the members as its entries). */
+static int32_t put_stack_root(wctx *w, const td_dict *d, int32_t stack_dim) {
+  td_sbuf *b = &w->json;
+  td_sb_puts(b, "{\"cls\": \"LazyStackedTensorDict\", \"non_tensors\": {}, \"leaves\": {}, "
+                "\"cls_metadata\": {\"stack_dim\": ");
+  buf_i64(b, stack_dim);
+  td_sb_puts(b, ", \"stack_dim_name\": null, \"is_locked\": false}");
+  int32_t st = put_children(w, d, 0, NULL);
+  if (!st) td_sb_putc(b, '}');
+  return st;
+}
+
+/* d into filename; stack_dim >= 0: d holds a lazy stack's members (put_stack_root). */
+static int32_t consolidate(const td_dict *d, const char *filename, int32_t flags,
+                           int32_t stack_dim) {
   if (!d) return td_fail(TD_EINVAL, "consolidate: the TensorDict is NULL");
   if (!filename || !*filename) return td_fail(TD_EINVAL, "consolidate: the filename is empty");
   if (flags & ~(TD_MEMMAP_EXISTSOK | TD_MEMMAP_NO_FSYNC))
@@ -567,11 +583,32 @@ TD_EXPORT int32_t td_dict_consolidate(const td_dict *d, const char *filename, in
   int64_t payload = 0;
   char *tmp = NULL;
   int32_t st = measure(&w, d, NULL, &payload);
-  if (!st) st = put_level(&w, d, 0, NULL);
+  if (!st) st = stack_dim < 0 ? put_level(&w, d, 0, NULL) : put_stack_root(&w, d, stack_dim);
   if (!st && w.json.oom) st = td_fail(TD_ENOMEM, "consolidate: out of memory");
   if (!st) st = write_file(&w, d, flags, &tmp);
   if (!st) st = move_into_place(tmp, filename, flags);
   free(tmp);
   free(w.json.p);
+  return st;
+}
+
+TD_EXPORT int32_t td_dict_consolidate(const td_dict *d, const char *filename, int32_t flags) {
+  return consolidate(d, filename, flags, -1);
+}
+
+TD_EXPORT int32_t td_dict_consolidate_stack(td_dict *const *members, int32_t n,
+                                            int32_t stack_dim, const char *filename,
+                                            int32_t flags) {
+  int32_t st = td_mm_check_stack("consolidate", members, n, stack_dim);
+  if (st) return st;
+  td_dict *holder = td_dict_new(0, NULL);
+  if (!holder) return td_last_status();
+  for (int32_t i = 0; i < n && !st; i++) {
+    char key[16];
+    int len = snprintf(key, sizeof key, "%d", (int)i);
+    if (td_dict_set_dict(holder, key, len, members[i]) < 0) st = td_last_status();
+  }
+  if (!st) st = consolidate(holder, filename, flags, stack_dim);
+  td_dict_release(holder);
   return st;
 }

@@ -156,7 +156,7 @@ static void add(cJSON *obj, const char *key, cJSON *item, bool *ok) {
 int32_t td_mm_oom(const td_mm_save *S) { return td_fail(TD_ENOMEM, "%s: out of memory", S->call); }
 
 /* A new folder (name is taken over); its index or a negative code. */
-static int32_t add_dir(td_mm_save *S, int32_t parent, char *name) {
+int32_t td_mm_add_dir(td_mm_save *S, int32_t parent, char *name) {
   bool ok = true;
   char *path = name ? td_mm_path_join(S->dirs[parent].path, name) : NULL;
   char *rel = !name        ? NULL
@@ -195,7 +195,7 @@ static int32_t add_mark(td_mm_save *S, int32_t index) {
 }
 
 /* A meta.json job for folder dir from a cJSON tree (deleted here). */
-static int32_t add_meta(td_mm_save *S, int32_t dir, cJSON *root, bool compact, const char *what) {
+int32_t td_mm_add_meta(td_mm_save *S, int32_t dir, cJSON *root, bool compact, const char *what) {
   size_t len = 0;
   bool bad_utf8;
   char *text = meta_text(root, compact, &len, &bad_utf8);
@@ -268,7 +268,7 @@ static int32_t plan_value(td_mm_save *S, const td_entry *e, int32_t dir, const c
     add(root, "_metadata", cJSON_CreateNull(), &ok);
     add(root, "_is_non_tensor", cJSON_CreateTrue(), &ok);
     if (!ok) return cJSON_Delete(root), td_mm_oom(S);
-    return add_meta(S, dir, root, false, what);
+    return td_mm_add_meta(S, dir, root, false, what);
   }
   td_sbuf list = {0};
   if (!stack_list(&list, &e->t, v, 0, e->t.offset)) {
@@ -284,7 +284,7 @@ static int32_t plan_value(td_mm_save *S, const td_entry *e, int32_t dir, const c
   add(root, "data", list.oom ? NULL : value_tree(list.p), &ok);
   free(list.p);
   if (!ok) return cJSON_Delete(root), td_mm_oom(S);
-  return add_meta(S, dir, root, true, what); /* Python writes stacks compact */
+  return td_mm_add_meta(S, dir, root, true, what); /* Python writes stacks compact */
 }
 
 typedef struct name_key {
@@ -310,9 +310,6 @@ static int32_t check_names(const td_mm_save *S, name_key *names, int32_t n, cons
   }
   return 0;
 }
-
-static int32_t plan_dict(td_mm_save *S, const td_dict *d, int32_t dir, const td_key_path *at,
-                         int32_t depth);
 
 /* One entry of d: its meta.json entry into meta, its file or folder into the plan. */
 static int32_t plan_entry(td_mm_save *S, const td_dict *d, int32_t i, int32_t dir,
@@ -364,14 +361,14 @@ static int32_t plan_entry(td_mm_save *S, const td_dict *d, int32_t i, int32_t di
     if (nbytes > 0 && (job = add_job(S, dir, strdup(name), t, NULL, 0, nbytes)) < 0) st = job;
     if (!st) st = add_mark(S, job);
   } else {
-    int32_t sub = add_dir(S, dir, strdup(name));
+    int32_t sub = td_mm_add_dir(S, dir, strdup(name));
     *nk = (name_key){name, key};
     if (sub < 0) {
       st = sub;
     } else if (e->kind == TD_ENTRY_DICT) {
       add(entry, "type", cJSON_CreateString("TensorDict"), &ok);
       st = add_mark(S, sub);
-      if (!st) st = plan_dict(S, e->child, sub, &here, depth + 1);
+      if (!st) st = td_mm_plan_dict(S, e->child, sub, &here, depth + 1);
     } else {
       bool stacked = false;
       st = plan_value(S, e, sub, kp, &stacked);
@@ -383,7 +380,7 @@ static int32_t plan_entry(td_mm_save *S, const td_dict *d, int32_t i, int32_t di
   return st;
 }
 
-static int32_t plan_dict(td_mm_save *S, const td_dict *d, int32_t dir, const td_key_path *at,
+int32_t td_mm_plan_dict(td_mm_save *S, const td_dict *d, int32_t dir, const td_key_path *at,
                          int32_t depth) {
   if (depth > TD_MM_MAX_DEPTH)
     return td_fail(TD_EINVAL, "%s: %s: nested more than %d levels deep", S->call,
@@ -430,7 +427,7 @@ static int32_t plan_dict(td_mm_save *S, const td_dict *d, int32_t dir, const td_
     cJSON_Delete(meta);
     return td_mm_oom(S);
   }
-  return add_meta(S, dir, meta, false, "a dim name");
+  return td_mm_add_meta(S, dir, meta, false, "a dim name");
 }
 
 /* ------------------------------------------------------------------------- results */
@@ -448,12 +445,12 @@ void td_mm_save_free(td_mm_save *S) {
 }
 
 /* The new headers of the tensor leaves (walk order), made before anything changes. */
-static int32_t make_leaves(td_mm_save *S, const td_dict *d, int32_t *k) {
+int32_t td_mm_make_leaves(td_mm_save *S, const td_dict *d, int32_t *k) {
   for (int32_t i = 0; i < d->keys->n; i++) {
     const td_entry *e = &d->entries[i];
     if (e->kind == TD_ENTRY_DICT) {
       (*k)++;
-      int32_t st = make_leaves(S, e->child, k);
+      int32_t st = td_mm_make_leaves(S, e->child, k);
       if (st) return st;
     } else if (e->kind == TD_ENTRY_TENSOR) {
       td_mm_mark *m = &S->marks[(*k)++];
@@ -476,7 +473,7 @@ static int32_t set_names_of(td_dict *r, const td_dict *d) {
 }
 
 /* A new container of d's structure over the written files. */
-static td_dict *build(td_mm_save *S, const td_dict *d, int32_t dir, int32_t *k) {
+td_dict *td_mm_build(td_mm_save *S, const td_dict *d, int32_t dir, int32_t *k) {
   td_dict *r = td_dict_new(d->head.ndim, d->head.shape);
   int32_t st = r ? 0 : td_last_status();
   if (!st) st = td_dict_set_device(r, TD_DEVICE_CPU, 0);
@@ -489,7 +486,7 @@ static td_dict *build(td_mm_save *S, const td_dict *d, int32_t dir, int32_t *k) 
       st = td_dict_set_tensor(r, key, len, S->marks[(*k)++].t);
     } else if (e->kind == TD_ENTRY_DICT) {
       int32_t sub = S->marks[(*k)++].index;
-      td_dict *c = build(S, e->child, sub, k);
+      td_dict *c = td_mm_build(S, e->child, sub, k);
       st = c ? td_dict_set_dict(r, key, len, c) : td_last_status();
       td_dict_release(c);
     } else {
@@ -551,7 +548,7 @@ int32_t td_mm_plan(td_mm_save *S, const td_dict *d, const char *prefix) {
   if (!st) {
     S->dirs[S->ndirs++] = (td_mm_dir){-1, NULL, root_rel, root_path};
     root_path = root_rel = NULL;
-    st = plan_dict(S, d, 0, NULL, 0);
+    st = d ? td_mm_plan_dict(S, d, 0, NULL, 0) : 0; /* NULL: the root folder only */
   }
   free(root_path), free(root_rel);
   return st;
@@ -570,7 +567,7 @@ static int32_t save(td_mm_save *S, const td_dict *d, const char *prefix, int32_t
   int32_t st = td_mm_plan(S, d, p);
   if (!st) st = td_mm_write(S, p, num_threads);
   int32_t k = 0;
-  if (!st) st = make_leaves(S, d, &k);
+  if (!st) st = td_mm_make_leaves(S, d, &k);
   free(p);
   return st;
 }
@@ -581,7 +578,7 @@ static td_dict *save_new(const char *call, const td_dict *d, const char *prefix,
   td_dict *r = NULL;
   if (save(&S, d, prefix, num_threads) == 0) {
     int32_t k = 0;
-    if ((r = build(&S, d, 0, &k))) td_dict_set_locked(r, 1);
+    if ((r = td_mm_build(&S, d, 0, &k))) td_dict_set_locked(r, 1);
   }
   td_mm_save_free(&S);
   return r;

@@ -147,7 +147,7 @@ static int32_t get_shape(const char *file, const char *key, const cJSON *obj, in
   return 0;
 }
 
-enum mm_kind { MM_TD, MM_NTD, MM_NTS, MM_TC };
+enum mm_kind { MM_TD, MM_NTD, MM_NTS, MM_TC, MM_LS };
 
 /* A sub-folder of dirfd by that name, not a link. */
 static bool has_folder(int dirfd, const char *name) {
@@ -168,12 +168,14 @@ static int32_t classify(const char *file, int dirfd, const cJSON *meta, int *kin
     *kind = MM_NTD;
   else if (!strcmp(t->valuestring, TD_MM_TYPE_TD) || !strcmp(cls, TD_MM_CLASS_TD))
     *kind = MM_TD;
+  else if (strstr(t->valuestring, "LazyStackedTensorDict") || !strcmp(cls, TD_MM_CLASS_LS))
+    *kind = MM_LS;
   else if (has_folder(dirfd, "_tensordict"))
     *kind = MM_TC;
   else
     return lfail(TD_EINVAL, file,
-                 "\"_type\" %s is not supported (TensorDict, NonTensorData, NonTensorStack "
-                 "and tensorclass folders are)",
+                 "\"_type\" %s is not supported (TensorDict, LazyStackedTensorDict, "
+                 "NonTensorData, NonTensorStack and tensorclass folders are)",
                  t->valuestring);
   const cJSON *v = field(meta, "_format_version");
   if (cJSON_IsNumber(v) && v->valuedouble > TD_MM_FORMAT_VERSION)
@@ -493,7 +495,10 @@ static int32_t load_sub(const mm_load *L, td_dict *d, int dirfd, const char *dir
   }
   int kind;
   if ((st = classify(sub_file, fd, meta, &kind))) goto done;
-  if (kind == MM_TD || kind == MM_TC) {
+  if (kind == MM_LS) {
+    st = lfail(TD_EINVAL, sub_file, "key '%s' holds a LazyStackedTensorDict: a TensorDict here "
+               "cannot hold a lazy stack (load this folder on its own with T.load_memmap)", key);
+  } else if (kind == MM_TD || kind == MM_TC) {
     td_dict *c = kind == MM_TD ? load_dict(L, fd, sub, meta, depth + 1)
                                : load_tensorclass(L, fd, sub, sub_file, meta, depth + 1);
     if (!c) {
@@ -628,7 +633,82 @@ static void not_a_folder(const char *path) {
             "loads with T.from_consolidated)", path);
 }
 
+/* A lazy stack's folder dirfd (path dir): its members, folders "0", "1", ... (as many as
+ * there are in a row), each a TensorDict, as the entries "0", "1", ... of a container of
+ * batch size []; *stack_dim from its meta.json. */
+static td_dict *load_lazy_stack(const mm_load *L, int dirfd, const char *dir, const char *file,
+                                const cJSON *meta, int32_t *stack_dim) {
+  const cJSON *sd = field(meta, "stack_dim");
+  int64_t dim;
+  if (!sd || td_json_int64(sd, &dim) != 1 || dim < 0 || dim >= TD_MAX_DIMS)
+    return lfail(TD_EINVAL, file, "\"stack_dim\" must be a non-negative integer"), NULL;
+  td_dict *holder = td_dict_new(0, NULL);
+  if (!holder) return NULL;
+  int32_t st = 0, n = 0, ndim = -1;
+  for (;; n++) {
+    char name[16];
+    snprintf(name, sizeof name, "%d", (int)n);
+    if (!has_folder(dirfd, name)) break;
+    char *sub = td_mm_path_join(dir, name);
+    char *sub_file = sub ? td_mm_path_join(sub, "meta.json") : NULL;
+    int fd = -1, kind;
+    cJSON *m = NULL;
+    td_dict *c = NULL;
+    if (!sub_file)
+      st = td_fail(TD_ENOMEM, "load_memmap: out of memory");
+    else if ((fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+      st = lfail(TD_EIO, sub, "cannot open member %d of the lazy stack: %s", (int)n, strerror(errno));
+    else if (!(m = read_meta(fd, sub_file)))
+      st = td_last_status();
+    else if ((st = classify(sub_file, fd, m, &kind))) {
+    } else if (kind != MM_TD && kind != MM_TC)
+      st = lfail(TD_EINVAL, sub_file, "member %d of the lazy stack must be a TensorDict%s", (int)n,
+                 kind == MM_LS ? " (a lazy stack of lazy stacks is not supported)" : "");
+    else if (!(c = kind == MM_TD ? load_dict(L, fd, sub, m, 1)
+                                 : load_tensorclass(L, fd, sub, sub_file, m, 1)))
+      st = td_last_status();
+    else if (ndim >= 0 && c->head.ndim != ndim)
+      st = lfail(TD_ESHAPE, sub_file, "member %d has %d batch dims, member 0 has %d", (int)n,
+                 (int)c->head.ndim, (int)ndim);
+    else if (dim > c->head.ndim)
+      st = lfail(TD_EINVAL, file, "\"stack_dim\" %lld is past the %d batch dims of the members",
+                 (long long)dim, (int)c->head.ndim);
+    else if (td_dict_set_dict(holder, name, (int64_t)strlen(name), c) < 0)
+      st = td_last_status();
+    if (c) {
+      ndim = c->head.ndim;
+      td_dict_set_locked(c, 1);
+    }
+    td_dict_release(c);
+    cJSON_Delete(m);
+    if (fd >= 0) close(fd);
+    free(sub), free(sub_file);
+    if (st) break;
+  }
+  if (!st && n == 0) st = lfail(TD_EINVAL, file, "the lazy stack has no member folder \"0\"");
+  if (!st) st = td_dict_set_prefix(holder, dir);
+  if (st) {
+    td_dict_release(holder);
+    return NULL;
+  }
+  *stack_dim = (int32_t)dim;
+  return holder;
+}
+
 TD_EXPORT td_dict *td_dict_load_memmap(const char *prefix, int32_t mode) {
+  int32_t stack_dim;
+  td_dict *d = td_dict_load_memmap_any(prefix, mode, &stack_dim);
+  if (d && stack_dim >= 0) {
+    td_dict_release(d);
+    return td_fail_null(TD_EINVAL, "load_memmap: '%s' holds a LazyStackedTensorDict, not a "
+                        "TensorDict (td_dict_load_memmap_any loads it)", prefix);
+  }
+  return d;
+}
+
+TD_EXPORT td_dict *td_dict_load_memmap_any(const char *prefix, int32_t mode, int32_t *stack_dim) {
+  if (!stack_dim) return td_fail_null(TD_EINVAL, "load_memmap: stack_dim is NULL");
+  *stack_dim = -1;
   if (!prefix || !*prefix) return td_fail_null(TD_EINVAL, "load_memmap: the prefix is empty");
   if (mode != TD_MAP_READ && mode != TD_MAP_READWRITE)
     return td_fail_null(TD_EINVAL, "load_memmap: mode %d: TD_MAP_READ or TD_MAP_READWRITE",
@@ -655,6 +735,8 @@ TD_EXPORT td_dict *td_dict_load_memmap(const char *prefix, int32_t mode) {
         lfail(TD_EINVAL, file, "holds a non-tensor value (%s), not a TensorDict; load the "
               "folder that holds it",
               kind == MM_NTD ? "NonTensorData" : "NonTensorStack");
+      else if (kind == MM_LS)
+        d = load_lazy_stack(&L, fd, dir, file, meta, stack_dim);
       else if ((d = kind == MM_TD ? load_dict(&L, fd, dir, meta, 0)
                                   : load_tensorclass(&L, fd, dir, file, meta, 0)))
         td_dict_set_locked(d, 1); /* like memmap()'s result (Python 0.15's load leaves it

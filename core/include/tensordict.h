@@ -655,11 +655,28 @@ td_dict *td_dict_memmap_like(const td_dict *d, const char *prefix, int32_t flags
 td_dict *td_dict_load_memmap(const char *prefix, int32_t mode);
 /* msync every file-backed leaf (nested too). */
 int32_t td_dict_sync(td_dict *d);
+/* Python's LazyStackedTensorDict on disk (core/dict/dict_memmap_stack.c): C has no lazy
+ * stack; its members (the same number of batch dims, sizes may differ) travel as an
+ * array and stack_dim is 0-based. The folder holds a TensorDict folder per member, "0",
+ * "1", ..., and a meta.json with the class and stack_dim; saved atomically as a whole.
+ * out receives n new containers over the written files (as td_dict_memmap's). */
+int32_t td_dict_memmap_stack(td_dict *const *members, int32_t n, int32_t stack_dim,
+                             const char *prefix, int32_t flags, int32_t num_threads,
+                             td_dict **out);
+/* td_dict_load_memmap that also loads a lazy stack's folder: then *stack_dim >= 0 and the
+ * result holds the members as entries "0", "1", ... under batch size [] (else -1 and the
+ * container). td_dict_load_memmap refuses a lazy stack's folder. */
+td_dict *td_dict_load_memmap_any(const char *prefix, int32_t mode, int32_t *stack_dim);
 
 /* ---- one file for a whole container: tensordict's consolidated layout ---- */
 int32_t td_dict_consolidate(const td_dict *d, const char *filename, int32_t flags);
 /* Maps the file (mode TD_MAP_READ or TD_MAP_READWRITE); leaves view it. */
 td_dict *td_dict_from_consolidated(const char *filename, int32_t mode);
+/* A lazy stack's members in one consolidated file (root class LazyStackedTensorDict),
+ * and the load that takes either kind (as td_dict_load_memmap_any). */
+int32_t td_dict_consolidate_stack(td_dict *const *members, int32_t n, int32_t stack_dim,
+                                  const char *filename, int32_t flags);
+td_dict *td_dict_from_consolidated_any(const char *filename, int32_t mode, int32_t *stack_dim);
 
 /* ---- running statistics and CSV reading (core/kernels/stats.c, core/src/csv.c) ---- */
 /* x's leading batch_dims dims index rows; the other dims, flattened row-major, are

@@ -32,6 +32,9 @@ require("tensordict.gather") -- methods only
 require("tensordict.td_map") -- td:map over worker processes
 require("tensordict.td_dim_ops") -- cumsum, softmax, repeat, ... over batch dims
 require("tensordict.td_convert") -- td:float(), ..., td:tolist()
+local lazy_stack = require("tensordict.lazy_stack") -- T.lazy_stack (LazyStackedTensorDict)
+local lazy_stack_ops = require("tensordict.lazy_stack_ops")
+local lazy_stack_io = require("tensordict.lazy_stack_io")
 require("tensordict.late").bind() -- what lower modules call back into, bound once
 
 local T = {}
@@ -58,6 +61,10 @@ T.ellipsis = index.ellipsis
 local function first_is_td(list) return type(list) == "table" and td_core.is_td(list[1]) end
 function T.stack(list, dim)
   if first_is_td(list) then return td_join.stack(list, dim) end
+  if type(list) == "table" and lazy_stack.is_lazy_stack(list[1]) then
+    util.fail("stack: element 1 is a LazyStackedTensorDict: lazy stacks of lazy stacks are not "
+      .. "supported (densify it with contiguous() first)")
+  end
   return join.stack(list, dim)
 end
 function T.cat(list, dim)
@@ -69,6 +76,11 @@ function T.pad(x, pads, value)
   return join.pad(x, pads, value)
 end
 T.pad_sequence = td_join.pad_sequence
+-- Python's lazy_stack and LazyStackedTensorDict.maybe_dense_stack (docs/lua-api.md).
+T.lazy_stack = lazy_stack.lazy_stack
+T.maybe_dense_stack = lazy_stack_ops.maybe_dense_stack
+T.is_lazy_stack = lazy_stack.is_lazy_stack
+T.LazyStackedTensorDict = { methods = lazy_stack.methods }
 function T.where(mask, a, b)
   if td_core.is_td(a) then return td_math.where(mask, a, b) end
   return ops.where(mask, a, b)
@@ -91,17 +103,19 @@ T.TensorDict.from_dict = td_auto_batch.from_dict
 T.set_printoptions = td_print.set_printoptions -- tostring(td): compact or detailed
 T.get_printoptions = td_print.get_printoptions
 -- On disk, in Python tensordict's formats (docs/lua-api.md, Memmap).
-T.load_memmap = td_memmap.load_memmap
-T.load = td_memmap.load_memmap
+T.load_memmap = lazy_stack_io.load_memmap -- a TensorDict, or a lazy stack's folder
+T.load = lazy_stack_io.load_memmap
 function T.save(td, prefix, opts)
-  if not td_core.is_td(td) then
+  if not (td_core.is_td(td) or lazy_stack.is_lazy_stack(td)) then
     util.fail(("save: expected a TensorDict, got %s"):format(util.describe(td)))
   end
   return td:memmap(prefix, opts)
 end
-T.from_consolidated = td_memmap.from_consolidated
+T.from_consolidated = lazy_stack_io.from_consolidated
 T.memmap_tensor = td_memmap.memmap_tensor
 T.is_tensordict = td_core.is_td
+-- Python's is_tensor_collection: a TensorDict or a lazy stack.
+function T.is_tensor_collection(x) return td_core.is_td(x) or lazy_stack.is_lazy_stack(x) end
 
 T.dtypes = dtypes.list()
 T.live_bytes = memory.live_bytes

@@ -87,6 +87,9 @@ local function load_mode(call, opts)
   return mode
 end
 
+-- For lazy stacks' saves and loads (lazy_stack_io.lua): the same argument checks.
+M.path_arg, M.save_flags, M.load_mode, M.keep_names = path_arg, save_flags, load_mode, keep_names
+
 -- T.load_memmap(prefix [, {mode = "r" | "r+", device = "cpu"}]): maps the folder lazily.
 function M.load_memmap(prefix, opts)
   local mode = load_mode("load_memmap", opts)

@@ -153,6 +153,9 @@ function mt.__tostring(self)
 end
 
 local M = { render = render, compact = compact }
+-- For other containers' reprs (lazy_stack_io.lua): the pieces of the compact layout.
+M.dtype_abbr, M.value_type, M.dims_text, M.compact_render, M.compact_body =
+  DTYPE_ABBR, value_type, dims_text, compact_render, compact_body
 
 -- T.set_printoptions{compact = false} switches tostring(td) to the detailed layout
 -- (Python's set_printoptions(compact=False)); returns the options before the change.
