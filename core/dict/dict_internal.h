@@ -267,19 +267,19 @@ void td_mm_cancel(td_mm_save *S);
 /* The plan of a save of d at prefix (a path from td_mm_clean_prefix) into S: folders,
  * leaf files, meta.json texts (d NULL: the root folder only, to plan into). */
 int32_t td_mm_plan(td_mm_save *S, const td_dict *d, const char *prefix);
-/* Plan pieces (dict_memmap.c), shared with the lazy stack's save (dict_memmap_stack.c).
- * add_dir: a new folder under parent (name taken over): its index or a negative code.
- * add_meta: a meta.json job for folder dir from a cJSON tree (deleted). plan_dict: d's
- * folder dir planned (its files, sub-folders and meta.json). make_leaves and build, after
- * the write: the mapped leaves' headers, then a container of d's structure over them,
- * walking in the plan's order from mark *k. */
+/* Plan pieces (dict_memmap.c), shared with the saves of lazy stacks and tensorclasses
+ * (dict_memmap_wrapped.c). add_dir: a new folder under parent (name taken over): its
+ * index or a negative code. add_meta: a meta.json job for folder dir from a cJSON tree
+ * (deleted). plan_dict: d's folder dir planned (its files, sub-folders and meta.json).
+ * make_leaves and build, after the write: the mapped leaves' headers, then a container
+ * of d's structure over them, walking in the plan's order from mark *k. */
 int32_t td_mm_add_dir(td_mm_save *S, int32_t parent, char *name);
 int32_t td_mm_add_meta(td_mm_save *S, int32_t dir, cJSON *root, bool compact, const char *what);
 int32_t td_mm_plan_dict(td_mm_save *S, const td_dict *d, int32_t dir, const td_key_path *at,
                         int32_t depth);
 int32_t td_mm_make_leaves(td_mm_save *S, const td_dict *d, int32_t *k);
 td_dict *td_mm_build(td_mm_save *S, const td_dict *d, int32_t dir, int32_t *k);
-/* A lazy stack's members (dict_memmap_stack.c): at least one, the same number of batch
+/* A lazy stack's members (dict_memmap_wrapped.c): at least one, the same number of batch
  * dims, stack_dim in [0, ndim]. 0 or the error, naming call. */
 int32_t td_mm_check_stack(const char *call, td_dict *const *members, int32_t n,
                           int32_t stack_dim);

@@ -417,9 +417,14 @@ static td_dict *load_dict(const mm_load *L, int dirfd, const char *dir, const cJ
 static td_dict *load_tensorclass(const mm_load *L, int dirfd, const char *dir,
                                  const char *file, const cJSON *meta, int32_t depth) {
   struct stat sb;
-  if (fstatat(dirfd, "other.pickle", &sb, AT_SYMLINK_NOFOLLOW) == 0)
-    return lfail(TD_EINVAL, file, "the tensorclass has fields pickled in other.pickle, which "
-                 "this reader cannot load"), NULL;
+  if (fstatat(dirfd, "other.pickle", &sb, AT_SYMLINK_NOFOLLOW) == 0) {
+    char *pk = td_mm_path_join(dir, "other.pickle");
+    lfail(TD_EINVAL, pk ? pk : file, "the tensorclass's non-tensor fields are pickled here (Python "
+          "pickles what is not JSON); a pickle is Python code to run, which this reader does not "
+          "do: store those fields as JSON-able values (str, numbers, bools, lists, dicts)");
+    free(pk);
+    return NULL;
+  }
   char *sub = td_mm_path_join(dir, "_tensordict");
   char *sub_file = sub ? td_mm_path_join(sub, "meta.json") : NULL;
   int fd = -1, kind;
@@ -521,8 +526,12 @@ static int32_t load_sub(const mm_load *L, td_dict *d, int dirfd, const char *dir
     const cJSON *data = field(meta, "data");
     struct stat sb;
     if (!data && fstatat(fd, "other.pickle", &sb, AT_SYMLINK_NOFOLLOW) == 0) {
-      st = lfail(TD_EINVAL, sub_file, "the value is pickled (other.pickle), which this reader "
-                 "cannot load");
+      char *pk = td_mm_path_join(sub, "other.pickle");
+      st = lfail(TD_EINVAL, pk ? pk : sub_file, "key '%s' holds a value Python pickled (it is not "
+                 "JSON: a set, a custom object, ...); a pickle is Python code to run, which this "
+                 "reader does not do: store it as a JSON-able value (str, numbers, bools, lists, "
+                 "dicts)", key);
+      free(pk);
     } else if (!data) {
       st = lfail(TD_EINVAL, sub_file, "\"data\" is missing");
     } else {

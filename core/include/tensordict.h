@@ -655,7 +655,7 @@ td_dict *td_dict_memmap_like(const td_dict *d, const char *prefix, int32_t flags
 td_dict *td_dict_load_memmap(const char *prefix, int32_t mode);
 /* msync every file-backed leaf (nested too). */
 int32_t td_dict_sync(td_dict *d);
-/* Python's LazyStackedTensorDict on disk (core/dict/dict_memmap_stack.c): C has no lazy
+/* Python's LazyStackedTensorDict on disk (core/dict/dict_memmap_wrapped.c): C has no lazy
  * stack; its members (the same number of batch dims, sizes may differ) travel as an
  * array and stack_dim is 0-based. The folder holds a TensorDict folder per member, "0",
  * "1", ..., and a meta.json with the class and stack_dim; saved atomically as a whole.
@@ -663,6 +663,12 @@ int32_t td_dict_sync(td_dict *d);
 int32_t td_dict_memmap_stack(td_dict *const *members, int32_t n, int32_t stack_dim,
                              const char *prefix, int32_t flags, int32_t num_threads,
                              td_dict **out);
+/* d saved as a tensorclass folder (what a Python @tensorclass's memmap writes): the
+ * TensorDict folder _tensordict under prefix, and prefix/meta.json holding only "_type":
+ * type_name ("<class 'module.Name'>"). Returns d's container over the written files,
+ * locked, its memmap prefix the class folder (as td_dict_load_memmap gives it). */
+td_dict *td_dict_memmap_tensorclass(const td_dict *d, const char *type_name,
+                                    const char *prefix, int32_t flags, int32_t num_threads);
 /* td_dict_load_memmap that also loads a lazy stack's folder: then *stack_dim >= 0 and the
  * result holds the members as entries "0", "1", ... under batch size [] (else -1 and the
  * container). td_dict_load_memmap refuses a lazy stack's folder. */

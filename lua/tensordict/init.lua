@@ -35,6 +35,7 @@ require("tensordict.td_convert") -- td:float(), ..., td:tolist()
 local lazy_stack = require("tensordict.lazy_stack") -- T.lazy_stack (LazyStackedTensorDict)
 local lazy_stack_ops = require("tensordict.lazy_stack_ops")
 local lazy_stack_io = require("tensordict.lazy_stack_io")
+local record = require("tensordict.record") -- T.record (Python's @tensorclass)
 require("tensordict.late").bind() -- what lower modules call back into, bound once
 
 local T = {}
@@ -59,8 +60,10 @@ T.ellipsis = index.ellipsis
 
 -- Joins and where take tensors or TensorDicts (the first argument decides).
 local function first_is_td(list) return type(list) == "table" and td_core.is_td(list[1]) end
+local function first_is_record(list) return type(list) == "table" and record.is_record(list[1]) end
 function T.stack(list, dim)
   if first_is_td(list) then return td_join.stack(list, dim) end
+  if first_is_record(list) then return record.stack(list, dim) end
   if type(list) == "table" and lazy_stack.is_lazy_stack(list[1]) then
     util.fail("stack: element 1 is a LazyStackedTensorDict: lazy stacks of lazy stacks are not "
       .. "supported (densify it with contiguous() first)")
@@ -69,6 +72,7 @@ function T.stack(list, dim)
 end
 function T.cat(list, dim)
   if first_is_td(list) then return td_join.cat(list, dim) end
+  if first_is_record(list) then return record.cat(list, dim) end
   return join.cat(list, dim)
 end
 function T.pad(x, pads, value)
@@ -81,6 +85,8 @@ T.lazy_stack = lazy_stack.lazy_stack
 T.maybe_dense_stack = lazy_stack_ops.maybe_dense_stack
 T.is_lazy_stack = lazy_stack.is_lazy_stack
 T.LazyStackedTensorDict = { methods = lazy_stack.methods }
+T.record = record.record -- typed records, Python's @tensorclass
+T.is_record = record.is_record
 function T.where(mask, a, b)
   if td_core.is_td(a) then return td_math.where(mask, a, b) end
   return ops.where(mask, a, b)
