@@ -213,6 +213,22 @@ int td_fs_open_temp(const char *path, char **tmp_out) {
   return -1;
 }
 
+int td_fs_publish(int fd, const char *tmp, const char *path, int32_t flags) {
+  int rc = td_fs_sync(fd, flags);
+  int err = rc ? errno : 0;
+  if (close(fd) != 0 && !rc) rc = -1, err = errno;
+  if (!rc && rename(tmp, path) != 0) rc = -1, err = errno;
+  if (rc) {
+    unlink(tmp);
+    errno = err;
+    return -1;
+  }
+  char *dir = td_fs_dir_of(path);
+  if (dir) td_fs_sync_dir(dir, flags); /* best effort: some file systems refuse it */
+  free(dir);
+  return 0;
+}
+
 /* ------------------------------------------------------------------- the syncs */
 
 int td_fs_sync(int fd, int32_t flags) {

@@ -37,6 +37,10 @@ void td_fs_remove_stale(int parentfd, const char *name);
  * umask as a plain new file gets, after removing path's stale temporaries. The open
  * descriptor, its path in *tmp_out (malloc'd), or -1 with errno set. */
 int td_fs_open_temp(const char *path, char **tmp_out);
+/* Finishes a temporary from td_fs_open_temp: fd synced (unless TD_MEMMAP_NO_FSYNC) and
+ * closed, tmp renamed over path (atomically replacing what was there), path's folder
+ * synced. On failure tmp is removed. 0 or -1 with errno set. */
+int td_fs_publish(int fd, const char *tmp, const char *path, int32_t flags);
 /* Removes name under dirfd (a file, a link, or a folder and everything in it) without
  * following links. 0 or -1 (errno set). */
 int td_fs_rm_tree(int dirfd, const char *name);

@@ -193,6 +193,9 @@ char *td_mm_legacy_name(const char *key, int64_t len, const char *suffix, bool f
  * read-only, as the storage reports); nbytes 0 maps nothing. On failure returns NULL
  * and writes a reason (strerror) into why. The caller closes fd. */
 td_storage *td_mm_map_fd(int fd, int64_t nbytes, int32_t writable, char *why, size_t why_len);
+/* The parsed meta.json of folder dirfd (file: its path, for messages), read with a size
+ * cap and checked to be a JSON object; NULL with the error set ("load_memmap: ..."). */
+cJSON *td_mm_read_meta(int dirfd, const char *file);
 /* dir + "/" + name, malloc'd; NULL when out of memory. */
 char *td_mm_path_join(const char *dir, const char *name);
 

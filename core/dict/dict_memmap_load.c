@@ -36,7 +36,7 @@ static int32_t lfail(int32_t status, const char *file, const char *fmt, ...) {
 }
 
 /* The parsed meta.json of the folder dirfd (its path is file, for messages). */
-static cJSON *read_meta(int dirfd, const char *file) {
+cJSON *td_mm_read_meta(int dirfd, const char *file) {
   /* O_NONBLOCK: a FIFO in its place is refused below instead of blocking the open */
   int fd = openat(dirfd, "meta.json", O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
@@ -435,7 +435,7 @@ static td_dict *load_tensorclass(const mm_load *L, int dirfd, const char *dir,
     st = td_fail(TD_ENOMEM, "load_memmap: out of memory");
   } else if ((fd = openat(dirfd, "_tensordict", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
     st = lfail(TD_EIO, sub, "cannot open the fields of the tensorclass: %s", strerror(errno));
-  } else if (!(fields = read_meta(fd, sub_file))) {
+  } else if (!(fields = td_mm_read_meta(fd, sub_file))) {
     st = td_last_status();
   } else if ((st = classify(sub_file, fd, fields, &kind))) {
   } else if (kind != MM_TD) {
@@ -494,7 +494,7 @@ static int32_t load_sub(const mm_load *L, td_dict *d, int dirfd, const char *dir
               : lfail(TD_EIO, sub, "cannot open the folder of key '%s': %s", key, strerror(err));
     goto done;
   }
-  if (!(meta = read_meta(fd, sub_file))) {
+  if (!(meta = td_mm_read_meta(fd, sub_file))) {
     st = td_last_status();
     goto done;
   }
@@ -667,7 +667,7 @@ static td_dict *load_lazy_stack(const mm_load *L, int dirfd, const char *dir, co
       st = td_fail(TD_ENOMEM, "load_memmap: out of memory");
     else if ((fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
       st = lfail(TD_EIO, sub, "cannot open member %d of the lazy stack: %s", (int)n, strerror(errno));
-    else if (!(m = read_meta(fd, sub_file)))
+    else if (!(m = td_mm_read_meta(fd, sub_file)))
       st = td_last_status();
     else if ((st = classify(sub_file, fd, m, &kind))) {
     } else if (kind != MM_TD && kind != MM_TC)
@@ -736,7 +736,7 @@ TD_EXPORT td_dict *td_dict_load_memmap_any(const char *prefix, int32_t mode, int
     not_a_folder(dir);
   } else if (fd < 0) {
     td_fail(TD_EIO, "load_memmap: cannot open the folder '%s': %s", dir, strerror(errno));
-  } else if ((meta = read_meta(fd, file))) {
+  } else if ((meta = td_mm_read_meta(fd, file))) {
     int kind;
     const mm_load L = {mode};
     if (classify(file, fd, meta, &kind) == 0) {

@@ -669,6 +669,12 @@ int32_t td_dict_memmap_stack(td_dict *const *members, int32_t n, int32_t stack_d
  * locked, its memmap prefix the class folder (as td_dict_load_memmap gives it). */
 td_dict *td_dict_memmap_tensorclass(const td_dict *d, const char *type_name,
                                     const char *prefix, int32_t flags, int32_t num_threads);
+/* Python's make_memmap_from_tensor: t (or zeros, copy_data 0) written as the new leaf
+ * key of the memory-mapped d, in d's folder: the file renamed in whole, then meta.json
+ * replaced atomically; d takes the mapped leaf (a locked d too, as in Python). The key
+ * must be new and t's shape start with d's batch size. flags: TD_MEMMAP_NO_FSYNC. */
+int32_t td_dict_make_memmap_from_tensor(td_dict *d, const char *key, int64_t klen,
+                                        const td_tensor *t, int32_t copy_data, int32_t flags);
 /* td_dict_load_memmap that also loads a lazy stack's folder: then *stack_dim >= 0 and the
  * result holds the members as entries "0", "1", ... under batch size [] (else -1 and the
  * container). td_dict_load_memmap refuses a lazy stack's folder. */

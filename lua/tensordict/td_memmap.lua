@@ -164,6 +164,32 @@ function TD.memmap_refresh_(self)
   return self
 end
 
+-- td:make_memmap_from_tensor(key, t [, {copy_data = true}]): Python's: t (or zeros, with
+-- copy_data = false) becomes the new leaf key (a key path reaches a nested container),
+-- one new file in the memory-mapped td's folder and meta.json updated (atomically, in
+-- C), without saving the folder again; returns the mapped leaf. A locked td takes it
+-- (a memmap's result is locked; so does Python). A td loaded read-only refuses.
+function TD.make_memmap_from_tensor(self, key, t, opts)
+  local call = "make_memmap_from_tensor"
+  opts = util.options(call, opts, { copy_data = "boolean" })
+  if not tensor.is_tensor(t) then fail(("%s: expected a tensor, got %s"):format(call, describe(t))) end
+  local parent, last = self, key
+  if type(key) == "table" then
+    parent, last = core.parent_of(self, key, call, false), key[#key]
+    if parent == nil then core.missing(self, call, key) end
+  end
+  if type(last) ~= "string" then
+    fail(("%s: the key must be a string or a key path, got %s"):format(call, describe(key)))
+  end
+  if TD.memmap_prefix(parent) ~= nil and not writable(parent)
+      and #TD.keys(parent, { include_nested = true, leaves_only = true }) > 0 then
+    fail(("%s: the TensorDict was loaded read-only: load it with {mode = 'r+'} to add files to its folder")
+      :format(call))
+  end
+  check(C.td_dict_make_memmap_from_tensor(D(parent), last, #last, t.h, opts.copy_data == false and 0 or 1, 0))
+  return TD.get(parent, last)
+end
+
 -- T.memmap_tensor(t [, filename [, {existsok =}]]): a copy of t in a file of raw bytes
 -- (C order, little-endian: a <key>.memmap file of the memmap layout), mapped
 -- read-write; without a filename, in shared memory. Python's
