@@ -593,7 +593,8 @@ static void test_validation(void) {
 
   /* containers */
   expect_bad_meta("{\"cls\": \"LazyStackedTensorDict\", \"non_tensors\": {}}",
-                  "cls: class 'LazyStackedTensorDict' is not supported");
+                  "cls_metadata.stack_dim: must be a non-negative integer");
+  expect_bad_meta("{\"cls\": \"Foo\", \"non_tensors\": {}}", "cls: class 'Foo' is not supported");
   expect_bad_meta("{\"non_tensors\": {}}", ": cls: must be a class name");
   expect_bad_meta(META_HEAD LEAF_A "\"x\": 1}", ": cls_metadata: must be an object");
   expect_bad_meta("{\"cls\": \"TensorDict\", " LEAF_A META_CM "}", ": non_tensors: must be an object");

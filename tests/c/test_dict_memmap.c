@@ -855,7 +855,8 @@ static void test_bad_meta(void) {
   load_fails(p, fmt("load_memmap: %s/meta.json: \"_type\" must be a string", p));
   p = bad_folder("{\"shape\": [2], \"_type\": \"<class 'my.Thing'>\"}");
   load_fails(p, fmt("load_memmap: %s/meta.json: \"_type\" <class 'my.Thing'> is not supported "
-                    "(TensorDict, NonTensorData, NonTensorStack and tensorclass folders are)",
+                    "(TensorDict, LazyStackedTensorDict, NonTensorData, NonTensorStack and "
+                    "tensorclass folders are)",
                     p));
   p = bad_folder("{" HEAD ", \"_format_version\": 2}");
   load_fails(p, fmt("load_memmap: %s/meta.json: \"_format_version\" is 2; this reader reads the "
@@ -999,8 +1000,10 @@ static void test_bad_folders(void) {
   put_text(fmt("%s/v/meta.json", p), "{\"_type\": \"<class 'tensordict.tensorclass.NonTensorData'>\"}");
   load_fails(p, fmt("load_memmap: %s/v/meta.json: \"data\" is missing", p));
   put_text(fmt("%s/v/other.pickle", p), "...");
-  load_fails(p, fmt("load_memmap: %s/v/meta.json: the value is pickled (other.pickle), which this "
-                    "reader cannot load", p));
+  load_fails(p, fmt("load_memmap: %s/v/other.pickle: key 'v' holds a value Python pickled (it is "
+                    "not JSON: a set, a custom object, ...); a pickle is Python code to run, which "
+                    "this reader does not do: store it as a JSON-able value (str, numbers, bools, "
+                    "lists, dicts)", p));
   load_fails(fmt("%s/v", p), fmt("load_memmap: %s/v/meta.json: holds a non-tensor value "
                                  "(NonTensorData), not a TensorDict; load the folder that holds it", p));
   put_text(fmt("%s/v/meta.json", p), "{\"_type\": \"<class 'tensordict.tensorclass.NonTensorData'>\", "
