@@ -764,12 +764,7 @@ static int32_t load_metadata(rctx *r, const unsigned char *data, int64_t size, t
 TD_EXPORT td_dict *td_dict_from_consolidated(const char *filename, int32_t mode) {
   int32_t stack_dim;
   td_dict *d = td_dict_from_consolidated_any(filename, mode, &stack_dim);
-  if (d && stack_dim >= 0) {
-    td_dict_release(d);
-    return td_fail_null(TD_EINVAL, "from_consolidated: '%s' holds a LazyStackedTensorDict, not "
-                        "a TensorDict (td_dict_from_consolidated_any loads it)", filename);
-  }
-  return d;
+  return td_mm_only_dict(d, stack_dim, "from_consolidated", filename);
 }
 
 TD_EXPORT td_dict *td_dict_from_consolidated_any(const char *filename, int32_t mode,

@@ -286,6 +286,10 @@ td_dict *td_mm_build(td_mm_save *S, const td_dict *d, int32_t dir, int32_t *k);
  * dims, stack_dim in [0, ndim]. 0 or the error, naming call. */
 int32_t td_mm_check_stack(const char *call, td_dict *const *members, int32_t n,
                           int32_t stack_dim);
+/* What the plain loaders return from a *_any load (dict_memmap_wrapped.c): d when it is
+ * a TensorDict (stack_dim < 0); a lazy stack's holder is released and refused, naming
+ * call ("load_memmap", "from_consolidated") and path. */
+td_dict *td_mm_only_dict(td_dict *d, int32_t stack_dim, const char *call, const char *path);
 /* prefix without trailing slashes, checked (empty, "." and ".." refused): malloc'd, or
  * NULL with the error set. */
 char *td_mm_clean_prefix(const char *call, const char *prefix);

@@ -707,12 +707,7 @@ static td_dict *load_lazy_stack(const mm_load *L, int dirfd, const char *dir, co
 TD_EXPORT td_dict *td_dict_load_memmap(const char *prefix, int32_t mode) {
   int32_t stack_dim;
   td_dict *d = td_dict_load_memmap_any(prefix, mode, &stack_dim);
-  if (d && stack_dim >= 0) {
-    td_dict_release(d);
-    return td_fail_null(TD_EINVAL, "load_memmap: '%s' holds a LazyStackedTensorDict, not a "
-                        "TensorDict (td_dict_load_memmap_any loads it)", prefix);
-  }
-  return d;
+  return td_mm_only_dict(d, stack_dim, "load_memmap", prefix);
 }
 
 TD_EXPORT td_dict *td_dict_load_memmap_any(const char *prefix, int32_t mode, int32_t *stack_dim) {

@@ -37,6 +37,13 @@ int32_t td_mm_check_stack(const char *call, td_dict *const *members, int32_t n,
   return 0;
 }
 
+td_dict *td_mm_only_dict(td_dict *d, int32_t stack_dim, const char *call, const char *path) {
+  if (!d || stack_dim < 0) return d;
+  td_dict_release(d);
+  return td_fail_null(TD_EINVAL, "%s: '%s' holds a LazyStackedTensorDict, not a TensorDict "
+                      "(td_dict_%s_any loads it)", call, path, call);
+}
+
 /* The root meta.json of a lazy stack, in Python's key order. */
 static cJSON *stack_meta(int32_t stack_dim) {
   cJSON *m = cJSON_CreateObject();

@@ -786,6 +786,71 @@ static void test_fixture_stacks(void) {
   td_dict_release(l);
 }
 
+/* ---- lazy stacks, tensorclasses, one leaf added (dict_memmap_wrapped.c, dict_memmap_add.c) -- */
+
+static void test_wrapped(void) {
+  int32_t sd = -2;
+  const char *p = kfmt("%s/python-lazy-stack", fixtures);
+  td_dict *h = td_dict_load_memmap_any(p, TD_MAP_READ, &sd);
+  CHECK(h && sd == 0 && td_dict_find(h, "1", 1) >= 0 && td_dict_find(h, "2", 1) < 0);
+  td_dict *m1 = h ? kid(h, "1") : NULL;
+  CHECK(m1 && leaf(m1, "obs")->shape[0] == 5 && EL(leaf(m1, "obs"), 4) == 40);
+  td_dict_release(m1), td_dict_release(h);
+  CHECK(!td_dict_load_memmap(p, TD_MAP_READ));
+  CHECK_ERROR("holds a LazyStackedTensorDict, not a TensorDict (td_dict_load_memmap_any loads it)");
+  h = td_dict_load_memmap_any(kfmt("%s/python-legacy-keys", fixtures), TD_MAP_READ, &sd);
+  CHECK(h && sd == -1);
+  td_dict_release(h);
+
+  td_dict *members[2] = {one(1), one(2)}, *out[2] = {NULL, NULL};
+  const char *q = kfmt("%s/lazy", root);
+  CHECK(td_dict_memmap_stack(members, 2, 1, q, 0, 0, out) == 0 && out[0] && out[1]);
+  CHECK(file_is(fmt("%s/meta.json", q), "{\"_type\": \"<class 'tensordict._lazy.LazyStackedTensorDict'>\", "
+                "\"_format_version\": 1, \"_class\": \"tensordict:LazyStackedTensorDict\", "
+                "\"stack_dim\": 1, \"stack_dim_name\": null}"));
+  CHECK(out[1] && !strcmp(td_dict_prefix_borrow(out[1]), fmt("%s/1", q)) && EL(leaf(out[1], "x"), 0) == 2);
+  CHECK(td_dict_memmap_stack(members, 2, 2, q, 0, 0, out + 1) < 0);
+  CHECK_ERROR("memmap: stack dim 2 is outside [0, 1]");
+  h = td_dict_load_memmap_any(q, TD_MAP_READ, &sd);
+  CHECK(h && sd == 1);
+  td_dict_release(h);
+  CHECK(td_dict_consolidate_stack(members, 2, 0, fmt("%s/lazy.td", root), 0) == 0);
+  h = td_dict_from_consolidated_any(fmt("%s/lazy.td", root), TD_MAP_READ, &sd);
+  CHECK(h && sd == 0 && td_dict_find(h, "1", 1) >= 0);
+  td_dict_release(h);
+  CHECK(!td_dict_from_consolidated(fmt("%s/lazy.td", root), TD_MAP_READ));
+  CHECK_ERROR("holds a LazyStackedTensorDict");
+
+  /* one leaf added to a saved member, in place */
+  const int64_t shp[2] = {2, 3};
+  td_tensor *y = td_tensor_full(2, shp, TD_INT32, 7);
+  CHECK(td_dict_make_memmap_from_tensor(out[0], "y", 1, y, 1, 0) == 0);
+  CHECK(file_size(fmt("%s/0/y.memmap", q)) == 24 && EL(leaf(out[0], "y"), 1, 2) == 7);
+  CHECK(td_dict_make_memmap_from_tensor(out[0], "y", 1, y, 1, 0) < 0);
+  CHECK_ERROR("key 'y' exists");
+  CHECK(td_dict_make_memmap_from_tensor(members[0], "z", 1, y, 1, 0) < 0);
+  CHECK_ERROR("the TensorDict is not memory-mapped");
+  const int64_t bad = 3;
+  td_tensor *w = td_tensor_full(1, &bad, TD_INT32, 1);
+  CHECK(td_dict_make_memmap_from_tensor(out[0], "w", 1, w, 1, 0) < 0 && !exists(fmt("%s/0/w.memmap", q)));
+  CHECK(temporaries(fmt("%s/0", q), "y.memmap") == 0 && temporaries(fmt("%s/0", q), "meta.json") == 0);
+  h = td_dict_load_memmap(fmt("%s/0", q), TD_MAP_READ);
+  CHECK(h && EL(leaf(h, "y"), 0, 0) == 7);
+  td_dict_release(h);
+  td_tensor_release(y), td_tensor_release(w);
+
+  /* a tensorclass folder */
+  const char *c = kfmt("%s/tc", root);
+  h = td_dict_memmap_tensorclass(members[0], "<class '__main__.X'>", c, 0, 0);
+  CHECK(h && !strcmp(td_dict_prefix_borrow(h), c));
+  CHECK(file_is(fmt("%s/meta.json", c), "{\"_type\": \"<class '__main__.X'>\"}"));
+  td_dict_release(h);
+  h = td_dict_load_memmap(c, TD_MAP_READ);
+  CHECK(h && EL(leaf(h, "x"), 1) == 1);
+  td_dict_release(h);
+  for (int k = 0; k < 2; k++) td_dict_release(members[k]), td_dict_release(out[k]);
+}
+
 /* ---- validation -------------------------------------------------------------------------- */
 
 static int nbad;
@@ -1101,6 +1166,7 @@ int main(void) {
   test_fixture_example();
   test_fixture_all_dtypes();
   test_fixture_stacks();
+  test_wrapped();
   test_bad_meta();
   test_bad_leaves();
   test_bad_folders();
