@@ -112,7 +112,7 @@ T.get_printoptions = td_print.get_printoptions
 T.load_memmap = lazy_stack_io.load_memmap -- a TensorDict, or a lazy stack's folder
 T.load = lazy_stack_io.load_memmap
 function T.save(td, prefix, opts)
-  if not (td_core.is_td(td) or lazy_stack.is_lazy_stack(td)) then
+  if not (td_core.is_td(td) or lazy_stack.is_lazy_stack(td) or record.is_record(td)) then
     util.fail(("save: expected a TensorDict, got %s"):format(util.describe(td)))
   end
   return td:memmap(prefix, opts)

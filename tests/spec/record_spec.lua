@@ -104,6 +104,7 @@ describe("T.record", function()
     assert.is_true(T.is_tensordict(T.load_memmap(dir .. "/step"))) -- without the class: its fields
     r:consolidate(dir .. "/step.td") -- Python consolidates a tensorclass as a TensorDict too
     assert.are.equal(-1, Step.from_consolidated(dir .. "/step.td"):total())
+    assert.are.equal(-1, Step.load_memmap(T.save(r, dir .. "/saved"):memmap_prefix()):total())
     r:memmap_(dir .. "/inplace")
     assert.is_true(r:is_memmap())
     H.rmtree(dir)
