@@ -472,6 +472,10 @@ end
 function mt.__index(self, key)
   local method = LS[key]
   if method ~= nil then return method end
+  if type(key) == "number" then -- the common ls[i] along a first stack dim: the member
+    local s = S(self)
+    if s.dim == 0 then return s.members[index.position(key, #s.members, 1) + 1] end
+  end
   if type(key) == "string" or is_key_path(key) then
     if type(key) == "string" and not LS.has(self, key) then
       local names = {}
