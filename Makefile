@@ -51,7 +51,7 @@ CUDA_LIB    = $(BUILD)/libtensordict_cuda.so
 CUDA_OBJS   = $(patsubst %.cu,$(BUILD)/obj/%.o,$(wildcard core/cuda/*.cu))
 CUDA_CDEFS  = lua/tensordict/cuda_cdefs.lua
 
-.PHONY: all lib cuda layers test check lint asan valgrind fuzz fuzz-c fuzz-targets bench bench-quick install deps \
+.PHONY: all lib cuda cuda-bench layers test check lint asan valgrind fuzz fuzz-c fuzz-targets bench bench-quick install deps \
         clean demo run
 
 all: $(LIB) $(CDEFS) $(CUDA_CDEFS) cuda
@@ -93,6 +93,14 @@ $(CUDA_LIB): $(CUDA_OBJS) $(LIB)
 	$(NVCC) -shared -cudart static $(CUDA_ARCHS) -Xlinker -soname,libtensordict_cuda.so \
 	  -Xlinker -rpath,'$$ORIGIN' -Xlinker -rpath,$(CUDA_HOME)/lib64 $(CUDA_OBJS) -o $@ \
 	  -L$(BUILD) -ltensordict -L$(CUDA_HOME)/lib64 -lcublas
+
+# The CUDA figures (scripts/cuda-check.sh runs them on a machine with a GPU).
+cuda-bench: $(BUILD)/bench/bench_cuda
+$(BUILD)/bench/bench_cuda: tests/bench/bench_cuda.cu $(CUDA_LIB)
+	@mkdir -p $(dir $@)
+	$(NVCC) -std=c++17 -O3 $(CUDA_ARCHS) -Icore/include $< -o $@ -L$(BUILD) -ltensordict \
+	  -ltensordict_cuda -Xlinker -rpath,$(abspath $(BUILD)) -Xlinker -rpath,'$$ORIGIN/..' \
+	  -L$(CUDA_HOME)/lib64 -lcublas
 
 $(BUILD)/tests/%: tests/c/%.c $(wildcard tests/c/*.h) $(LIB) $(LIB_HDRS)
 	@mkdir -p $(dir $@)

@@ -32,6 +32,8 @@ require("tensordict.gather") -- methods only
 require("tensordict.td_map") -- td:map over worker processes
 require("tensordict.td_dim_ops") -- cumsum, softmax, repeat, ... over batch dims
 require("tensordict.td_convert") -- td:float(), ..., td:tolist()
+require("tensordict.td_device") -- td:to(device), td:cuda(), td:cpu(), td:pin_memory()
+local cuda = require("tensordict.cuda")
 require("tensordict.late").bind() -- what lower modules call back into, bound once
 
 local T = {}
@@ -102,6 +104,14 @@ end
 T.from_consolidated = td_memmap.from_consolidated
 T.memmap_tensor = td_memmap.memmap_tensor
 T.is_tensordict = td_core.is_td
+
+-- CUDA (docs/cuda.md): the library is opened on the first call that needs it.
+T.cuda = {
+  is_available = cuda.is_available, device_count = cuda.device_count,
+  current_device = cuda.current_device, set_device = cuda.set_device,
+  synchronize = cuda.synchronize, empty_cache = cuda.empty_cache,
+  memory_stats = cuda.memory_stats,
+}
 
 T.dtypes = dtypes.list()
 T.live_bytes = memory.live_bytes
