@@ -192,13 +192,12 @@ TDC_EXPORT int32_t td_cuda_scatter_(td_tensor *a, int32_t dim, const td_tensor *
     td_tensor_release(s);
     return td_last_status();
   }
-  /* the source is read over index's shape */
-  td_tensor sv;
-  td_tensor_slice(s, 0, 0, index->ndim ? index->shape[0] : 1, 1, &sv);
-  for (int32_t d = 1; d < index->ndim; d++) td_tensor_slice(&sv, d, 0, index->shape[d], 1, &sv);
+  /* the source is read over index's shape (a 0-dim one is its one element) */
+  td_tensor sv = *s;
+  for (int32_t d = 0; d < index->ndim; d++) td_tensor_slice(&sv, d, 0, index->shape[d], 1, &sv);
   scatter_kernel<<<tdc_blocks(n, TDC_THREADS), TDC_THREADS, 0, tdc_stream()>>>(
       tdc_ptr(a), tdc_layout_of(a), (const int64_t *)tdc_ptr(index), tdc_layout_of(index),
-      tdc_ptr(&sv), tdc_layout_of(index->ndim ? &sv : s), dim, a->itemsize, n, (int32_t *)tdc_ptr(flag));
+      tdc_ptr(&sv), tdc_layout_of(&sv), dim, a->itemsize, n, (int32_t *)tdc_ptr(flag));
   const bool ok = tdc_launched(call) && index_ok(call, flag, a, dim);
   td_tensor_release(s);
   return ok ? TD_OK : td_last_status();
@@ -236,22 +235,26 @@ TDC_EXPORT td_tensor *td_cuda_masked_select(const td_tensor *a, const td_tensor 
   td_tensor me;
   if (td_tensor_expand(mask, a->ndim, a->shape, &me) != TD_OK) return NULL;
   const int64_t n = td_tensor_numel(a);
-  td_tensor *pos = tdc_empty(call, device, 1, &n, TD_INT64);
-  if (!pos) return NULL;
+  td_tensor *flags = tdc_empty(call, device, 1, &n, TD_INT64);
+  td_tensor *pos = flags ? tdc_empty(call, device, 1, &n, TD_INT64) : NULL;
+  if (!pos) {
+    td_tensor_release(flags);
+    return NULL;
+  }
   cudaStream_t s = tdc_stream();
   td_tensor *out = NULL, *tmp = NULL;
   int64_t count = 0;
   size_t tmp_bytes = 0;
-  int64_t *p = (int64_t *)tdc_ptr(pos);
+  int64_t *f = (int64_t *)tdc_ptr(flags), *p = (int64_t *)tdc_ptr(pos);
   bool ok = true;
   if (n > 0) {
-    mask_flags<<<tdc_blocks(n, TDC_THREADS), TDC_THREADS, 0, s>>>(p, (const bool *)tdc_ptr(&me),
+    mask_flags<<<tdc_blocks(n, TDC_THREADS), TDC_THREADS, 0, s>>>(f, (const bool *)tdc_ptr(&me),
                                                                 tdc_layout_of(&me), n);
     ok = tdc_launched(call) &&
-         tdc_check(cub::DeviceScan::InclusiveSum(NULL, tmp_bytes, p, p, n, s), call);
+         tdc_check(cub::DeviceScan::InclusiveSum(NULL, tmp_bytes, f, p, n, s), call);
     const int64_t tb = (int64_t)tmp_bytes;
     ok = ok && (tmp = tdc_empty(call, device, 1, &tb, TD_UINT8)) != NULL &&
-         tdc_check(cub::DeviceScan::InclusiveSum(tdc_ptr(tmp), tmp_bytes, p, p, n, s), call) &&
+         tdc_check(cub::DeviceScan::InclusiveSum(tdc_ptr(tmp), tmp_bytes, f, p, n, s), call) &&
          tdc_check(cudaMemcpyAsync(&count, p + n - 1, sizeof count, cudaMemcpyDeviceToHost, s), call) &&
          tdc_check(cudaStreamSynchronize(s), call);
   }
@@ -263,6 +266,7 @@ TDC_EXPORT td_tensor *td_cuda_masked_select(const td_tensor *a, const td_tensor 
     ok = tdc_launched(call);
   }
   td_tensor_release(tmp);
+  td_tensor_release(flags);
   td_tensor_release(pos);
   if (!ok) {
     td_tensor_release(out);

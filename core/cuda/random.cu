@@ -168,34 +168,32 @@ static int32_t check_randint(td_tensor *twin, draw_params *p, td_generator *g) {
   return td_randint_(twin, p->low, p->low + (int64_t)p->range, g);
 }
 
-TDC_EXPORT int32_t td_cuda_uniform_(td_tensor *t, double low, double high, td_generator *g) {
+/* A draw of kind with its two parameters (a, b as in draw_params). */
+static draw_params params(int32_t kind, double a, double b) {
   draw_params p = {};
-  p.kind = DRAW_UNIFORM;
-  p.a = low;
-  p.b = high - low;
+  p.kind = kind;
+  p.a = a;
+  p.b = b;
+  return p;
+}
+
+TDC_EXPORT int32_t td_cuda_uniform_(td_tensor *t, double low, double high, td_generator *g) {
+  draw_params p = params(DRAW_UNIFORM, low, high - low);
   p.low_arg = low;
   p.high_arg = high;
   return draw("uniform_", t, p, g, check_uniform);
 }
 
 TDC_EXPORT int32_t td_cuda_normal_(td_tensor *t, double mean, double std, td_generator *g) {
-  draw_params p = {};
-  p.kind = DRAW_NORMAL;
-  p.a = mean;
-  p.b = std;
-  return draw("normal_", t, p, g, check_normal);
+  return draw("normal_", t, params(DRAW_NORMAL, mean, std), g, check_normal);
 }
 
 TDC_EXPORT int32_t td_cuda_bernoulli_(td_tensor *t, double prob, td_generator *g) {
-  draw_params p = {};
-  p.kind = DRAW_BERNOULLI;
-  p.a = prob;
-  return draw("bernoulli_", t, p, g, check_bernoulli);
+  return draw("bernoulli_", t, params(DRAW_BERNOULLI, prob, 0), g, check_bernoulli);
 }
 
 TDC_EXPORT int32_t td_cuda_randint_(td_tensor *t, int64_t low, int64_t high, td_generator *g) {
-  draw_params p = {};
-  p.kind = DRAW_RANDINT;
+  draw_params p = params(DRAW_RANDINT, 0, 0);
   p.low = low;
   p.range = (uint64_t)high - (uint64_t)low;
   if (high <= low) { /* the CPU check refuses it; keep its numbers */

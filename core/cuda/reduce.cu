@@ -164,7 +164,7 @@ TDC_EXPORT td_tensor *td_cuda_reduce(int32_t op, const td_tensor *a, const int32
   td_tensor *planned = twin ? td_reduce(op, twin, dims, ndims, keepdim, param) : NULL;
   td_tensor_release(twin);
   if (!planned) return NULL;
-  const int32_t out_dtype = planned->dtype;
+  const int32_t out_dtype = planned->dtype, out_ndim = planned->ndim;
   td_tensor_release(planned);
 
   bool reduced[TD_MAX_DIMS] = {false};
@@ -184,6 +184,7 @@ TDC_EXPORT td_tensor *td_cuda_reduce(int32_t op, const td_tensor *a, const int32
     else nout *= a->shape[d];
     if (!reduced[d] || keepdim) shape[nd++] = reduced[d] ? 1 : a->shape[d];
   }
+  if (out_ndim == 0) nd = 0; /* every dim reduced: 0-dim, as the CPU gives it */
   if (nred == 0 && (op == TD_RED_MIN || op == TD_RED_MAX) && nout > 0) {
     tdc_fail(TD_EINVAL, "%s: cannot reduce over a dim of size 0 (no identity)", call);
     return NULL;

@@ -189,11 +189,16 @@ end
 
 local TO_OPTS = { non_blocking = "boolean" }
 
+-- The arguments of x:cuda([device] [, {non_blocking =}]): the device and the flag.
+function M.cuda_args(spec, opts)
+  if type(spec) == "table" then spec, opts = nil, spec end
+  return spec or "cuda", util.options("cuda", opts, TO_OPTS).non_blocking
+end
+
 -- t:cuda([device [, {non_blocking =}]]) and t:cpu().
 function Tensor.cuda(self, spec, opts)
-  if type(spec) == "table" then spec, opts = nil, spec end
-  opts = util.options("cuda", opts, TO_OPTS)
-  return M.tensor_to(self, spec or "cuda", opts.non_blocking, "cuda")
+  local target, non_blocking = M.cuda_args(spec, opts)
+  return M.tensor_to(self, target, non_blocking, "cuda")
 end
 
 function Tensor.cpu(self)

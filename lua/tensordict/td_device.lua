@@ -2,7 +2,6 @@
 -- td:pin_memory(). A move is one pass over the leaves (td:apply), each leaf copied
 -- once to the target; the result's device is then set, which checks every leaf.
 local C = require("tensordict.lib").C
-local util = require("tensordict.util")
 local cuda = require("tensordict.cuda")
 local core = require("tensordict.td_core")
 require("tensordict.td_apply") -- TD.apply
@@ -21,17 +20,15 @@ function M.to(self, spec, non_blocking, call)
   local name = target == "cpu" and "cpu" or "cuda:" .. target
   local src = TD.exclude(self) -- a shallow copy: its device is cleared, not self's
   check(C.td_dict_set_device(D(src), C.TD_DEVICE_NONE, 0))
-  local r = TD.apply(src, function(t) return cuda.tensor_to(t, name, non_blocking, call) end)
+  local r = TD.apply(src, function(t) return cuda.tensor_to(t, name, non_blocking, call) end,
+    { filter_empty = false })
   core.apply_device(r, name, call)
   return r
 end
 
-local TO_OPTS = { non_blocking = "boolean" }
-
 function TD.cuda(self, spec, opts)
-  if type(spec) == "table" then spec, opts = nil, spec end
-  opts = util.options("cuda", opts, TO_OPTS)
-  return M.to(self, spec or "cuda", opts.non_blocking, "cuda")
+  local device, non_blocking = cuda.cuda_args(spec, opts)
+  return M.to(self, device, non_blocking, "cuda")
 end
 
 function TD.cpu(self) return M.to(self, "cpu", false, "cpu") end
@@ -39,7 +36,7 @@ function TD.cpu(self) return M.to(self, "cpu", false, "cpu") end
 -- Every leaf copied into page-locked host memory (CUDA needed, as torch's).
 function TD.pin_memory(self)
   cuda.need("pin_memory")
-  return TD.apply(self, function(t) return t:pin_memory() end)
+  return TD.apply(self, function(t) return t:pin_memory() end, { filter_empty = false })
 end
 
 return M
