@@ -130,14 +130,14 @@ template <class A> __device__ __forceinline__ bool compare(int32_t op, A a, A b)
   }
 }
 
-template <class T, class O>
+/* Scalars come in the arithmetic type A, already converted (see scalar_value). */
+template <class T, class O, class A>
 __global__ void binary_kernel(int32_t op, O *out, tdc_layout ol, const T *x, tdc_layout xl,
-                              const T *y, tdc_layout yl, T xs, T ys, int32_t xscalar,
+                              const T *y, tdc_layout yl, A xs, A ys, int32_t xscalar,
                               int32_t yscalar, int64_t n, int32_t *zero) {
-  typedef typename tdc_acc<T>::type A;
   TDC_LOOP(i, n) {
-    const A a = tdc_cast<A>(xscalar ? xs : x[tdc_offset(xl, i)]);
-    const A b = tdc_cast<A>(yscalar ? ys : y[tdc_offset(yl, i)]);
+    const A a = xscalar ? xs : tdc_cast<A>(x[tdc_offset(xl, i)]);
+    const A b = yscalar ? ys : tdc_cast<A>(y[tdc_offset(yl, i)]);
     if (op >= TD_BINARY_EQ) out[tdc_offset(ol, i)] = tdc_cast<O>(compare<A>(op, a, b));
     else out[tdc_offset(ol, i)] = tdc_cast<O>(arith<A>::apply(op, a, b, zero));
   }
@@ -167,6 +167,25 @@ static bool scalar_bits(double s, int32_t kind, int32_t dtype, void *out) {
 }
 
 /* Broadcasts (*ndim, shape) with t's shape, in place. */
+/* A scalar operand in the kernel's arithmetic type A for compute dtype c: converted to
+ * c first, as the CPU does, except a float scalar after a float16 / bfloat16 tensor in
+ * mul, div and floor_divide, which the CPU keeps in float32 (torch's rule). */
+template <class T, class A>
+static bool scalar_value(int32_t op, const operand &x, bool trailing, int32_t c, A *out) {
+  const bool keep_float = trailing && (c == TD_FLOAT16 || c == TD_BFLOAT16) &&
+                          (op == TD_BINARY_MUL || op == TD_BINARY_DIV || op == TD_BINARY_FLOOR_DIVIDE);
+  if (keep_float) {
+    float f = 0;
+    if (!scalar_bits(x.s, x.kind, TD_FLOAT32, &f)) return false;
+    *out = tdc_cast<A>(f);
+    return true;
+  }
+  T v{};
+  if (!scalar_bits(x.s, x.kind, c, &v)) return false;
+  *out = tdc_cast<A>(v);
+  return true;
+}
+
 static bool broadcast_with(const char *call, int32_t *ndim, int64_t *shape, const td_tensor *t) {
   const int32_t n = *ndim > t->ndim ? *ndim : t->ndim;
   int64_t out[TD_MAX_DIMS];
@@ -227,20 +246,21 @@ static bool run_binary(const char *call, int32_t op, int32_t c, td_tensor *out,
   const unsigned blocks = tdc_blocks(n, TDC_THREADS);
   const tdc_layout ol = tdc_layout_of(out), none = tdc_layout{};
   TDC_DISPATCH(c, T, {
-    T xs{}, ys{};
-    if ((!xo.t && !scalar_bits(xo.s, xo.kind, c, &xs)) ||
-        (!yo.t && !scalar_bits(yo.s, yo.kind, c, &ys))) {
+    typedef typename tdc_acc<T>::type A;
+    A xs{}, ys{};
+    if ((!xo.t && !scalar_value<T, A>(op, xo, false, c, &xs)) ||
+        (!yo.t && !scalar_value<T, A>(op, yo, true, c, &ys))) {
       td_tensor_release(flag);
       return false;
     }
     const T *xp = x ? (const T *)tdc_ptr(x) : NULL, *yp = y ? (const T *)tdc_ptr(y) : NULL;
     const tdc_layout xl = x ? tdc_layout_of(x) : none, yl = y ? tdc_layout_of(y) : none;
     if (out->dtype == TD_BOOL)
-      binary_kernel<T, bool><<<blocks, TDC_THREADS, 0, s>>>(op, (bool *)tdc_ptr(out), ol, xp, xl, yp,
-                                                            yl, xs, ys, !x, !y, n, zero);
+      binary_kernel<T, bool, A><<<blocks, TDC_THREADS, 0, s>>>(op, (bool *)tdc_ptr(out), ol, xp, xl,
+                                                               yp, yl, xs, ys, !x, !y, n, zero);
     else
-      binary_kernel<T, T><<<blocks, TDC_THREADS, 0, s>>>(op, (T *)tdc_ptr(out), ol, xp, xl, yp, yl,
-                                                         xs, ys, !x, !y, n, zero);
+      binary_kernel<T, T, A><<<blocks, TDC_THREADS, 0, s>>>(op, (T *)tdc_ptr(out), ol, xp, xl, yp,
+                                                            yl, xs, ys, !x, !y, n, zero);
   });
   if (!tdc_launched(call)) {
     td_tensor_release(flag);
