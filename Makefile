@@ -1,5 +1,6 @@
 # Makefile: the one build entry point (see README.md and docs/building.md).
-#   make            libtensordict.so and the generated Lua cdefs
+#   make            libtensordict.so and the generated Lua cdefs; where nvcc is found
+#                   (PATH or /usr/local/cuda/bin), also libtensordict_cuda.so (docs/cuda.md)
 #   make test       luacheck, the layering check, then the C tests and busted specs; ends
 #                   with "N passed, N failed"
 #   make lint       luacheck over the Lua sources, scripts, plugins and tests (.luacheckrc)
@@ -38,10 +39,22 @@ CDEFS     = lua/tensordict/cdefs.lua
 CTESTS    = $(patsubst tests/c/%.c,$(BUILD)/tests/%,$(wildcard tests/c/test_*.c))
 CBENCHES  = $(patsubst tests/bench/%.c,$(BUILD)/bench/%,$(wildcard tests/bench/bench_*.c))
 
-.PHONY: all lib layers test check lint asan valgrind fuzz fuzz-c fuzz-targets bench bench-quick install deps \
+# The CUDA backend (core/cuda/, docs/cuda.md): its own library, built only where nvcc is
+# found; the CPU library never links CUDA. cudart is linked statically (the library then
+# needs only the driver, plus cuBLAS); sm_80 and sm_90 code plus sm_90 PTX for newer GPUs.
+NVCC       ?= $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
+CUDA_HOME  ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+CUDA_ARCHS ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=[sm_90,compute_90]
+CUDA_FLAGS  = -std=c++17 -O3 -Xcompiler -fPIC,-fvisibility=hidden,-Wall,-Wextra -Werror all-warnings \
+              $(CUDA_ARCHS) -Icore/include
+CUDA_LIB    = $(BUILD)/libtensordict_cuda.so
+CUDA_OBJS   = $(patsubst %.cu,$(BUILD)/obj/%.o,$(wildcard core/cuda/*.cu))
+CUDA_CDEFS  = lua/tensordict/cuda_cdefs.lua
+
+.PHONY: all lib cuda cuda-bench layers test check lint asan valgrind fuzz fuzz-c fuzz-targets bench bench-quick install deps \
         clean demo run
 
-all: $(LIB) $(CDEFS)
+all: $(LIB) $(CDEFS) $(CUDA_CDEFS) cuda
 
 lib: $(LIB)
 
@@ -59,6 +72,35 @@ $(LIB): $(LIB_OBJS)
 
 $(CDEFS): core/include/tensordict.h scripts/gen_cdefs.lua
 	luajit scripts/gen_cdefs.lua core/include/tensordict.h > $@.tmp && mv $@.tmp $@
+
+$(CUDA_CDEFS): core/include/tensordict_cuda.h scripts/gen_cdefs.lua
+	luajit scripts/gen_cdefs.lua core/include/tensordict_cuda.h TD_CUDA_ABI_VERSION > $@.tmp && mv $@.tmp $@
+
+ifneq ($(NVCC),)
+cuda: $(CUDA_LIB)
+else
+cuda:
+	@echo "nvcc not found (PATH, /usr/local/cuda/bin): skipping libtensordict_cuda.so"
+endif
+
+$(BUILD)/obj/core/cuda/%.o: core/cuda/%.cu core/cuda/cuda_internal.h core/include/tensordict.h \
+                            core/include/tensordict_cuda.h core/kernels/philox.h
+	@mkdir -p $(dir $@)
+	$(NVCC) $(CUDA_FLAGS) -c $< -o $@
+
+# Linked to libtensordict by soname, found next to it ($ORIGIN) as the Lua loader puts them.
+$(CUDA_LIB): $(CUDA_OBJS) $(LIB)
+	$(NVCC) -shared -cudart static $(CUDA_ARCHS) -Xlinker -soname,libtensordict_cuda.so \
+	  -Xlinker -rpath,'$$ORIGIN' -Xlinker -rpath,$(CUDA_HOME)/lib64 $(CUDA_OBJS) -o $@ \
+	  -L$(BUILD) -ltensordict -L$(CUDA_HOME)/lib64 -lcublas
+
+# The CUDA figures (scripts/cuda-check.sh runs them on a machine with a GPU).
+cuda-bench: $(BUILD)/bench/bench_cuda
+$(BUILD)/bench/bench_cuda: tests/bench/bench_cuda.cu $(CUDA_LIB)
+	@mkdir -p $(dir $@)
+	$(NVCC) -std=c++17 -O3 $(CUDA_ARCHS) -Icore/include $< -o $@ -L$(BUILD) -ltensordict \
+	  -ltensordict_cuda -Xlinker -rpath,$(abspath $(BUILD)) -Xlinker -rpath,'$$ORIGIN/..' \
+	  -L$(CUDA_HOME)/lib64 -lcublas
 
 $(BUILD)/tests/%: tests/c/%.c $(wildcard tests/c/*.h) $(LIB) $(LIB_HDRS)
 	@mkdir -p $(dir $@)
@@ -157,6 +199,8 @@ install: all
 	  $(DESTDIR)$(LUADIR)/tensordict/plugins $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/pkgconfig
 	install -m 755 $(LIB) $(DESTDIR)$(LIBDIR)/libtensordict.so
 	install -m 644 core/include/tensordict.h $(DESTDIR)$(INCDIR)/tensordict.h
+	if [ -f $(CUDA_LIB) ]; then install -m 755 $(CUDA_LIB) $(DESTDIR)$(LIBDIR)/libtensordict_cuda.so; \
+	  install -m 644 core/include/tensordict_cuda.h $(DESTDIR)$(INCDIR)/tensordict_cuda.h; fi
 	install -m 644 lua/tensordict/*.lua $(DESTDIR)$(LUADIR)/tensordict/
 	install -m 644 lua/tensordict/flow/*.lua $(DESTDIR)$(LUADIR)/tensordict/flow/
 	install -m 644 lua/tensordict/host/*.lua $(DESTDIR)$(LUADIR)/tensordict/host/
@@ -167,4 +211,4 @@ install: all
 	  scripts/tensordict.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/tensordict.pc
 
 clean:
-	rm -rf build $(CDEFS)
+	rm -rf build $(CDEFS) $(CUDA_CDEFS)

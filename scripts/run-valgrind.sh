@@ -10,6 +10,7 @@ cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 command -v valgrind >/dev/null || { echo "valgrind is not installed: apt-get install valgrind" >&2; exit 1; }
 export TENSORDICT_LIB=${TENSORDICT_LIB:-$PWD/$BUILD/libtensordict.so}
+export TD_VALGRIND=1 # test_cuda_storage leaves out its dlopen of the CUDA runtime
 VG=(valgrind -q --leak-check=full --show-leak-kinds=definite --errors-for-leak-kinds=definite
   --error-exitcode=99)
 

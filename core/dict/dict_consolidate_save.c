@@ -477,6 +477,7 @@ static int32_t write_payload(wfile *f, const wctx *w, const td_dict *d,
       st = write_payload(f, w, e->child, &p);
     } else if (e->kind == TD_ENTRY_TENSOR) {
       int64_t n = leaf_nbytes(&e->t);
+      if (n > 0 && !td_check_cpu("consolidate", &e->t, "leaf")) return TD_EINVAL;
       if (n > 0)
         st = td_tensor_is_contiguous(&e->t)
                  ? wfile_write(f, w, td_tensor_data_borrow(&e->t), (size_t)n)

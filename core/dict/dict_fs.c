@@ -51,6 +51,10 @@ int32_t td_fs_gather(const td_tensor *t, td_storage *dst, int64_t at) {
 bool td_fs_write_tensor(int fd, const td_tensor *t, td_storage **buf, int32_t *status) {
   int64_t bytes = td_tensor_numel(t) * t->itemsize;
   if (bytes == 0) return true;
+  if (!td_check_cpu("write", t, "leaf")) { /* device memory: the caller moves it first */
+    *status = TD_EINVAL;
+    return false;
+  }
   if (td_tensor_is_contiguous(t)) return td_fs_write_all(fd, td_tensor_ptr(t), bytes);
   if (bytes <= TD_FS_CHUNK) {
     if (!*buf && !(*buf = td_storage_new_heap(TD_FS_CHUNK))) {

@@ -47,6 +47,9 @@ const char *td_last_error(void);
 /* The status code of the last failed call on this thread (TD_OK when none). */
 int32_t td_last_status(void);
 void td_clear_error(void);
+/* Records an error for td_last_error(), as the library's own calls do: for companion
+ * libraries (the CUDA backend) whose failures the same callers read. */
+void td_set_error(int32_t status, const char *message);
 
 /* ---- dtypes ---------------------------------------------------------------------- */
 
@@ -88,7 +91,8 @@ enum td_storage_kind {
   TD_STORAGE_HEAP = 0,    /* malloc'd, 64-byte aligned */
   TD_STORAGE_FILE = 1,    /* a shared mapping of a file */
   TD_STORAGE_SHARED = 2,  /* anonymous shared memory, inherited by forked workers */
-  TD_STORAGE_DEVICE = 3   /* accelerator memory (the CUDA backend) */
+  TD_STORAGE_DEVICE = 3,  /* accelerator memory (the CUDA backend) */
+  TD_STORAGE_PINNED = 4   /* page-locked host memory (the CUDA backend) */
 };
 
 enum td_device_type { TD_DEVICE_CPU = 0, TD_DEVICE_CUDA = 1 };
@@ -104,6 +108,15 @@ td_storage *td_storage_new_shared(int64_t nbytes);
 /* Maps nbytes of the file at path. A file longer than nbytes is fine (the rest is not
  * mapped); a shorter one is an error naming both sizes. */
 td_storage *td_storage_map_file(const char *path, int64_t nbytes, int32_t mode);
+/* Memory someone else allocated, handed over with the call that frees it: release
+ * calls free_fn(data, ctx) once the last reference goes. kind is TD_STORAGE_DEVICE
+ * (device_type TD_DEVICE_CUDA, device memory that CPU kernels refuse) or
+ * TD_STORAGE_PINNED (device_type TD_DEVICE_CPU, host memory). The CUDA backend's
+ * caching allocator makes its storages so. */
+typedef void (*td_storage_free_fn)(void *data, void *ctx);
+td_storage *td_storage_new_external(int32_t kind, void *data, int64_t nbytes,
+                                    int32_t device_type, int32_t device_index,
+                                    td_storage_free_fn free_fn, void *ctx);
 void td_storage_retain(td_storage *s);
 void td_storage_release(td_storage *s);
 int64_t td_storage_nbytes(const td_storage *s);
@@ -299,6 +312,12 @@ td_tensor *td_binary_scalar(int32_t op, const td_tensor *a, double s, int32_t sc
  * is above a's dtype (float into an integer tensor), as torch refuses it. */
 int32_t td_binary_(int32_t op, td_tensor *a, const td_tensor *b);
 int32_t td_binary_scalar_(int32_t op, td_tensor *a, double s, int32_t scalar_kind);
+/* The dtypes op computes in and gives for these operands, after its refusals (bool
+ * subtraction, ...), as td_binary plans them: b NULL stands for the scalar (s of
+ * scalar_kind), first when scalar_first. The CUDA backend plans with it. */
+int32_t td_binary_dtypes(int32_t op, const td_tensor *a, const td_tensor *b, double s,
+                         int32_t scalar_kind, int32_t scalar_first, int32_t *compute,
+                         int32_t *result);
 
 enum td_unary_op {
   TD_UNARY_NEG = 0,
@@ -325,6 +344,8 @@ enum td_unary_op {
 
 td_tensor *td_unary(int32_t op, const td_tensor *a);
 int32_t td_unary_(int32_t op, td_tensor *a);
+/* The dtypes op computes in and gives for an input of dtype, after its refusals. */
+int32_t td_unary_dtypes(int32_t op, int32_t dtype, int32_t *compute, int32_t *result);
 
 /* Clamps into [min, max]; a bound is ignored unless its has_ flag is set. */
 td_tensor *td_clamp(const td_tensor *a, double min, double max, int32_t has_min,
@@ -421,6 +442,10 @@ void td_generator_release(td_generator *g);
 td_generator *td_default_generator(void);
 void td_generator_manual_seed(td_generator *g, uint64_t seed);
 uint64_t td_generator_seed(const td_generator *g);
+/* Takes the counter blocks of a call over numel elements, as the fills above do:
+ * returns the first block (base) and advances g's offset by ceil(numel / 4); for
+ * generating the same stream elsewhere (the CUDA backend). g NULL: the default one. */
+uint64_t td_generator_reserve(td_generator *g, int64_t numel);
 
 /* Each fills t in place; g NULL means the default generator. */
 int32_t td_uniform_(td_tensor *t, double low, double high, td_generator *g);

@@ -123,16 +123,21 @@ static bool float_scalar(int32_t op, td_operand y, int32_t c) {
          (op == TD_BINARY_MUL || op == TD_BINARY_DIV || op == TD_BINARY_FLOOR_DIVIDE);
 }
 
-/* x op y into a new tensor (a NULL) or into a (in place). */
-static int32_t binary_impl(const char *call, int32_t op, td_operand x, td_operand y,
-                           td_tensor *a, td_tensor **result) {
+/* The compute dtype of x op y: the operands promoted, then the op's rules. */
+static int32_t plan_dtype(const char *call, int32_t op, td_operand x, td_operand y) {
   td_promo pr;
   td_promo_init(&pr);
   if (x.t) td_promo_tensor(&pr, x.t);
   else td_promo_scalar(&pr, x.kind);
   if (y.t) td_promo_tensor(&pr, y.t);
   else td_promo_scalar(&pr, y.kind);
-  const int32_t c = compute_dtype(call, op, x, y, td_promo_result(&pr));
+  return compute_dtype(call, op, x, y, td_promo_result(&pr));
+}
+
+/* x op y into a new tensor (a NULL) or into a (in place). */
+static int32_t binary_impl(const char *call, int32_t op, td_operand x, td_operand y,
+                           td_tensor *a, td_tensor **result) {
+  const int32_t c = plan_dtype(call, op, x, y);
   if (c < 0) return c;
   const int32_t o = op >= TD_BINARY_EQ ? TD_BOOL : c; /* the op's result dtype */
   int32_t ndim;
@@ -230,6 +235,23 @@ TD_EXPORT td_tensor *td_binary_scalar(int32_t op, const td_tensor *a, double s,
   td_tensor *r = NULL;
   binary_impl(call, op, scalar_first ? k : t, scalar_first ? t : k, NULL, &r);
   return r;
+}
+
+TD_EXPORT int32_t td_binary_dtypes(int32_t op, const td_tensor *a, const td_tensor *b, double s,
+                                   int32_t scalar_kind, int32_t scalar_first, int32_t *compute,
+                                   int32_t *result) {
+  if (!check_op("binary_dtypes", op)) return td_last_status();
+  const char *call = names[op];
+  if (!a || (!b && !td_ew_check_kind(call, scalar_kind)))
+    return td_fail(TD_EINVAL, "%s: the tensor is NULL", call);
+  td_operand t = {a, 0, 0}, y = b ? (td_operand){b, 0, 0} : (td_operand){NULL, s, scalar_kind};
+  td_operand x = scalar_first && !b ? y : t;
+  if (scalar_first && !b) y = t;
+  const int32_t c = plan_dtype(call, op, x, y);
+  if (c < 0) return c;
+  *compute = c;
+  *result = op >= TD_BINARY_EQ ? TD_BOOL : c;
+  return TD_OK;
 }
 
 TD_EXPORT int32_t td_binary_(int32_t op, td_tensor *a, const td_tensor *b) {

@@ -195,6 +195,12 @@ TD_EXPORT td_tensor *td_unary(int32_t op, const td_tensor *a) {
   return unary_new(names[op], op, a);
 }
 
+TD_EXPORT int32_t td_unary_dtypes(int32_t op, int32_t dtype, int32_t *compute, int32_t *result) {
+  if (!check_op("unary_dtypes", op) || !td_check_dtype(names[op], dtype)) return td_last_status();
+  const int32_t plan = plan_for(names[op], op, dtype, compute, result);
+  return plan < 0 ? plan : TD_OK;
+}
+
 TD_EXPORT int32_t td_unary_(int32_t op, td_tensor *a) {
   if (!check_op("unary_", op)) return td_last_status();
   char call[32];

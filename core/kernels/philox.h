@@ -22,9 +22,14 @@ enum {
 #define TD_PHILOX_W0 UINT32_C(0x9E3779B9)
 #define TD_PHILOX_W1 UINT32_C(0xBB67AE85)
 
+/* The CUDA backend compiles the same function for the device (core/cuda/random.cu). */
+#ifndef TD_PHILOX_FN
+#define TD_PHILOX_FN static inline
+#endif
+
 /* out = philox4x32_10(ctr, key). The first round uses the key as given; the key is
  * bumped by (W0, W1) before each later round. */
-static inline void td_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2],
+TD_PHILOX_FN void td_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2],
                                     uint32_t out[4]) {
   uint32_t c0 = ctr[0], c1 = ctr[1], c2 = ctr[2], c3 = ctr[3];
   uint32_t k0 = key[0], k1 = key[1];

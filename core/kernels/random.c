@@ -91,6 +91,10 @@ static uint64_t reserve(td_generator *g, int64_t n) {
   return base;
 }
 
+TD_EXPORT uint64_t td_generator_reserve(td_generator *g, int64_t numel) {
+  return reserve(g ? g : &default_generator, numel < 0 ? 0 : numel);
+}
+
 /* ---- bits ----------------------------------------------------------------------------- */
 
 static inline void block_words(const uint32_t key[2], uint64_t block, uint32_t word,

@@ -31,6 +31,10 @@ void *td_fail_null(int32_t status, const char *fmt, ...) {
 TD_EXPORT const char *td_last_error(void) { return last_message; }
 TD_EXPORT int32_t td_last_status(void) { return last_status; }
 
+TD_EXPORT void td_set_error(int32_t status, const char *message) {
+  td_fail(status, "%s", message ? message : "");
+}
+
 TD_EXPORT void td_clear_error(void) {
   last_message[0] = '\0';
   last_status = TD_OK;

@@ -27,6 +27,8 @@ struct td_storage {
   int32_t writable;
   int32_t device_type;  /* enum td_device_type */
   int32_t device_index;
+  td_storage_free_fn free_fn; /* external kinds: frees data (td_storage_new_external) */
+  void *free_ctx;
 };
 
 /* ---- heap blocks (heap_cache.c) ---- */

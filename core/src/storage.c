@@ -1,6 +1,7 @@
 /*
  * storage.c: reference-counted byte buffers of every kind (heap, file mapping,
- * anonymous shared memory). Tensors are views over one storage each.
+ * anonymous shared memory, and external memory freed by its owner's callback: the CUDA
+ * backend's device and pinned blocks). Tensors are views over one storage each.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -124,6 +125,29 @@ fail:
   return NULL;
 }
 
+TD_EXPORT td_storage *td_storage_new_external(int32_t kind, void *data, int64_t nbytes,
+                                              int32_t device_type, int32_t device_index,
+                                              td_storage_free_fn free_fn, void *ctx) {
+  const bool device = kind == TD_STORAGE_DEVICE && device_type == TD_DEVICE_CUDA;
+  const bool pinned = kind == TD_STORAGE_PINNED && device_type == TD_DEVICE_CPU;
+  if (!device && !pinned)
+    return td_fail_null(TD_EINVAL, "external storage: kind %d with device type %d (expected "
+                        "device memory on cuda or pinned memory on cpu)", (int)kind,
+                        (int)device_type);
+  if (!data || !free_fn || device_index < 0)
+    return td_fail_null(TD_EINVAL, "external storage: NULL data or free function, or a "
+                        "negative device index");
+  td_storage *s = storage_header("external storage", nbytes);
+  if (!s) return NULL;
+  s->kind = kind;
+  s->data = data;
+  s->device_type = device_type;
+  s->device_index = device_index;
+  s->free_fn = free_fn;
+  s->free_ctx = ctx;
+  return s;
+}
+
 TD_EXPORT void td_storage_retain(td_storage *s) {
   if (s) atomic_fetch_add_explicit(&s->refcount, 1, memory_order_relaxed);
 }
@@ -141,6 +165,10 @@ TD_EXPORT void td_storage_release(td_storage *s) {
       break;
     case TD_STORAGE_FILE:
       if (s->mapped_bytes) munmap(s->data, (size_t)s->mapped_bytes);
+      break;
+    case TD_STORAGE_DEVICE:
+    case TD_STORAGE_PINNED:
+      s->free_fn(s->data, s->free_ctx);
       break;
     default:
       break;

@@ -8,6 +8,8 @@ local util = require("tensordict.util")
 local dtypes = require("tensordict.dtype")
 local tensor = require("tensordict.tensor")
 local create = require("tensordict.create")
+local device = require("tensordict.device")
+local cuda = require("tensordict.cuda")
 
 local C = lib.C
 local fail, describe, dim0 = util.fail, util.describe, util.dim0
@@ -29,8 +31,26 @@ function M.zero_based(idx, size, dim, call)
   if not dtypes.is_integer(h.dtype) then
     fail(("%s: index must have an integer dtype, got %s"):format(call, dtypes.name(h.dtype)))
   end
+  if device.on_device(h) then -- checked and shifted on the host, then moved back
+    local host = cuda.tensor_to(idx, "cpu", false, call)
+    local z = M.zero_based(host, size, dim, call)
+    host:free()
+    return cuda.tensor_to(z, device.name_of(h), false, call)
+  end
   -- one C pass: checked against the dim and shifted to 0-based (negatives kept)
   return adopt(C.td_index_from_one_based(h, size, call, dim))
+end
+
+-- The 0-based index for a tensor at header h: on h's device when h is on a device and
+-- the index was given as a Lua array (made on the host).
+local function index_for(h, index, size, dim, call)
+  local idx = M.zero_based(index, size, dim, call)
+  if device.on_device(h) and not device.on_device(idx.h) and not is_tensor(index) then
+    local moved = cuda.tensor_to(idx, device.name_of(h), false, call)
+    idx:free()
+    return moved
+  end
+  return idx
 end
 
 local function dim_and_size(call, h, dim)
@@ -40,7 +60,8 @@ end
 
 function Tensor.masked_select(self, mask)
   if not is_tensor(mask) then fail(("masked_select: mask must be a bool tensor, got %s"):format(describe(mask))) end
-  return adopt(C.td_masked_select(H(self), H(mask)))
+  local h, m = H(self), H(mask)
+  return adopt(device.pick("masked_select", h, m).td_masked_select(h, m))
 end
 
 -- [count, dim()] 1-based positions of the non-zero elements.
@@ -54,8 +75,8 @@ end
 function Tensor.index_select(self, dim, index)
   local h = H(self)
   local d, size = dim_and_size("index_select", h, dim)
-  local idx = M.zero_based(index, size, dim, "index_select")
-  local r = C.td_index_select(h, d, idx.h)
+  local idx = index_for(h, index, size, dim, "index_select")
+  local r = device.pick("index_select", h, idx.h).td_index_select(h, d, idx.h)
   idx:free()
   return adopt(r)
 end
@@ -63,8 +84,8 @@ end
 function Tensor.gather(self, dim, index)
   local h = H(self)
   local d, size = dim_and_size("gather", h, dim)
-  local idx = M.zero_based(index, size, dim, "gather")
-  local r = C.td_gather(h, d, idx.h)
+  local idx = index_for(h, index, size, dim, "gather")
+  local r = device.pick("gather", h, idx.h).td_gather(h, d, idx.h)
   idx:free()
   return adopt(r)
 end
@@ -73,17 +94,19 @@ end
 function Tensor.scatter_(self, dim, index, src)
   local h = H(self)
   local d, size = dim_and_size("scatter_", h, dim)
-  local idx = M.zero_based(index, size, dim, "scatter_")
+  local idx = index_for(h, index, size, dim, "scatter_")
   local s
   if is_tensor(src) then
     s = H(src)
   elseif type(src) == "number" or type(src) == "boolean" then
     local v = type(src) == "boolean" and (src and 1 or 0) or src
-    s = adopt(C.td_tensor_full(idx.h.ndim, idx.h.shape, h.dtype, v)).h
+    local full = adopt(C.td_tensor_full(idx.h.ndim, idx.h.shape, h.dtype, v))
+    if device.on_device(h) then full = cuda.tensor_to(full, device.name_of(h), false, "scatter_") end
+    s = full.h
   else
     fail(("scatter_: src must be a tensor or a number, got %s"):format(describe(src)))
   end
-  check(C.td_scatter_(h, d, H(idx), s))
+  check(device.pick("scatter_", h, idx.h, s).td_scatter_(h, d, H(idx), s))
   return self
 end
 

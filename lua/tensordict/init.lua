@@ -36,6 +36,8 @@ local lazy_stack = require("tensordict.lazy_stack") -- T.lazy_stack (LazyStacked
 local lazy_stack_ops = require("tensordict.lazy_stack_ops")
 local lazy_stack_io = require("tensordict.lazy_stack_io")
 local record = require("tensordict.record") -- T.record (Python's @tensorclass)
+require("tensordict.td_device") -- td:to(device), td:cuda(), td:cpu(), td:pin_memory()
+local cuda = require("tensordict.cuda")
 require("tensordict.late").bind() -- what lower modules call back into, bound once
 
 local T = {}
@@ -122,6 +124,14 @@ T.memmap_tensor = td_memmap.memmap_tensor
 T.is_tensordict = td_core.is_td
 -- Python's is_tensor_collection: a TensorDict or a lazy stack.
 function T.is_tensor_collection(x) return td_core.is_td(x) or lazy_stack.is_lazy_stack(x) end
+
+-- CUDA (docs/cuda.md): the library is opened on the first call that needs it.
+T.cuda = {
+  is_available = cuda.is_available, device_count = cuda.device_count,
+  current_device = cuda.current_device, set_device = cuda.set_device,
+  synchronize = cuda.synchronize, empty_cache = cuda.empty_cache,
+  memory_stats = cuda.memory_stats,
+}
 
 T.dtypes = dtypes.list()
 T.live_bytes = memory.live_bytes

@@ -4,6 +4,7 @@ local lib = require("tensordict.lib")
 local util = require("tensordict.util")
 local tensor = require("tensordict.tensor")
 local split_rule = require("tensordict.split_rule")
+local device = require("tensordict.device")
 
 local C = lib.C
 local fail, describe, dim0 = util.fail, util.describe, util.dim0
@@ -32,13 +33,13 @@ end
 function M.stack(list, dim)
   local array, n = handles("stack", list)
   local d = dim0("stack", dim or 1, array[0].ndim, 1)
-  return adopt(C.td_stack(array, n, d))
+  return adopt(device.pick_array("stack", array, n).td_stack(array, n, d))
 end
 
 function M.cat(list, dim)
   local array, n = handles("cat", list)
   local d = dim0("cat", dim or 1, math.max(array[0].ndim, 1))
-  return adopt(C.td_cat(array, n, d))
+  return adopt(device.pick_array("cat", array, n).td_cat(array, n, d))
 end
 
 -- T.pad(t, pads, value): pads = {last_before, last_after, prev_before, ...} as in

@@ -1,10 +1,11 @@
 -- late.lua: the modules a lower module calls but cannot require when it loads, because
--- they require it (tensor -> gather, create, print -> tensor). The lower module reads
+-- they require it (tensor -> gather, create, print, cuda -> tensor; td_struct,
+-- td_memmap -> td_device -> td_struct). The lower module reads
 -- late.gather and so on; init.lua binds every entry once all modules are loaded, so a
 -- hot path (t[idx], t[mask] = v, tostring(t)) reads a table field, which LuaJIT
 -- compiles, instead of calling require, which it cannot. An entry read before init.lua
 -- bound it (a script that loads tensordict.tensor alone) is required on first use.
-local NAMES = { "create", "gather", "print" }
+local NAMES = { "create", "gather", "print", "cuda", "td_device" }
 
 local late = setmetatable({}, {
   __index = function(t, name)

@@ -9,6 +9,7 @@ local C = require("tensordict.lib").C
 local core = require("tensordict.td_core")
 local td_memmap = require("tensordict.td_memmap")
 local ls = require("tensordict.lazy_stack")
+local late = require("tensordict.late")
 
 local TD, LS = core.methods, ls.methods
 local S, new = ls.state_of, ls.new
@@ -74,11 +75,14 @@ local stack_dim = ffi.new("int32_t[1]")
 
 -- T.load_memmap(prefix [, {mode =, device =}]): a TensorDict, or a lazy stack for a
 -- LazyStackedTensorDict's folder.
+-- With a CUDA device, the leaves (of every member) are then copied to it.
 function M.load_memmap(prefix, opts)
-  local mode = load_mode("load_memmap", opts)
+  local mode, device = load_mode("load_memmap", opts, true)
   local d = wrap(C.td_dict_load_memmap_any(path_arg("load_memmap", prefix), mode, stack_dim))
-  if stack_dim[0] < 0 then return d end
-  return from_holder(d, stack_dim[0], prefix)
+  local dim = stack_dim[0]
+  if device ~= nil and device ~= "cpu" then d = late.td_device.to(d, device, false, "load_memmap") end
+  if dim < 0 then return d end
+  return from_holder(d, dim, prefix)
 end
 
 -- T.from_consolidated(filename [, {mode =}]): likewise for a consolidated file.

@@ -2,6 +2,7 @@
 local lib = require("tensordict.lib")
 local util = require("tensordict.util")
 local tensor = require("tensordict.tensor")
+local device = require("tensordict.device")
 
 local C = lib.C
 local fail, describe = util.fail, util.describe
@@ -16,7 +17,10 @@ local function pair(call, a, b)
   return H(a), H(b)
 end
 
-function M.matmul(a, b) return adopt(C.td_matmul(pair("matmul", a, b))) end
+function M.matmul(a, b)
+  local ha, hb = pair("matmul", a, b)
+  return adopt(device.pick("matmul", ha, hb).td_matmul(ha, hb))
+end
 Tensor.matmul = M.matmul
 function Tensor.mm(a, b) return adopt(C.td_mm(pair("mm", a, b))) end
 function Tensor.bmm(a, b) return adopt(C.td_bmm(pair("bmm", a, b))) end

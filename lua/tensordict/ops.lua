@@ -6,12 +6,14 @@ local lib = require("tensordict.lib")
 local util = require("tensordict.util")
 local tensor = require("tensordict.tensor")
 local dtypes = require("tensordict.dtype")
+local device = require("tensordict.device")
 
 local C = lib.C
 local fail, describe = util.fail, util.describe
 local Tensor, adopt, is_tensor, H, check = tensor.Tensor, tensor.adopt, tensor.is_tensor, tensor.handle, tensor.check
 local mt = tensor.metatable
 local type = type
+local pick = device.pick -- C, or the CUDA kernels for device operands
 
 local M = {}
 
@@ -30,25 +32,31 @@ end
 -- the right goes to M.td_binary (set by td_math.lua).
 local function binary(op, call, a, b)
   if is_tensor(a) then
-    if is_tensor(b) then return adopt(C.td_binary(op, H(a), H(b))) end
+    if is_tensor(b) then
+      local ha, hb = H(a), H(b)
+      return adopt(pick(call, ha, hb).td_binary(op, ha, hb))
+    end
     if type(b) == "cdata" and M.td_binary then return M.td_binary(op, call, a, b) end
     local s, kind = scalar(b, call)
-    return adopt(C.td_binary_scalar(op, H(a), s, kind, 0))
+    local ha = H(a)
+    return adopt(pick(call, ha).td_binary_scalar(op, ha, s, kind, 0))
   end
   if not is_tensor(b) then
     fail(("%s: expected a tensor operand, got %s and %s"):format(call, describe(a), describe(b)))
   end
   local s, kind = scalar(a, call)
-  return adopt(C.td_binary_scalar(op, H(b), s, kind, 1))
+  local hb = H(b)
+  return adopt(pick(call, hb).td_binary_scalar(op, hb, s, kind, 1))
 end
 
 local function binary_(op, call, self, b)
   local h = H(self)
   if is_tensor(b) then
-    check(C.td_binary_(op, h, H(b)))
+    local hb = H(b)
+    check(pick(call, h, hb).td_binary_(op, h, hb))
   else
     local s, kind = scalar(b, call)
-    check(C.td_binary_scalar_(op, h, s, kind))
+    check(pick(call, h).td_binary_scalar_(op, h, s, kind))
   end
   return self
 end
@@ -83,10 +91,14 @@ local UNARY = {
 local NO_UNARY_INPLACE = { logical_not = true, isnan = true, isinf = true }
 
 for name, op in pairs(UNARY) do
-  Tensor[name] = function(self) return adopt(C.td_unary(op, H(self))) end
+  Tensor[name] = function(self)
+    local h = H(self)
+    return adopt(pick(name, h).td_unary(op, h))
+  end
   if not NO_UNARY_INPLACE[name] then
     Tensor[name .. "_"] = function(self)
-      check(C.td_unary_(op, H(self)))
+      local h = H(self)
+      check(pick(name .. "_", h).td_unary_(op, h))
       return self
     end
   end
@@ -195,13 +207,13 @@ local function bool_mask(mask, call)
 end
 
 function Tensor.masked_fill(self, mask, value)
-  local h = H(self)
-  return adopt(C.td_masked_fill(h, bool_mask(mask, "masked_fill"), (scalar(value, "masked_fill"))))
+  local h, m = H(self), bool_mask(mask, "masked_fill")
+  return adopt(pick("masked_fill", h, m).td_masked_fill(h, m, (scalar(value, "masked_fill"))))
 end
 
 function Tensor.masked_fill_(self, mask, value)
-  local h = H(self)
-  check(C.td_masked_fill_(h, bool_mask(mask, "masked_fill_"), (scalar(value, "masked_fill_"))))
+  local h, m = H(self), bool_mask(mask, "masked_fill_")
+  check(pick("masked_fill_", h, m).td_masked_fill_(h, m, (scalar(value, "masked_fill_"))))
   return self
 end
 
@@ -211,7 +223,7 @@ function M.where(mask, a, b)
   local ha, hb, sa, sb, ka, kb = nil, nil, 0, 0, 0, 0
   if is_tensor(a) then ha = H(a) else sa, ka = scalar(a, "where") end
   if is_tensor(b) then hb = H(b) else sb, kb = scalar(b, "where") end
-  return adopt(C.td_where(m, ha, sa, ka, hb, sb, kb))
+  return adopt(pick("where", m, ha, hb).td_where(m, ha, sa, ka, hb, sb, kb))
 end
 
 -- Lua operators: + - * / % ^ and unary minus. (== and < cannot be elementwise in Lua:
@@ -227,7 +239,10 @@ function M.install_operators(meta, bin, neg)
   meta.__pow = function(a, b) return bin(C.TD_BINARY_POW, "pow", a, b) end
   meta.__unm = neg
 end
-M.install_operators(mt, binary, function(a) return adopt(C.td_unary(C.TD_UNARY_NEG, H(a))) end)
+M.install_operators(mt, binary, function(a)
+  local h = H(a)
+  return adopt(pick("neg", h).td_unary(C.TD_UNARY_NEG, h))
+end)
 
 -- Shared with the TensorDict methods (td_math.lua).
 M.scalar, M.clamp_bounds = scalar, clamp_bounds

@@ -5,6 +5,7 @@ local lib = require("tensordict.lib")
 local util = require("tensordict.util")
 local dtypes = require("tensordict.dtype")
 local tensor = require("tensordict.tensor")
+local device = require("tensordict.device")
 
 local C = lib.C
 local fail, describe = util.fail, util.describe
@@ -54,18 +55,21 @@ end
 
 function Tensor.uniform_(self, a, b, g)
   local low, high = number("uniform_", "low", a or 0), number("uniform_", "high", b or 1)
-  check(C.td_uniform_(H(self), low, high, gen_arg(g, "uniform_")))
+  local h = H(self)
+  check(device.pick("uniform_", h).td_uniform_(h, low, high, gen_arg(g, "uniform_")))
   return self
 end
 
 function Tensor.normal_(self, mean, std, g)
   local m, sd = number("normal_", "mean", mean or 0), number("normal_", "std", std or 1)
-  check(C.td_normal_(H(self), m, sd, gen_arg(g, "normal_")))
+  local h = H(self)
+  check(device.pick("normal_", h).td_normal_(h, m, sd, gen_arg(g, "normal_")))
   return self
 end
 
 function Tensor.bernoulli_(self, p, g)
-  check(C.td_bernoulli_(H(self), number("bernoulli_", "p", p or 0.5), gen_arg(g, "bernoulli_")))
+  local h = H(self)
+  check(device.pick("bernoulli_", h).td_bernoulli_(h, number("bernoulli_", "p", p or 0.5), gen_arg(g, "bernoulli_")))
   return self
 end
 

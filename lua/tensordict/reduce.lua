@@ -7,6 +7,7 @@ local ffi = require("ffi")
 local lib = require("tensordict.lib")
 local util = require("tensordict.util")
 local tensor = require("tensordict.tensor")
+local device = require("tensordict.device")
 
 local C = lib.C
 local fail, describe, dim0 = util.fail, util.describe, util.dim0
@@ -58,7 +59,7 @@ local function reduce(op, call, self, dims, opts, param)
   local h = H(self)
   local n = read_dims(call, h, dims)
   local o = options(call, opts)
-  local result = adopt(C.td_reduce(op, h, dims_buf, n, o.keepdim and 1 or 0, param or 0))
+  local result = adopt(device.pick(call, h).td_reduce(op, h, dims_buf, n, o.keepdim and 1 or 0, param or 0))
   if n == 0 and not o.keepdim then return value_or_tensor(result) end
   return result
 end

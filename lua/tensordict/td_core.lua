@@ -18,6 +18,7 @@ local util = require("tensordict.util")
 local tensor = require("tensordict.tensor")
 local json = require("tensordict.json")
 local memory = require("tensordict.memory")
+local late = require("tensordict.late") -- cuda: it requires this module
 
 local C = lib.C
 local fail, c_fail, describe = util.fail, util.c_fail, util.describe
@@ -608,6 +609,7 @@ local function apply_device(self, device, call)
   if not device_type[kind] then
     fail(("%s: unknown device '%s' (expected 'cpu', 'cuda' or 'cuda:N')"):format(call, device))
   end
+  if kind == "cuda" then late.cuda.need(call) end -- "CUDA is not available (why)"
   check(C.td_dict_set_device(D(self), device_type[kind], tonumber(index) or 0))
 end
 M.apply_device = apply_device

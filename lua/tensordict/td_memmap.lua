@@ -8,6 +8,7 @@ local util = require("tensordict.util")
 local tensor = require("tensordict.tensor")
 local create = require("tensordict.create")
 local core = require("tensordict.td_core")
+local late = require("tensordict.late") -- td_device, cuda: they require td modules
 
 local TD = core.methods
 local D, wrap, check = core.D, core.wrap, core.check
@@ -75,25 +76,31 @@ end
 
 local MODES = { r = C.TD_MAP_READ, ["r+"] = C.TD_MAP_READWRITE }
 
-local function load_mode(call, opts)
+-- moves: whether the call copies the leaves to a CUDA device asked for (load_memmap);
+-- the others map files and load on the host only.
+local function load_mode(call, opts, moves)
   opts = opts_arg(call, opts, { mode = true, device = true })
   local mode = MODES[opts.mode or "r"]
   if not mode then
     fail(("%s: mode must be 'r' or 'r+', got %s"):format(call, describe(opts.mode)))
   end
-  if opts.device ~= nil and opts.device ~= "cpu" then
+  if opts.device ~= nil and opts.device ~= "cpu" and not moves then
     fail(("%s: device %s: files map into host memory; load on 'cpu'"):format(call, describe(opts.device)))
   end
-  return mode
+  if opts.device ~= nil then late.cuda.parse(call, opts.device) end -- CUDA there?
+  return mode, opts.device
 end
 
 -- For lazy stacks' saves and loads (lazy_stack_io.lua): the same argument checks.
 M.path_arg, M.save_flags, M.load_mode, M.keep_names = path_arg, save_flags, load_mode, keep_names
 
--- T.load_memmap(prefix [, {mode = "r" | "r+", device = "cpu"}]): maps the folder lazily.
+-- T.load_memmap(prefix [, {mode = "r" | "r+", device = "cpu" | "cuda" | "cuda:N"}]):
+-- maps the folder lazily; with a CUDA device, the leaves are then copied to it.
 function M.load_memmap(prefix, opts)
-  local mode = load_mode("load_memmap", opts)
-  return wrap(C.td_dict_load_memmap(path_arg("load_memmap", prefix), mode))
+  local mode, device = load_mode("load_memmap", opts, true)
+  local td = wrap(C.td_dict_load_memmap(path_arg("load_memmap", prefix), mode))
+  if device == nil or device == "cpu" then return td end
+  return late.td_device.to(td, device, false, "load_memmap")
 end
 
 -- Makes self hold what loaded holds (keys, batch size, names, memmap prefix), in place:

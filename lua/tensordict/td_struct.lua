@@ -7,6 +7,7 @@ local dtypes = require("tensordict.dtype")
 local tensor = require("tensordict.tensor")
 local create = require("tensordict.create")
 local core = require("tensordict.td_core")
+local late = require("tensordict.late") -- td_device: it requires this module
 
 local TD = core.methods
 local D, wrap, check, is_td = core.D, core.wrap, core.check, core.is_td
@@ -254,14 +255,18 @@ function TD.empty(self, recurse)
   return r
 end
 
--- td:to(dtype) casts the floating leaves; td:to("cpu") checks the device;
--- td:to{dtype =, device =}.
-function TD.to(self, arg)
-  local dtype, device
+-- td:to(dtype) casts the floating leaves; td:to(device [, {non_blocking =}]) moves
+-- every leaf ("cpu", "cuda", "cuda:N"; td_device.lua); td:to{dtype =, device =,
+-- non_blocking =}.
+local TO_OPTS = { dtype = "any", device = "string", non_blocking = "boolean" }
+function TD.to(self, arg, opts)
+  local dtype, device, non_blocking
   if type(arg) == "table" then
-    dtype, device = arg.dtype, arg.device
+    arg = util.options("to", arg, TO_OPTS)
+    dtype, device, non_blocking = arg.dtype, arg.device, arg.non_blocking
   elseif type(arg) == "string" and (arg == "cpu" or arg:match("^cuda")) then
     device = arg
+    non_blocking = util.options("to", opts, { non_blocking = "boolean" }).non_blocking
   else
     dtype = arg
   end
@@ -270,8 +275,7 @@ function TD.to(self, arg)
     r = wrap(C.td_dict_to_dtype(D(self), dtypes.code(dtype, "to"), 1))
   end
   if device ~= nil then
-    if r == self then r = TD.exclude(self) end
-    core.apply_device(r, device, "to")
+    r = late.td_device.to(r, device, non_blocking, "to")
   end
   return r
 end

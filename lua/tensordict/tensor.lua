@@ -16,11 +16,13 @@ local util = require("tensordict.util")
 local dtypes = require("tensordict.dtype")
 local index = require("tensordict.index")
 local memory = require("tensordict.memory")
-local late = require("tensordict.late") -- gather, create, print: they require this module
+local late = require("tensordict.late") -- gather, create, print, cuda: they require this module
+local device = require("tensordict.device") -- which kernels an op's tensors go to
 
 local C = lib.C
 local fail, c_fail, describe, dim0 = util.fail, util.c_fail, util.describe, util.dim0
 local shape_buf, dims_buf = util.shape_buf, util.dims_buf
+local pick, pick_copy = device.pick, device.pick_copy
 local BOOL, FLOAT64 = dtypes.BOOL, dtypes.FLOAT64
 local tonumber, type, setmetatable, getmetatable = tonumber, type, setmetatable, getmetatable
 
@@ -97,8 +99,15 @@ local function check(status)
   if status ~= 0 then c_fail() end
 end
 
--- The element at idx_buf of header h as a Lua value.
+-- The element at idx_buf of header h as a Lua value (one element copied to the host
+-- first when h is in device memory).
 local function read(h)
+  if device.on_device(h) then
+    local one = late.cuda.host_element(h, idx_buf)
+    local v = one:item()
+    one:free()
+    return v
+  end
   check(C.td_tensor_read_f64(h, idx_buf, out_buf))
   local v = out_buf[0]
   if h.dtype == BOOL then return v ~= 0 end
@@ -159,7 +168,7 @@ function Tensor.totable(self)
   if ndim == 0 then return Tensor.item(self) end
   -- One C cast into a contiguous float64 copy, then plain reads.
   local copy = adopt(C.td_tensor_empty(ndim, h.shape, FLOAT64))
-  check(C.td_tensor_copy_(copy.h, h))
+  check(pick_copy("totable", copy.h, h).td_tensor_copy_(copy.h, h))
   check(C.td_tensor_canonicalize_nan_(copy.h)) -- NaN payloads would read as bogus values
   local data = ffi.cast("const double *", C.td_tensor_data_borrow(copy.h))
   local as_bool = h.dtype == BOOL
@@ -274,15 +283,26 @@ end
 
 ----------------------------------------------------------------------------- copies
 
-function Tensor.contiguous(self) return adopt(C.td_tensor_contiguous(H(self)), self) end
-function Tensor.clone(self) return adopt(C.td_tensor_clone(H(self))) end
+function Tensor.contiguous(self)
+  local h = H(self)
+  return adopt(pick("contiguous", h).td_tensor_contiguous(h), self)
+end
+function Tensor.clone(self)
+  local h = H(self)
+  return adopt(pick("clone", h).td_tensor_clone(h))
+end
 
 -- to(dtype) casts (sharing self's data when the dtype already matches, like torch);
--- to("cpu") is self, since every tensor of this build lives on the CPU.
-function Tensor.to(self, target)
+-- to("cpu"), to("cuda"), to("cuda:N") move it (self when it is there already; see
+-- cuda.lua), to(device, {non_blocking = true}) queues the copy from pinned memory.
+function Tensor.to(self, target, opts)
   local h = H(self)
-  if target == "cpu" then return self end
-  return adopt(C.td_tensor_to_dtype(h, dtypes.code(target, "to")), self)
+  if target == "cpu" and not device.on_device(h) then return self end
+  if late.cuda.is_device_name(target) then
+    opts = util.options("to", opts, { non_blocking = "boolean" })
+    return late.cuda.tensor_to(self, target, opts.non_blocking)
+  end
+  return adopt(pick("to", h).td_tensor_to_dtype(h, dtypes.code(target, "to")), self)
 end
 
 -- torch's cast methods: t:float() is t:to("float32"), and so on (self when the dtype
@@ -294,12 +314,14 @@ for name, dtype in pairs(CASTS) do
 end
 
 function Tensor.copy_(self, src)
-  check(C.td_tensor_copy_(H(self), tensor_arg(src, "copy_", "source")))
+  local h, s = H(self), tensor_arg(src, "copy_", "source")
+  check(pick_copy("copy_", h, s).td_tensor_copy_(h, s))
   return self
 end
 
 function Tensor.fill_(self, value)
-  check(C.td_tensor_fill_(H(self), number_arg(value, "fill_")))
+  local h = H(self)
+  check(pick("fill_", h).td_tensor_fill_(h, number_arg(value, "fill_")))
   return self
 end
 
@@ -358,13 +380,14 @@ function mt.__newindex(self, key, value)
   check(status)
   if adv then return late.gather.write(target, adv, value) end
   if is_tensor(value) then
-    check(C.td_tensor_copy_(target, H(value)))
+    local v = H(value)
+    check(pick_copy("assignment", target, v).td_tensor_copy_(target, v))
   elseif type(value) == "table" then
     local src = late.create.from_table(value, h.dtype, "assignment")
-    check(C.td_tensor_copy_(target, src.h))
+    check(pick_copy("assignment", target, src.h).td_tensor_copy_(target, src.h))
     src:free()
   else
-    check(C.td_tensor_fill_(target, number_arg(value, "assignment")))
+    check(pick("assignment", target).td_tensor_fill_(target, number_arg(value, "assignment")))
   end
 end
 

@@ -27,7 +27,7 @@ flow.run = require("tensordict.flow.run").run
 -- flow.builtin maps their names to the module file that defines them.
 flow.builtin = { Seq = "seq.lua" }
 for _, name in ipairs({ "apply", "batching", "masking", "sources", "map", "memmap", "stats",
-  "csv", "synthetic" }) do
+  "csv", "synthetic", "device" }) do
   for export, value in pairs(require("tensordict.flow." .. name)) do
     if export ~= "row_batches" then flow[export] = value end -- types, and helpers such as flow.RunningStats
     if core.registry[export] == value then flow.builtin[export] = name .. ".lua" end

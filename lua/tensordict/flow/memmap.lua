@@ -14,6 +14,8 @@ local create = require("tensordict.create")
 local core = require("tensordict.flow.core")
 local fs = require("tensordict.fs")
 local row_batches = require("tensordict.flow.sources").row_batches
+local ToDevice = require("tensordict.flow.device").ToDevice
+local td_device = require("tensordict.td_device")
 
 local describe = util.describe
 local is_td, D, wrap = td_core.is_td, td_core.D, td_core.wrap
@@ -54,9 +56,12 @@ local MemmapSource = core.define("MemmapSource", {
     { "seed", "integer", doc = "the order's seed (default: the pipeline seed, ctx.seed)" },
     { "keys", "keys", doc = "the leaves to read (key paths allowed; default: all)" },
     { "drop_last", "boolean", default = false, doc = "drop a last batch of fewer than batch_size rows" },
+    { "device", "string", doc = "\"cuda\" or \"cuda:N\": batches arrive there, each pinned and its copy queued "
+      .. "while the one before is processed (default: the host)" },
   },
   examples = {
     'flow.MemmapSource{path = "data/train", batch_size = 256, shuffle = true, keys = {"obs", {"next", "reward"}}}',
+    'flow.MemmapSource{path = "data/train", batch_size = 4096, device = "cuda"}',
   },
 })
 
@@ -93,7 +98,10 @@ function MemmapSource:init()
   end
 end
 
-function MemmapSource:open() self:load() end
+function MemmapSource:open()
+  if self.p.device then ToDevice.check_device(self, self.p.device) end
+  self:load()
+end
 function MemmapSource:close() self.td = nil end
 
 -- Rows yielded (batch_size divides them when drop_last).
@@ -103,8 +111,27 @@ function MemmapSource:len()
   return n
 end
 
+-- With a CUDA device: batch k + 1 is read, pinned and its copy queued (non-blocking)
+-- before batch k is handed on, so reading and pinning overlap the device's work on
+-- batch k; the pinned batch is kept until the next one is queued.
 function MemmapSource:iter(ctx)
-  return row_batches(self:load(), self.p.batch_size, self.p, ctx)
+  local rows = row_batches(self:load(), self.p.batch_size, self.p, ctx)
+  local device = self.p.device
+  if device == nil or device == "cpu" then return rows end
+  ToDevice.check_device(self, device)
+  local pinned
+  local function fetch()
+    local b = rows()
+    if b == nil then return nil end
+    pinned = b:pin_memory()
+    return td_device.to(pinned, device, true, "MemmapSource")
+  end
+  local nxt = fetch()
+  return function()
+    local cur = nxt
+    if cur ~= nil then nxt = fetch() end
+    return cur
+  end
 end
 
 -- The C save flags of a sink's existsok and fsync parameters.

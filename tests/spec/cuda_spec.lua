@@ -1,0 +1,308 @@
+-- The CUDA backend (docs/cuda.md). Without a device (this development machine, CI),
+-- the CPU-side behaviour runs: is_available() and its reason, the error of every entry
+-- point, ToDevice to the host, device routing and the mixed-device error (through a
+-- tensor whose storage claims device memory), the library's presence where nvcc is.
+-- With a device, every device op is compared with the CPU's result; without one those
+-- tests are pending (counted as skipped).
+local ffi = require("ffi")
+local T = require("tensordict")
+local H = require("helpers")
+local flow = require("tensordict.flow")
+local lib = require("tensordict.lib")
+local device = require("tensordict.device")
+local tensor = require("tensordict.tensor")
+
+local C = lib.C
+local available, reason = T.cuda.is_available()
+
+local function nvcc_present()
+  local ok = os.execute("command -v nvcc >/dev/null 2>&1 || test -x /usr/local/cuda/bin/nvcc")
+  return ok == 0 or ok == true
+end
+
+describe("CUDA build", function()
+  it("builds libtensordict_cuda.so next to libtensordict.so where nvcc is found", function()
+    if not nvcc_present() then return pending("nvcc is not installed here") end
+    local path = lib.path:match("^(.*)/[^/]*$") .. "/libtensordict_cuda.so"
+    local f = io.open(path, "rb")
+    assert.is_truthy(f, path .. " is missing although nvcc is installed")
+    f:close()
+  end)
+
+  it("keeps the CPU library free of CUDA", function()
+    local p = io.popen("ldd " .. lib.path)
+    local deps = p:read("*a")
+    p:close()
+    assert.is_nil(deps:find("cuda", 1, true))
+    assert.is_nil(deps:find("cublas", 1, true))
+  end)
+end)
+
+describe("without a CUDA device", function()
+  if available then
+    it("(a device is present: the CPU-only errors do not apply)", function()
+      pending("a CUDA device is available")
+    end)
+    return
+  end
+
+  local function not_available(call) return call .. ": CUDA is not available (" .. reason .. ")" end
+
+  it("is_available() is false with the reason", function()
+    assert.is_false(available)
+    assert.are.equal("string", type(reason))
+    assert.is_true(#reason > 0)
+    assert.are.equal(0, T.cuda.device_count())
+  end)
+
+  it("every CUDA entry point raises, naming the call and the reason", function()
+    local t = T.arange(4)
+    local td = T.TensorDict({ a = T.ones(2), sub = { b = T.zeros(2, 3) } }, { 2 })
+    H.raises(function() local _ = t:to("cuda") end, not_available("to"))
+    H.raises(function() local _ = t:to("cuda:1") end, not_available("to"))
+    H.raises(function() local _ = t:cuda() end, not_available("cuda"))
+    H.raises(function() local _ = t:pin_memory() end, not_available("pin_memory"))
+    H.raises(function() local _ = td:to("cuda:0") end, not_available("to"))
+    H.raises(function() local _ = td:to({ device = "cuda", dtype = "float64" }) end, not_available("to"))
+    H.raises(function() local _ = td:cuda() end, not_available("cuda"))
+    H.raises(function() local _ = td:pin_memory() end, not_available("pin_memory"))
+    H.raises(function() T.cuda.synchronize() end, not_available("synchronize"))
+    H.raises(function() T.cuda.empty_cache() end, not_available("empty_cache"))
+    H.raises(function() T.cuda.memory_stats() end, not_available("memory_stats"))
+    H.raises(function() T.cuda.current_device() end, not_available("current_device"))
+    H.raises(function() T.cuda.set_device(0) end, not_available("set_device"))
+    H.raises(function() T.TensorDict({ a = T.ones(2) }, { 2 }, { device = "cuda" }) end,
+      not_available("TensorDict"))
+    local dir = os.tmpname()
+    os.remove(dir)
+    td:memmap(dir)
+    H.raises(function() T.load_memmap(dir, { device = "cuda" }) end, not_available("load_memmap"))
+    os.execute("rm -rf '" .. dir .. "'")
+  end)
+
+  it("keeps host calls working: to('cpu'), cpu(), is_pinned()", function()
+    local t = T.arange(3)
+    assert.are.equal(t, t:to("cpu"))
+    assert.are.equal(t, t:cpu())
+    assert.is_false(t:is_pinned())
+    local td = T.TensorDict({ a = T.ones(2) }, { 2 })
+    local moved = td:to("cpu")
+    assert.are.equal("cpu", moved:device())
+    assert.are.same({ 1, 1 }, moved.a:totable())
+    assert.is_nil(td:device()) -- the source keeps its own setting
+    assert.are.same({ 1, 1 }, td:cpu().a:totable())
+  end)
+
+  it("flow.ToDevice raises at open and at the first batch; MemmapSource{device} at open", function()
+    local node = flow.ToDevice { device = "cuda" }
+    H.raises(function() node:open({}) end, "ToDevice: CUDA is not available (" .. reason .. ")")
+    H.raises(function() node(T.TensorDict({ a = T.ones(2) }, { 2 })) end,
+      "ToDevice: CUDA is not available")
+    local dir = os.tmpname()
+    os.remove(dir)
+    T.TensorDict({ a = T.ones(4) }, { 4 }):memmap(dir)
+    local src = flow.MemmapSource { path = dir, batch_size = 2, device = "cuda:0" }
+    H.raises(function() src:open({}) end, "MemmapSource: CUDA is not available (" .. reason .. ")")
+    os.execute("rm -rf '" .. dir .. "'")
+  end)
+end)
+
+describe("flow.ToDevice", function()
+  it("moves batches to the host (any machine) and round-trips its spec", function()
+    local node = flow.ToDevice { device = "cpu" }
+    node:open({})
+    local out = node(T.TensorDict({ x = T.tensor({ 0, 1, 2 }), n = { y = T.ones(3, 2) } }, { 3 }))
+    assert.are.equal("cpu", out:device())
+    assert.are.same({ 0, 1, 2 }, out.x:totable())
+    assert.are.same({ 3, 2 }, out.n.y:shape())
+    local again = flow.build(node:spec())
+    assert.are.same(node:spec(), again:spec())
+    assert.are.same({ device = "cpu", non_blocking = false }, { device = again.p.device,
+      non_blocking = again.p.non_blocking })
+  end)
+
+  it("refuses an unknown device when made", function()
+    H.raises(function() local _ = flow.ToDevice { device = "tpu" } end,
+      "ToDevice: device: unknown device 'tpu' (expected 'cpu', 'cuda' or 'cuda:N')")
+    H.raises(function() local _ = flow.ToDevice {} end, "ToDevice", "device")
+  end)
+
+  it("MemmapSource with device = 'cpu' yields host batches", function()
+    local dir = os.tmpname()
+    os.remove(dir)
+    T.TensorDict({ a = T.tensor({ 0, 1, 2, 3, 4 }) }, { 5 }):memmap(dir)
+    local src = flow.MemmapSource { path = dir, batch_size = 2, device = "cpu" }
+    src:open({})
+    local seen = {}
+    for b in src:iter({ seed = 0 }) do seen[#seen + 1] = b.a:totable() end
+    src:close()
+    assert.are.same({ { 0, 1 }, { 2, 3 }, { 4 } }, seen)
+    os.execute("rm -rf '" .. dir .. "'")
+  end)
+end)
+
+-- A tensor whose storage says "device memory" (TD_STORAGE_DEVICE) over host bytes: it
+-- exercises the routing and the refusals without a GPU. Nothing may read it as host
+-- memory: the CPU kernels refuse it, and with no CUDA library nothing else runs.
+describe("device routing", function()
+  local saved
+  local freed = 0
+  local free_cb = ffi.cast("td_storage_free_fn", function(data) freed = freed + 1; ffi.C.free(data) end)
+  ffi.cdef [[ void *malloc(size_t); void free(void *); ]]
+
+  local function fake_device_tensor(n)
+    local p = ffi.C.malloc(n * 4)
+    local s = C.td_storage_new_external(C.TD_STORAGE_DEVICE, p, n * 4, C.TD_DEVICE_CUDA, 0, free_cb, nil)
+    assert(s ~= nil)
+    local shape = ffi.new("int64_t[1]", n)
+    local h = C.td_tensor_from_storage(s, 0, 1, shape, nil, C.TD_FLOAT32)
+    C.td_storage_release(s)
+    return tensor.adopt(h)
+  end
+
+  before_each(function()
+    saved = { device.watching, device.kernels, device.unavailable }
+    device.watching = true -- as once the CUDA library is open
+    device.kernels = nil
+    device.unavailable = "test: no CUDA library"
+    -- the storage's free callback is Lua: no compiled trace may be running when C
+    -- calls it, so the JIT is off (and its traces flushed) for these tests
+    jit.flush()
+    jit.off()
+  end)
+  after_each(function()
+    jit.on()
+    device.watching, device.kernels, device.unavailable = saved[1], saved[2], saved[3]
+  end)
+
+  it("names both devices when an op mixes them", function()
+    local d, h = fake_device_tensor(4), T.ones(4)
+    assert.are.equal("cuda:0", d:device())
+    H.raises(function() local _ = h:add(d) end,
+      "add: expected all tensors on one device, but got cpu and cuda:0")
+    H.raises(function() local _ = d + h end, "add: expected all tensors on one device, but got cuda:0 and cpu")
+    H.raises(function() local _ = T.where(h:gt(0), d, h) end, "where: expected all tensors on one device")
+    H.raises(function() local _ = T.cat({ h, d }) end,
+      "cat: expected all tensors on one device, but got cpu and cuda:0")
+    H.raises(function() local _ = T.matmul(d, h) end, "matmul: expected all tensors on one device")
+    d:free()
+    assert.are.equal(1, freed)
+  end)
+
+  it("routes device tensors to the CUDA kernels, which must be there", function()
+    local d = fake_device_tensor(4)
+    H.raises(function() local _ = d:add(1) end, "add: CUDA is not available (test: no CUDA library)")
+    H.raises(function() local _ = d:sum(1) end, "sum: CUDA is not available")
+    H.raises(function() local _ = d:exp() end, "exp: CUDA is not available")
+    H.raises(function() local _ = d:clone() end, "clone: CUDA is not available")
+    H.raises(function() local _ = d:uniform_() end, "uniform_: CUDA is not available")
+    -- an op with no CUDA kernel: the CPU kernel refuses device memory itself
+    H.raises(function() local _ = d:softmax(1) end, "softmax: the tensor is in device memory")
+    H.raises(function() local _ = d:cumsum(1) end, "cumsum", "device memory")
+    d:free()
+  end)
+
+  it("keeps host ops on the CPU library while watching", function()
+    local a = T.tensor({ 0, 1, 2, 3 }, "float32")
+    assert.are.same({ 0, 2, 4, 6 }, (a + a):totable())
+    assert.are.equal(6, a:sum())
+    assert.are.same({ 0, 1, 0, 1, 2, 3 }, T.cat({ a[{ { 1, 2 } }], a }):totable())
+  end)
+end)
+
+-- Device ops against the CPU's results (only with a device).
+describe("on a CUDA device", function()
+  local function on_device(name, fn)
+    it(name, function()
+      if not available then return pending("no CUDA device: " .. tostring(reason)) end
+      fn()
+    end)
+  end
+
+  local function same(cpu_result, dev_result, tol)
+    assert.are.equal(cpu_result:dtype(), dev_result:dtype())
+    assert.are.same(cpu_result:shape(), dev_result:shape())
+    local ok, why = H.near(cpu_result:totable(), dev_result:cpu():totable(), tol or 0)
+    assert(ok, why)
+  end
+
+  on_device("moves tensors both ways, strided ones included, and pins memory", function()
+    local x = T.arange(12):reshape(3, 4):float()
+    local d = x:cuda()
+    assert.are.equal("cuda:0", d:device())
+    same(x, d)
+    same(x:t(), x:cuda():t():contiguous())
+    local p = x:pin_memory()
+    assert.is_true(p:is_pinned())
+    same(x, p:to("cuda", { non_blocking = true }))
+    T.cuda.synchronize()
+    local td = T.TensorDict({ a = x, n = { b = T.ones(3) } }, { 3 }):to("cuda")
+    assert.are.equal("cuda:0", td:device())
+    same(x, td.a)
+    assert.is_true(T.cuda.memory_stats().allocated_bytes > 0)
+    T.cuda.empty_cache()
+  end)
+
+  on_device("elementwise ops, comparisons, where and masked_fill match the CPU", function()
+    local a = T.randn(5, 4)
+    local b = T.randn(4)
+    local i = T.randint(-5, 5, { 5, 4 })
+    for _, op in ipairs({ "add", "sub", "mul", "div", "maximum", "minimum", "eq", "lt", "ge" }) do
+      same(a[op](a, b), a:cuda()[op](a:cuda(), b:cuda()), 1e-6)
+      same(i[op](i, 2), i:cuda()[op](i:cuda(), 2), 1e-6)
+    end
+    same(i:floor_divide(3), i:cuda():floor_divide(3))
+    same(i:remainder(3), i:cuda():remainder(3))
+    H.raises(function() local _ = i:cuda():floor_divide(0) end, "integer division by zero")
+    for _, op in ipairs({ "neg", "abs", "exp", "sqrt", "sigmoid", "round", "isnan" }) do
+      same(a[op](a), a:cuda()[op](a:cuda()), 1e-5)
+    end
+    local m = a:gt(0)
+    same(T.where(m, a, 0), T.where(m:cuda(), a:cuda(), 0))
+    same(a:masked_fill(m, 7), a:cuda():masked_fill(m:cuda(), 7))
+    same(a:masked_select(m), a:cuda():masked_select(m:cuda()))
+    H.raises(function() local _ = a:cuda() + a end, "add: expected all tensors on one device, but got cuda:0 and cpu")
+  end)
+
+  on_device("reductions, gathers, joins and matmul match the CPU", function()
+    local a = T.randn(6, 5, 3)
+    local dev = a:cuda()
+    for _, op in ipairs({ "sum", "mean", "max", "min", "prod" }) do
+      assert(math.abs(a[op](a) - dev[op](dev)) <= 1e-4 * math.max(1, math.abs(a[op](a))))
+    end
+    for _, op in ipairs({ "sum", "mean", "amax", "amin", "prod" }) do
+      same(a[op](a, 2), dev[op](dev, 2), 1e-4)
+      same(a[op](a, { 1, 3 }, true), dev[op](dev, { 1, 3 }, true), 1e-4)
+    end
+    assert.are.equal(T.arange(10):sum(), T.arange(10):cuda():sum())
+    local idx = T.tensor({ 3, 1, 3 }, "int64")
+    same(a:index_select(1, idx), a:cuda():index_select(1, idx:cuda()))
+    local g = T.randint(1, 5, { 6, 2, 3 })
+    same(a:gather(2, g), a:cuda():gather(2, g:cuda()))
+    same(T.cat({ a, a }, 2), T.cat({ a:cuda(), a:cuda() }, 2))
+    same(T.stack({ a, a }, 1), T.stack({ a:cuda(), a:cuda() }, 1))
+    local m, n = T.randn(7, 9), T.randn(9, 4)
+    same(T.matmul(m, n), T.matmul(m:cuda(), n:cuda()), 1e-4)
+    local batch = T.randn(3, 7, 9)
+    same(T.matmul(batch, n), T.matmul(batch:cuda(), n:cuda()), 1e-4)
+    local v = T.randn(9)
+    same(T.matmul(m, v), T.matmul(m:cuda(), v:cuda()), 1e-4)
+    local k = T.randint(-3, 3, { 4, 5 })
+    same(T.matmul(k, k:t()), T.matmul(k:cuda(), k:t():cuda()))
+  end)
+
+  on_device("random numbers follow the CPU's Philox stream", function()
+    for _, dtype in ipairs({ "float32", "float64" }) do
+      T.manual_seed(5)
+      local cpu = T.empty({ 1000 }, dtype):uniform_()
+      T.manual_seed(5)
+      local dev = T.empty({ 1000 }, dtype):cuda():uniform_()
+      same(cpu, dev)
+      T.manual_seed(9)
+      cpu = T.empty({ 999 }, dtype):normal_()
+      T.manual_seed(9)
+      dev = T.empty({ 999 }, dtype):cuda():normal_()
+      same(cpu, dev, 1e-12)
+    end
+  end)
+end)
