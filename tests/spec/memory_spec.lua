@@ -59,6 +59,27 @@ describe("ownership", function()
     end
     assert.is_true(peak < 1024 * 1024 * 1024, ("peak %d bytes"):format(peak))
   end)
+
+  it("lowers the collection threshold again once a big tensor is gone", function()
+    -- A 128 MiB tensor alive at a collection raised the threshold to 256 MiB, and it
+    -- stayed there after the tensor went: 256 KiB samples then piled up to 256 MiB,
+    -- each faulting its pages in afresh (a replay buffer built from a big tensor).
+    collectgarbage("collect")
+    local start = T.live_bytes()
+    -- 128 MiB: past the threshold, so the next allocation collects with it alive
+    local big = T.empty(32 * 1024 * 1024)
+    big[1] = 1
+    T.empty(1):free()
+    big = nil -- luacheck: ignore
+    collectgarbage("collect") -- the user's (or the collector's own) cycle frees it
+    local peak = 0
+    for _ = 1, 600 do -- 150 MiB of 256 KiB samples, dropped at once
+      local sample = T.empty(64 * 1024)
+      peak = math.max(peak, T.live_bytes() - start)
+      sample[1] = 1
+    end
+    assert.is_true(peak < 48 * 1024 * 1024, ("peak %d bytes"):format(peak))
+  end)
 end)
 
 describe("T.from_file", function()
