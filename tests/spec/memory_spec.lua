@@ -80,6 +80,30 @@ describe("ownership", function()
     end
     assert.is_true(peak < 48 * 1024 * 1024, ("peak %d bytes"):format(peak))
   end)
+
+  it("keeps resident memory flat over 100k small ops and td[i], with no collectgarbage", function()
+    -- A loose bound (memory, never time): a leak of 100 bytes per iteration would add
+    -- 20 MB. tests/bench/bench_gc.lua reports the figures over 1M iterations.
+    local function resident()
+      local f = assert(io.open("/proc/self/statm"))
+      local _, pages = f:read("*n", "*n")
+      f:close()
+      return pages * 4096
+    end
+    local a, b = T.rand(100), T.rand(100)
+    local td = T.TensorDict({ obs = T.rand(32, 4), done = T.zeros({ 32 }, "bool") }, { 32 })
+    local function loop(n)
+      for i = 1, n do
+        (a + b):mul_(2)
+        local _ = td[i % 32 + 1]
+      end
+    end
+    loop(20000) -- warm-up: the JIT, the GC's working set
+    local before = resident()
+    loop(100000)
+    local grown = resident() - before
+    assert.is_true(grown < 16 * 1024 * 1024, ("resident memory grew by %d bytes"):format(grown))
+  end)
 end)
 
 describe("T.from_file", function()
