@@ -5,17 +5,23 @@
 -- the same run (bench_common_ops_python.py, under TD_PYTHON, default python3; skipped
 -- when it lacks tensordict). One thread; each figure the median of 5 loops of ~20 ms.
 -- Prints a markdown table and writes it to <out>/common_ops.md (TD_SWEEP_OUT, default
--- tests/bench/results). Run by 'make bench'; never by tests.
+-- tests/bench/results; not when TD_COMMON_OPS names a subset: "keys,items,apply_nested").
+-- Run by 'make bench'; never by tests.
 package.path = "lua/?.lua;lua/?/init.lua;tests/bench/?.lua;" .. package.path
 local T = require("tensordict")
 local now = require("clock")
 T.set_num_threads(1)
 
+local subset = os.getenv("TD_COMMON_OPS")
+local only = {}
+for name in (subset or ""):gmatch("[^,%s]+") do only[name] = true end
+
 -- Python's side first, so the two never share the cores.
 local python = {}
 do
   local py = os.getenv("TD_PYTHON") or "python3"
-  local pipe = io.popen(py .. " tests/bench/bench_common_ops_python.py 2>/dev/null")
+  local names = (subset or ""):gsub(",", " ")
+  local pipe = io.popen(py .. " tests/bench/bench_common_ops_python.py " .. names .. " 2>/dev/null")
   for line in pipe:lines() do
     local name, value = line:match("^(%S+) (%S+)$")
     if name and tonumber(value) then python[name] = tonumber(value) end
@@ -154,20 +160,24 @@ local lines = {
   "| --- | --- | --- | --- |",
 }
 local faster = 0
+local ran = 0
 for _, w in ipairs(WORKLOADS) do
   local name, fn = w[1], w[2]
+  if subset and not only[name] then goto continue end
+  ran = ran + 1
   local ours = per_call(fn)
   local py = python[name]
   if py and ours < py then faster = faster + 1 end
   lines[#lines + 1] = ("| %s | %.2f | %s | %s |"):format(name, ours * 1e6,
     py and ("%.2f"):format(py * 1e6) or "-", py and ("%.3f"):format(ours / py) or "-")
+  ::continue::
 end
-local summary = next(python) and ("%d of %d workloads faster than Python tensordict."):format(faster, #WORKLOADS)
+local summary = next(python) and ("%d of %d workloads faster than Python tensordict."):format(faster, ran)
   or "Python tensordict not installed (TD_PYTHON): our times alone."
 local text = table.concat(lines, "\n") .. "\n\n" .. summary .. "\n"
 io.write(text)
 local out = (os.getenv("TD_SWEEP_OUT") or "tests/bench/results") .. "/common_ops.md"
-local f = io.open(out, "w")
+local f = not subset and io.open(out, "w")
 if f then
   f:write("# Common ops (bench_common_ops.lua)\n\n", os.date("!%Y-%m-%d %H:%M UTC"),
     ", ours and Python tensordict's in the same run, one thread; medians of 5 loops of ~20 ms.\n\n", text)

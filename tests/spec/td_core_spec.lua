@@ -465,6 +465,30 @@ describe("TensorDict iteration and properties", function()
     return td
   end
 
+  it("keys() follows every change of the container, and each call gives a new list", function()
+    -- the names are cached per handle until the container changes
+    local td = tree()
+    local first = td:keys()
+    assert.are.same({ "z", "b", "a" }, first)
+    first[1] = "changed by the caller"
+    assert.are.same({ "z", "b", "a" }, td:keys())
+    assert.are_not.equal(td:keys(), td:keys())
+    td.c = T.zeros(2)
+    assert.are.same({ "z", "b", "a", "c" }, td:keys())
+    td:del("z")
+    assert.are.same({ "b", "a", "c" }, td:keys())
+    td:rename_key("b", "w")
+    assert.are.same({ "a", "c", "w" }, td:keys())
+    local w = td.w
+    w.new = T.ones(2) -- through the child's handle
+    assert.are.same({ "a", "y", "new" }, w:keys()) -- a Lua table's keys come sorted
+    assert.are.same({ "a", "c", { "w", "a", "q" }, { "w", "y" }, { "w", "new" } },
+      td:keys({ include_nested = true, leaves_only = true }))
+    local seen = {}
+    for k in td:pairs() do seen[#seen + 1] = k end
+    assert.are.same({ "a", "c", "w" }, seen)
+  end)
+
   it("keys with include_nested, leaves_only and sort", function()
     local td = tree()
     assert.are.same({ "z", "b", "a" }, td:keys())
