@@ -544,12 +544,16 @@ end
 
 function TD.is_empty(self)
   local d = D(self)
-  for i = 0, self._td_head.nkeys - 1 do
-    local kind = C.td_dict_kind(d, i)
-    if kind ~= KIND_DICT then return false end
-    if not TD.is_empty(get_string(self, ffi.string(C.td_dict_key_borrow(d, i, nil)))) then
-      return false
-    end
+  local n = self._td_head.nkeys
+  -- Any leaf at this level answers first: a nested container is walked only when this
+  -- level holds containers alone (apply asks at every level of a deep tree; walking
+  -- the first child first made that quadratic in the depth).
+  for i = 0, n - 1 do
+    if C.td_dict_kind(d, i) ~= KIND_DICT then return false end
+  end
+  local names = n > 0 and names_of(self)
+  for i = 1, n do
+    if not TD.is_empty(get_string(self, names[i])) then return false end
   end
   return true
 end
