@@ -6,7 +6,8 @@
 --   1 leaf, a fresh idx every call    (rows from memory: what a replay buffer pays)
 --   4 leaves, obs [64] f32, action [8] f32, reward f32, done bool, the same idx
 -- "ours" drops each sample to the GC, as user code does; "freed" calls :free() on it
--- (the cost without the collector). Writes ~1.2 GiB under TD_BENCH_DIR (default /tmp).
+-- (the cost without the collector). Writes ~1.2 GiB under TD_BENCH_DIR (default /tmp) and
+-- needs ~2.5 GiB of memory.
 -- TD_BENCH_QUICK=1 uses 256k rows. Run by 'make bench'; never by tests.
 package.path = "lua/?.lua;lua/?/init.lua;tests/bench/?.lua;" .. package.path
 local ffi = require("ffi")
@@ -20,8 +21,10 @@ os.execute("rm -rf '" .. dir .. "' && mkdir -p '" .. dir .. "'")
 
 local ROWS = os.getenv("TD_BENCH_QUICK") == "1" and 262144 or 4194304
 local PICK, CALLS, RUNS = 1024, 200, 9
-local buffer = T.TensorDict({ obs = T.empty(1, 64), action = T.empty(1, 8), reward = T.empty(1),
-  done = T.empty({ 1 }, "bool") }, { 1 }):expand(ROWS):memmap_like(dir .. "/buf")
+-- Made as users make one, from an in-memory TensorDict saved with memmap_like (its 1.2 GiB
+-- are garbage once saved: the GC's pace after freeing them is part of what is measured).
+local buffer = T.TensorDict({ obs = T.empty(ROWS, 64), action = T.empty(ROWS, 8), reward = T.empty(ROWS),
+  done = T.empty({ ROWS }, "bool") }, { ROWS }):memmap_like(dir .. "/buf")
 for _, k in ipairs({ "obs", "action", "reward", "done" }) do buffer[k]:fill_(1) end -- resident
 local one = buffer:select("obs")
 
