@@ -893,6 +893,11 @@ describe("TensorDict apply", function()
     -- containers that were empty already stay
     local e = T.TensorDict({ a = T.zeros(2), e = {} }, 2)
     assert.are.same({ "a", "e" }, e:apply(function(x) return x end):keys())
+    -- deeper: a level goes when every level under it lost its leaves, and only then
+    local deep = T.TensorDict({ p = { q = { r = T.zeros(2) }, w = { v = T.zeros(2, 2), u = {} } } }, 2)
+    assert.are.same({ "p.w.u", "p.w.v", "p.w", "p" }, all_keys(deep:apply(keep2d)))
+    assert.are.same({}, all_keys(deep:apply(function() end)))
+    assert.are.same({ "p.q", "p.w.u", "p.w", "p" }, all_keys(deep:apply(function() end, { filter_empty = false })))
   end)
 
   it("aligns other TensorDicts by key and passes key paths with named = true", function()
