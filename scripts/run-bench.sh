@@ -18,6 +18,8 @@ lua_bench() {
 lua_bench bench_lua "LuaJIT binding"
 lua_bench bench_td "TensorDict; Python tensordict side by side where TD_PYTHON has it"
 lua_bench bench_memmap "memmap; writes ~2 GiB under TD_BENCH_DIR, default /tmp"
+lua_bench bench_memmap_sample "replay-buffer sampling buf[idx] vs memcpy of the rows; ~1.2 GiB under TD_BENCH_DIR"
+lua_bench bench_gc "GC and allocation: 1M small ops and td[i], resident memory and time per 100k"
 lua_bench bench_vs_torch "PyTorch side by side, where installed"
 lua_bench bench_sweep "size sweep 1e2..1e7 at 1 and 2 threads, ours vs torch; writes tests/bench/results/latest.md and .json"
 lua_bench bench_flow "pipeline nodes: flow.run's and tdflow's cost per node per batch"

@@ -20,7 +20,10 @@ local M = {}
 
 -- 1-based index values (a tensor of integers or a Lua array) for a dim of this size
 -- -> a tensor of 0-based values for C. dim is 1-based, for messages.
-function M.zero_based(idx, size, dim, call)
+-- The same as an owned C header, which the caller releases (td_tensor_release) right
+-- after its C call: no Lua object, owner or finaliser for a temporary that td[idx]
+-- would otherwise make on every call.
+function M.zero_based_header(idx, size, dim, call)
   if type(idx) == "table" and not is_tensor(idx) then
     idx = create.tensor(idx, "int64")
   end
@@ -38,7 +41,13 @@ function M.zero_based(idx, size, dim, call)
     return cuda.tensor_to(z, device.name_of(h), false, call)
   end
   -- one C pass: checked against the dim and shifted to 0-based (negatives kept)
-  return adopt(C.td_index_from_one_based(h, size, call, dim))
+  local p = C.td_index_from_one_based(h, size, call, dim)
+  if p == nil then util.c_fail() end
+  return p
+end
+
+function M.zero_based(idx, size, dim, call)
+  return adopt(M.zero_based_header(idx, size, dim, call))
 end
 
 -- The 0-based index for a tensor at header h: on h's device when h is on a device and

@@ -102,34 +102,50 @@ end
 
 -- One level of apply; results go into out (opts.out's container at this level) when
 -- given, else into a new container of the batch size asked for, or like self's.
+-- Returns the result and whether self and the result are empty (no leaf at any depth),
+-- found on the way: asking is_empty at every level walked a deep tree once per level.
 local function apply_level(self, fn, others, n, opts, prefix, batch, out)
   local result = out or (batch and with_batch(batch)) or struct.new_like(self)
   local d = D(self)
+  local self_empty, result_empty = true, true
   for _, k in ipairs(core.key_list(self)) do
     local i = C.td_dict_find(d, k, #k)
     local kind = C.td_dict_kind(d, i)
     local path = path_of(prefix, k)
     if kind == KIND_TENSOR or (kind == KIND_DICT and opts.call_on_nested) then
       local vals = aligned("apply", others, n, k, path, opts, false)
-      keep_result(result, k, call_fn(fn, opts, path, core.get_string(self, k), vals, n), path,
-        kind == KIND_DICT)
+      local x = core.get_string(self, k)
+      local r = call_fn(fn, opts, path, x, vals, n)
+      keep_result(result, k, r, path, kind == KIND_DICT)
+      if kind == KIND_DICT then
+        self_empty = self_empty and TD.is_empty(x)
+        result_empty = result_empty and (r == nil or TD.is_empty(r))
+      else
+        self_empty = false
+        result_empty = result_empty and r == nil
+      end
     elseif kind == KIND_DICT then
       local sub_others = aligned("apply", others, n, k, path, opts, true)
       local child = core.get_string(self, k)
       local sub_out = out and core.get_string(out, k)
       if sub_out ~= nil and not is_td(sub_out) then sub_out = nil end
-      local sub = apply_level(child, fn, sub_others, n, opts, prefix and path or { k }, batch,
-        out and (sub_out or struct.new_like(child)))
+      local sub, child_empty, sub_empty = apply_level(child, fn, sub_others, n, opts,
+        prefix and path or { k }, batch, out and (sub_out or struct.new_like(child)))
+      if out then sub_empty = TD.is_empty(sub) end -- out's own keys count too
+      self_empty = self_empty and child_empty
       -- A nested TensorDict that lost every leaf goes too, unless filter_empty = false
       -- (one that was empty to begin with stays).
-      if not (opts.filter_empty ~= false and TD.is_empty(sub) and not TD.is_empty(child)) then
+      if not (opts.filter_empty ~= false and sub_empty and not child_empty) then
         if sub ~= sub_out then core.set_string(result, k, sub, "apply") end
+        result_empty = result_empty and sub_empty
       end
     else
       check(C.td_dict_set_entry(D(result), k, #k, d, i))
+      self_empty, result_empty = false, false
     end
   end
-  return result
+  if out then result_empty = TD.is_empty(result) end
+  return result, self_empty, result_empty
 end
 
 -- A new TensorDict with fn(leaf, other_leaf...) for every tensor leaf; a nil result
@@ -158,7 +174,7 @@ function TD.apply(self, fn, ...)
         :format(table.concat(have, ", "), table.concat(want, ", ")))
     end
   end
-  return apply_level(self, fn, others, n, opts, nil, batch, out)
+  return (apply_level(self, fn, others, n, opts, nil, batch, out))
 end
 
 -- In place: each non-nil result is copied into its leaf (cast and broadcast). Options:

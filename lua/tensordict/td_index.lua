@@ -75,7 +75,9 @@ end
 
 -- Fills the entries for key over self's batch dims: returns the count and the advanced
 -- entry as (tensor header, dim, adv) -- the tensor 0-based int64 (1-D) or a bool mask.
-local function parse(self, key, call)
+-- An index tensor's 0-based copy is kept alive in adv.flat, or, when owned is true,
+-- handed over as an owned C header that the caller releases after its C call.
+local function parse(self, key, call, owned)
   local head = self._td_head
   if head.ndim == 0 then
     fail(("%s: the TensorDict has no batch dims (batch size []) to index"):format(call))
@@ -90,6 +92,10 @@ local function parse(self, key, call)
   local t = adv.tensor
   if adv.mask then return n, H(t), adv.dim, adv end
   local flat = t.h.ndim == 1 and t or t:reshape(-1)
+  if owned then
+    return n, gather.zero_based_header(flat, tonumber(head.shape[adv.in_dim]), adv.in_dim + 1, call),
+      adv.dim, adv
+  end
   local zero = gather.zero_based(flat, tonumber(head.shape[adv.in_dim]), adv.in_dim + 1, call)
   adv.flat = zero -- keep it alive through the C call
   return n, H(zero), adv.dim, adv
@@ -98,8 +104,10 @@ end
 local function index_read(self, key)
   if type(key) == "string" or is_key_path(key) then return core.get_or_raise(self, key) end
   local d = D(self)
-  local n, advh, adv_dim, adv = parse(self, key, "index")
-  local r = wrap(C.td_dict_index(d, entries, n, advh, adv_dim))
+  local n, advh, adv_dim, adv = parse(self, key, "index", true)
+  local p = C.td_dict_index(d, entries, n, advh, adv_dim)
+  if adv and not adv.mask then C.td_tensor_release(advh) end
+  local r = wrap(p)
   local names = self._td_head.has_names ~= 0 and names_after_index(core.dim_names(self), n, adv)
   if adv and not adv.mask and adv.tensor.h.ndim > 1 then
     r = TD.unflatten(r, adv.dim + 1, adv.tensor:shape())

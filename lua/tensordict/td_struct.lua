@@ -198,25 +198,38 @@ function TD.unflatten_keys(self, sep)
   sep = check_sep("unflatten_keys", sep)
   local r = new_like(self)
   local d = D(self)
+  -- made[container][name]: the nested containers met or made here. A container changes
+  -- with every key set into it, which empties its handle's cache, so looking each level
+  -- up again through get made a new handle per level per key.
+  local made = {}
   for _, k in ipairs(core.key_list(self)) do
-    local parts, rest = {}, k
+    local parts, pos = {}, 1
     while true do
-      local s, e = rest:find(sep, 1, true)
+      local s, e = k:find(sep, pos, true)
       if not s then break end
-      parts[#parts + 1] = rest:sub(1, s - 1)
-      rest = rest:sub(e + 1)
+      parts[#parts + 1] = k:sub(pos, s - 1)
+      pos = e + 1
     end
-    parts[#parts + 1] = rest
+    parts[#parts + 1] = k:sub(pos)
     local i = C.td_dict_find(d, k, #k)
     local target = r
     for j = 1, #parts - 1 do
-      local nxt = core.get_string(target, parts[j])
+      local below = made[target]
+      if below == nil then
+        below = {}
+        made[target] = below
+      end
+      local nxt = below[parts[j]]
       if nxt == nil then
-        nxt = core.set_string(target, parts[j], wrap(C.td_dict_new(target._td_head.ndim, target._td_head.shape)),
-          "unflatten_keys")
-      elseif not is_td(nxt) then
-        fail(("unflatten_keys: '%s' is a leaf and also a prefix of '%s'"):format(
-          table.concat(parts, sep, 1, j), k))
+        nxt = core.get_string(target, parts[j])
+        if nxt == nil then
+          nxt = core.set_string(target, parts[j], wrap(C.td_dict_new(target._td_head.ndim, target._td_head.shape)),
+            "unflatten_keys")
+        elseif not is_td(nxt) then
+          fail(("unflatten_keys: '%s' is a leaf and also a prefix of '%s'"):format(
+            table.concat(parts, sep, 1, j), k))
+        end
+        below[parts[j]] = nxt
       end
       target = nxt
     end

@@ -53,27 +53,14 @@ local save_nofsync = best(3, function() td:memmap(prefix, { existsok = true, fsy
 local load = best(20, function() local _ = T.load_memmap(prefix) end)
 print(("%-44s %8.3f ms (target <= 1 ms)"):format("load_memmap of that container", load * 1e3))
 
--- Random rows of a 4M-row [.., 64] float32 memmap (page cache warm) vs memcpy of them.
+-- A 4M-row [.., 64] float32 memmap buffer, resident, for the write below (sampling
+-- from it is bench_memmap_sample.lua).
 local BIG = 4194304
 local rows = T.TensorDict({ x = T.empty(BIG, 64) }, { BIG })
 local buffer = rows:memmap_like(dir .. "/big")
 rows = nil -- luacheck: ignore
 collectgarbage()
 buffer.x:fill_(1) -- every page resident
-local idx = T.randint(1, BIG, { 1024 }, "int64")
-local gather = best(20, function() local _ = buffer[idx] end)
-local from, to = T.rand(1024, 64), T.empty(1024, 64)
-local pf, pt = C.td_tensor_data_borrow(from.h), C.td_tensor_data_borrow(to.h)
-local copy = best(20, function() ffi.C.memcpy(pt, pf, 1024 * 64 * 4) end)
--- The same rows memcpy'd one by one from the mapping: what the random reads cost alone.
-local rows_src = ffi.cast("const char *", C.td_tensor_data_borrow(buffer.x.h))
-local picks = idx:totable()
-local row_copy = best(20, function()
-  for r = 1, 1024 do ffi.C.memcpy(ffi.cast("char *", pt) + (r - 1) * 256, rows_src + (picks[r] - 1) * 256, 256) end
-end)
-print(("%-44s %8.1f us, memcpy of the bytes %6.1f us (ratio %.2f); row by row from the mapping %6.1f us (ratio %.2f)")
-  :format("buf[idx], 1024 random rows of [64] float32", gather * 1e6, copy * 1e6, copy / gather,
-    row_copy * 1e6, row_copy / gather))
 
 -- buf[{{i, i + 4095}}] = batch into the resident buffer vs memcpy of the same bytes.
 local batch = T.TensorDict({ x = T.rand(4096, 64) }, { 4096 })

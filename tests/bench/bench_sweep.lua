@@ -4,7 +4,9 @@
 -- median of 7 timed batches. Writes tests/bench/results/latest.md and latest.json
 -- (TD_SWEEP_OUT names another folder: make bench-quick writes under build/).
 -- TD_TORCH_PYTHON (or TD_PYTHON) names the Python that has torch; without it, our
--- times alone. TD_SWEEP_QUICK=1 (CI) runs the sizes up to 1e5 only.
+-- times alone. Then plot_sweep.lua draws sweep_1thread.png and sweep_2threads.png
+-- next to them (skipped, with a message, without gnuplot).
+-- TD_SWEEP_QUICK=1 (CI) runs the sizes up to 1e5 only.
 package.path = "lua/?.lua;lua/?/init.lua;tests/bench/?.lua;" .. package.path
 local T = require("tensordict")
 local json = require("tensordict.json")
@@ -113,8 +115,11 @@ for _, r in ipairs(rows) do
     r.torch and ("%.2f"):format(r.torch * 1e6) or "-", r.ratio and ("%.2f"):format(r.ratio) or "-")
   print(lines[#lines])
 end
-local header = ("Size sweep, %s, %s; medians of 7 batches, wall clock. `make bench` (bench_sweep.lua).")
-  :format(os.date("!%Y-%m-%d %H:%M UTC"), have_torch and "ours and torch in the same run" or "ours only")
+local machine = require("machine")()
+for _, r in ipairs(rows) do r.machine = machine end
+local header = ("Size sweep, %s, %s; medians of 7 batches, wall clock. `make bench` (bench_sweep.lua).\n\n"
+  .. "Machine: %s."):format(os.date("!%Y-%m-%d %H:%M UTC"),
+  have_torch and "ours and torch in the same run" or "ours only", machine)
 local out = os.getenv("TD_SWEEP_OUT") or "tests/bench/results"
 os.execute("mkdir -p '" .. out .. "'")
 local f = assert(io.open(out .. "/latest.md", "w"))
@@ -124,3 +129,5 @@ f = assert(io.open(out .. "/latest.json", "w"))
 f:write(json.encode(rows), "\n")
 f:close()
 print(("wrote %s/latest.md and %s/latest.json"):format(out, out))
+-- The plots (ratio against size, one per thread count), where gnuplot is installed.
+require("plot_sweep")(out)

@@ -59,6 +59,51 @@ describe("ownership", function()
     end
     assert.is_true(peak < 1024 * 1024 * 1024, ("peak %d bytes"):format(peak))
   end)
+
+  it("lowers the collection threshold again once a big tensor is gone", function()
+    -- A 128 MiB tensor alive at a collection raised the threshold to 256 MiB, and it
+    -- stayed there after the tensor went: 256 KiB samples then piled up to 256 MiB,
+    -- each faulting its pages in afresh (a replay buffer built from a big tensor).
+    collectgarbage("collect")
+    local start = T.live_bytes()
+    -- 128 MiB: past the threshold, so the next allocation collects with it alive
+    local big = T.empty(32 * 1024 * 1024)
+    big[1] = 1
+    T.empty(1):free()
+    big = nil -- luacheck: ignore
+    collectgarbage("collect") -- the user's (or the collector's own) cycle frees it
+    local peak = 0
+    for _ = 1, 600 do -- 150 MiB of 256 KiB samples, dropped at once
+      local sample = T.empty(64 * 1024)
+      peak = math.max(peak, T.live_bytes() - start)
+      sample[1] = 1
+    end
+    assert.is_true(peak < 48 * 1024 * 1024, ("peak %d bytes"):format(peak))
+  end)
+
+  it("keeps resident memory flat over 100k small ops and td[i], with no collectgarbage", function()
+    -- A loose bound (memory, never time): a leak of 100 bytes per iteration would add
+    -- 20 MB. tests/bench/bench_gc.lua reports the figures over 1M iterations.
+    local function resident()
+      local f = assert(io.open("/proc/self/statm"))
+      local _, pages = f:read("*n", "*n")
+      f:close()
+      return pages * 4096
+    end
+    local a, b = T.rand(100), T.rand(100)
+    local td = T.TensorDict({ obs = T.rand(32, 4), done = T.zeros({ 32 }, "bool") }, { 32 })
+    local function loop(n)
+      for i = 1, n do
+        (a + b):mul_(2)
+        local _ = td[i % 32 + 1]
+      end
+    end
+    loop(20000) -- warm-up: the JIT, the GC's working set
+    local before = resident()
+    loop(100000)
+    local grown = resident() - before
+    assert.is_true(grown < 16 * 1024 * 1024, ("resident memory grew by %d bytes"):format(grown))
+  end)
 end)
 
 describe("T.from_file", function()

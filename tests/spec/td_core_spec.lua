@@ -368,6 +368,10 @@ describe("TensorDict access", function()
     assert.is_true(T.TensorDict({ e = {} }):is_empty())
     assert.is_true(T.TensorDict({ e = { f = {} } }):is_empty())
     assert.is_false(T.TensorDict({ e = { f = "x" } }):is_empty())
+    -- containers alone at a level: the answer is deep down (a leaf after empty ones)
+    assert.is_false(T.TensorDict({ a = {}, b = { c = {}, d = { e = T.zeros(1) } } }):is_empty())
+    assert.is_true(T.TensorDict({ a = {}, b = { c = {}, d = { e = {} } } }):is_empty())
+    assert.is_false(T.TensorDict({ a = { b = {} }, z = 1 }):is_empty())
   end)
 
   it("rename_key moves a nested key to the top level when the new key is top-level", function()
@@ -464,6 +468,30 @@ describe("TensorDict iteration and properties", function()
     td.a = "s"
     return td
   end
+
+  it("keys() follows every change of the container, and each call gives a new list", function()
+    -- the names are cached per handle until the container changes
+    local td = tree()
+    local first = td:keys()
+    assert.are.same({ "z", "b", "a" }, first)
+    first[1] = "changed by the caller"
+    assert.are.same({ "z", "b", "a" }, td:keys())
+    assert.are_not.equal(td:keys(), td:keys())
+    td.c = T.zeros(2)
+    assert.are.same({ "z", "b", "a", "c" }, td:keys())
+    td:del("z")
+    assert.are.same({ "b", "a", "c" }, td:keys())
+    td:rename_key("b", "w")
+    assert.are.same({ "a", "c", "w" }, td:keys())
+    local w = td.w
+    w.new = T.ones(2) -- through the child's handle
+    assert.are.same({ "a", "y", "new" }, w:keys()) -- a Lua table's keys come sorted
+    assert.are.same({ "a", "c", { "w", "a", "q" }, { "w", "y" }, { "w", "new" } },
+      td:keys({ include_nested = true, leaves_only = true }))
+    local seen = {}
+    for k in td:pairs() do seen[#seen + 1] = k end
+    assert.are.same({ "a", "c", "w" }, seen)
+  end)
 
   it("keys with include_nested, leaves_only and sort", function()
     local td = tree()
@@ -865,6 +893,11 @@ describe("TensorDict apply", function()
     -- containers that were empty already stay
     local e = T.TensorDict({ a = T.zeros(2), e = {} }, 2)
     assert.are.same({ "a", "e" }, e:apply(function(x) return x end):keys())
+    -- deeper: a level goes when every level under it lost its leaves, and only then
+    local deep = T.TensorDict({ p = { q = { r = T.zeros(2) }, w = { v = T.zeros(2, 2), u = {} } } }, 2)
+    assert.are.same({ "p.w.u", "p.w.v", "p.w", "p" }, all_keys(deep:apply(keep2d)))
+    assert.are.same({}, all_keys(deep:apply(function() end)))
+    assert.are.same({ "p.q", "p.w.u", "p.w", "p" }, all_keys(deep:apply(function() end, { filter_empty = false })))
   end)
 
   it("aligns other TensorDicts by key and passes key paths with named = true", function()
