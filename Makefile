@@ -1,5 +1,6 @@
 # Makefile: the one build entry point (see README.md and docs/building.md).
-#   make            libtensordict.so and the generated Lua cdefs
+#   make            libtensordict.so and the generated Lua cdefs, and libtensordict_mpi.so
+#                   when mpicc is found (docs/dist.md)
 #   make test       luacheck, the layering check, then the C tests and busted specs; ends
 #                   with "N passed, N failed"
 #   make lint       luacheck over the Lua sources, scripts, plugins and tests (.luacheckrc)
@@ -35,13 +36,39 @@ LIB_OBJS  = $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 LIB_HDRS  = $(wildcard core/include/*.h core/src/*.h core/kernels/*.h core/dict/*.h)
 LIB       = $(BUILD)/libtensordict.so
 CDEFS     = lua/tensordict/cdefs.lua
+MPI_SRCS  = $(wildcard core/mpi/*.c)
+MPI_OBJS  = $(MPI_SRCS:%.c=$(BUILD)/obj/%.o)
+MPI_LIB   = $(BUILD)/libtensordict_mpi.so
+CDEFS_MPI = lua/tensordict/cdefs_mpi.lua
+MPICC    ?= mpicc
+HAVE_MPI := $(shell command -v $(MPICC) >/dev/null 2>&1 && echo yes)
 CTESTS    = $(patsubst tests/c/%.c,$(BUILD)/tests/%,$(wildcard tests/c/test_*.c))
 CBENCHES  = $(patsubst tests/bench/%.c,$(BUILD)/bench/%,$(wildcard tests/bench/bench_*.c))
 
-.PHONY: all lib layers test check lint asan valgrind fuzz fuzz-c fuzz-targets bench bench-quick install deps \
+.PHONY: all lib mpi layers test check lint asan valgrind fuzz fuzz-c fuzz-targets bench bench-quick install deps \
         clean demo run
 
-all: $(LIB) $(CDEFS)
+all: $(LIB) $(CDEFS) $(CDEFS_MPI) mpi
+
+# libtensordict_mpi.so (core/mpi): MPI wrappers for tensordict.dist, linked against MPI
+# and libtensordict; libtensordict itself never links MPI. Built only where mpicc is.
+ifeq ($(HAVE_MPI),yes)
+mpi: $(MPI_LIB)
+else
+mpi:
+	@echo "libtensordict_mpi.so skipped: $(MPICC) not found (install libopenmpi-dev; see docs/dist.md)"
+endif
+
+$(BUILD)/obj/core/mpi/%.o: core/mpi/%.c core/mpi/mpi_internal.h core/include/tensordict_mpi.h core/include/tensordict.h
+	@mkdir -p $(dir $@)
+	OMPI_CC=$(CC) $(MPICC) $(TD_CFLAGS) -c $< -o $@
+
+$(MPI_LIB): $(MPI_OBJS) $(LIB)
+	OMPI_CC=$(CC) $(MPICC) $(TD_CFLAGS) -shared -Wl,-soname,libtensordict_mpi.so $(MPI_OBJS) -o $@ \
+	  -L$(BUILD) -ltensordict -Wl,-rpath,'$$ORIGIN'
+
+$(CDEFS_MPI): core/include/tensordict_mpi.h scripts/gen_cdefs.lua
+	luajit scripts/gen_cdefs.lua core/include/tensordict_mpi.h > $@.tmp && mv $@.tmp $@
 
 lib: $(LIB)
 

@@ -1,11 +1,12 @@
--- gen_cdefs.lua: turns the public C header into the Lua module of FFI cdefs.
+-- gen_cdefs.lua: turns a public C header into the Lua module of its FFI cdefs.
 -- Usage: luajit scripts/gen_cdefs.lua core/include/tensordict.h > lua/tensordict/cdefs.lua
+-- (and tensordict_mpi.h > cdefs_mpi.lua, whose version macro is TD_MPI_ABI_VERSION)
 -- The header is the only declaration of the ABI; this keeps Lua from copying it by hand.
 -- It drops comments and preprocessor lines (and the C++ guard's lines between them),
 -- and keeps TD_ABI_VERSION so the loader can check the library it opens.
 
-local function generate(text)
-  local abi = text:match("#define%s+TD_ABI_VERSION%s+(%d+)")
+local function generate(text, source)
+  local abi = text:match("#define%s+TD_[%u_]*ABI_VERSION%s+(%d+)")
   if not abi then error("gen_cdefs: TD_ABI_VERSION is not defined in the header") end
   text = text:gsub("/%*.-%*/", ""):gsub("//[^\n]*", "")
   local out, skipping = {}, false
@@ -18,13 +19,14 @@ local function generate(text)
       out[#out + 1] = (line:gsub("%s+$", ""))
     end
   end
-  return ("-- Generated from core/include/tensordict.h by scripts/gen_cdefs.lua: do not edit.\n"
-    .. "return {\n  abi_version = %s,\n  cdef = [[\n%s\n]],\n}\n"):format(abi, table.concat(out, "\n"))
+  return ("-- Generated from %s by scripts/gen_cdefs.lua: do not edit.\n"
+    .. "return {\n  abi_version = %s,\n  cdef = [[\n%s\n]],\n}\n"):format(source or "core/include/tensordict.h",
+    abi, table.concat(out, "\n"))
 end
 
 if arg and arg[0] and arg[0]:match("gen_cdefs%.lua$") and arg[1] then
   local f = assert(io.open(arg[1], "rb"))
-  io.write(generate(f:read("*a")))
+  io.write(generate(f:read("*a"), arg[1]))
   f:close()
 end
 
