@@ -12,13 +12,12 @@
 #include "mpi_internal.h"
 #include "tensordict.h"
 
-/* One collective on its non-blocking request, or the blocking call when timeout < 0. */
+/* One collective on its non-blocking request, or the blocking call when timeout < 0.
+ * A timed-out collective stays posted (MPI allows neither cancelling nor freeing it). */
 static int32_t complete(int code, MPI_Request *r, double timeout, const char *call) {
   int32_t status = tdm_check(code, call);
   if (status || timeout < 0) return status;
-  status = tdm_wait_all(r, 1, timeout, call);
-  if (status) tdm_abandon(r, 1);
-  return status;
+  return tdm_wait_all(r, 1, timeout, call);
 }
 
 static int32_t check_root(const char *call, int32_t root) {

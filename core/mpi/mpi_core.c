@@ -161,7 +161,7 @@ void tdm_abandon(MPI_Request *reqs, int n) {
     int flag = 0;
     MPI_Test(&reqs[i], &flag, MPI_STATUS_IGNORE);
     if (flag || reqs[i] == MPI_REQUEST_NULL) continue;
-    MPI_Cancel(&reqs[i]); /* refused for collectives: those requests are just dropped */
+    MPI_Cancel(&reqs[i]);
     MPI_Request_free(&reqs[i]);
   }
 }
@@ -172,7 +172,7 @@ TDM_EXPORT int32_t td_mpi_barrier(double timeout) {
   if (timeout < 0) return tdm_check(MPI_Barrier(tdm_comm), "barrier");
   MPI_Request r = MPI_REQUEST_NULL;
   if ((status = tdm_check(MPI_Ibarrier(tdm_comm, &r), "barrier"))) return status;
-  status = tdm_wait_all(&r, 1, timeout, "barrier");
-  if (status) tdm_abandon(&r, 1);
-  return status;
+  /* On a timeout the barrier stays posted (MPI forbids cancelling or freeing a
+   * collective's request): a late rank's barrier still matches it. */
+  return tdm_wait_all(&r, 1, timeout, "barrier");
 }

@@ -29,7 +29,9 @@ int32_t tdm_check_tag(const char *call, int32_t tag);
 /* Completes n requests: MPI_Waitall when timeout < 0, else polls MPI_Testall until the
  * deadline (TD_MPI_ETIMEOUT, requests left pending). */
 int32_t tdm_wait_all(MPI_Request *reqs, int n, double timeout, const char *call);
-/* Cancels and frees pending requests (after a timeout or error of a blocking call). */
+/* Cancels and frees pending point-to-point requests (after a timeout or error of a
+ * blocking call). Never for a collective's: MPI forbids cancelling or freeing those, so
+ * a collective that timed out stays posted and the ranks are out of step (docs/dist.md). */
 void tdm_abandon(MPI_Request *reqs, int n);
 
 /* The number of TDM_CHUNK pieces of nbytes (at least 1, so a 0-byte message travels). */

@@ -20,9 +20,13 @@ local function fail(call, msg) util.fail(("dist.%s: %s"):format(call, msg)) end
 M.fail = fail
 
 -- A C status: negative raises with the library's message (its own "call: " prefix
--- replaced by ours).
-local function check(call, status)
+-- replaced by ours). timeout: the call's whole timeout, named when it passed (the C
+-- call saw only the seconds left of it).
+local function check(call, status, timeout)
   if status < 0 then
+    if status == MPI.TD_MPI_ETIMEOUT and timeout then
+      fail(call, ("timed out after %g s (a peer is gone or never made the matching call)"):format(timeout))
+    end
     fail(call, (ffi.string(MPI.td_mpi_last_error()):gsub("^[%w_]+: ", "")))
   end
   return status
@@ -137,6 +141,7 @@ function M.send(td, dst, tag, opts)
   need("send")
   td_arg("send", td)
   local r = requests.send(wire.outgoing(td), rank_arg("send", "destination", dst), tag_arg("send", tag))
+  r.call = "send"
   finish("send", r, opts)
 end
 
@@ -146,7 +151,9 @@ function M.recv(src, tag, like, opts)
     like, opts = nil, like -- recv(src, tag, {timeout = ...})
   end
   if like ~= nil then td_arg("recv", like, "like") end
-  return finish("recv", requests.recv(rank_arg("recv", "source", src), tag_arg("recv", tag), like), opts)
+  local r = requests.recv(rank_arg("recv", "source", src), tag_arg("recv", tag), like)
+  r.call = "recv"
+  return finish("recv", r, opts)
 end
 
 return require("tensordict.dist_collectives")(M, {

@@ -17,7 +17,7 @@ return function(M, x)
   local function clock(timeout)
     if timeout < 0 then return function() return -1 end end
     local deadline = util.now() + timeout
-    return function() return math.max(0, deadline - util.now()) end
+    return function() return math.max(0, deadline - util.now()) end, timeout
   end
 
   -- broadcast(td, root [, opts]): root's container on every rank. On root td is sent;
@@ -27,22 +27,22 @@ return function(M, x)
     need("broadcast")
     local MPI = x.mpi()
     root = rank_arg("broadcast", "root", root)
-    local left = clock(timeout_of("broadcast", opts))
+    local left, total = clock(timeout_of("broadcast", opts))
     if MPI.td_mpi_rank() == root then
       td_arg("broadcast", td)
       local out = wire.outgoing(td)
-      check("broadcast", MPI.td_mpi_bcast(out.header, 16, root, left()))
-      check("broadcast", MPI.td_mpi_bcast(wire.region_data(out.region), out.size, root, left()))
+      check("broadcast", MPI.td_mpi_bcast(out.header, 16, root, left()), total)
+      check("broadcast", MPI.td_mpi_bcast(wire.region_data(out.region), out.size, root, left()), total)
       for _, t in ipairs(out.tensors) do
-        check("broadcast", MPI.td_mpi_bcast(wire.data(t), wire.nbytes(t), root, left()))
+        check("broadcast", MPI.td_mpi_bcast(wire.data(t), wire.nbytes(t), root, left()), total)
       end
       return td
     end
     if td ~= nil then td_arg("broadcast", td) end
     local header = wire.header()
-    check("broadcast", MPI.td_mpi_bcast(header, 16, root, left()))
+    check("broadcast", MPI.td_mpi_bcast(header, 16, root, left()), total)
     local region = wire.region(tonumber(header[0]))
-    check("broadcast", MPI.td_mpi_bcast(wire.region_data(region), tonumber(header[0]), root, left()))
+    check("broadcast", MPI.td_mpi_bcast(wire.region_data(region), tonumber(header[0]), root, left()), total)
     local s, paths, placeholders = wire.structure(region)
     -- A mismatch with td is found before the leaves travel: this rank must still take
     -- part in their broadcasts, so it receives them into new tensors, then raises.
@@ -50,7 +50,7 @@ return function(M, x)
     local mismatch = not ok and targets
     if mismatch then targets = wire.targets(s, paths, placeholders, nil) end
     for _, t in ipairs(targets.tensors) do
-      check("broadcast", MPI.td_mpi_bcast(wire.data(t), wire.nbytes(t), root, left()))
+      check("broadcast", MPI.td_mpi_bcast(wire.data(t), wire.nbytes(t), root, left()), total)
     end
     if mismatch then M.fail("broadcast", mismatch) end
     return wire.finish(targets)
@@ -81,7 +81,7 @@ return function(M, x)
     if not code then
       M.fail("all_reduce", ("op must be \"sum\", \"mean\", \"max\" or \"min\", got %s"):format(describe(op)))
     end
-    local left = clock(timeout_of("all_reduce", opts))
+    local left, total = clock(timeout_of("all_reduce", opts))
     local all_paths, all_tensors = wire.leaves(td)
     local paths, tensors = {}, {}
     for i, t in ipairs(all_tensors) do
@@ -89,7 +89,7 @@ return function(M, x)
     end
     local sig = signature(paths, tensors)
     local both = ffi.new("int64_t[2]", sig, -sig)
-    check("all_reduce", MPI.td_mpi_allreduce(both, 2, C.TD_INT64, 1, left()))
+    check("all_reduce", MPI.td_mpi_allreduce(both, 2, C.TD_INT64, 1, left()), total)
     if both[0] ~= -both[1] then
       M.fail("all_reduce", "the containers differ across ranks (their floating and integer leaves' "
         .. "keys, dtypes or shapes)")
@@ -99,7 +99,7 @@ return function(M, x)
       local direct = C.td_tensor_is_contiguous(h) == 1 and C.td_tensor_is_writable(h) == 1
       if not direct then target = t:clone():contiguous() end
       check("all_reduce", MPI.td_mpi_allreduce(wire.data(target), C.td_tensor_numel(target.h), h.dtype,
-        code, left()))
+        code, left()), total)
       if not direct then t:copy_(target) end
       if op == "mean" then
         local n = MPI.td_mpi_size()
@@ -110,21 +110,21 @@ return function(M, x)
   end
 
   -- Every rank's container shipped whole; the pieces, one region each.
-  local function gathered(call, td, root, left)
+  local function gathered(call, td, root, left, timeout)
     local MPI = x.mpi()
     local region, size = wire.pack_whole(td)
     local n = MPI.td_mpi_size()
     local counts = ffi.new("int64_t[?]", n)
-    check(call, MPI.td_mpi_allgather_int64(size, counts, left()))
+    check(call, MPI.td_mpi_allgather_int64(size, counts, left()), timeout)
     local total = 0
     for i = 0, n - 1 do total = total + tonumber(counts[i]) end
     local receives = root == nil or MPI.td_mpi_rank() == root
     local all = receives and wire.region(total) or nil
     local out = all and wire.region_data(all) or nil
     if root == nil then
-      check(call, MPI.td_mpi_allgatherv(wire.region_data(region), size, out, counts, left()))
+      check(call, MPI.td_mpi_allgatherv(wire.region_data(region), size, out, counts, left()), timeout)
     else
-      check(call, MPI.td_mpi_gatherv(wire.region_data(region), size, out, counts, root, left()))
+      check(call, MPI.td_mpi_gatherv(wire.region_data(region), size, out, counts, root, left()), timeout)
     end
     if not receives then return nil end
     local parts, at = {}, 0
@@ -140,9 +140,16 @@ return function(M, x)
 
   -- gather(td, dst [, opts]): the containers of every rank joined along batch dim 1, in
   -- rank order, at dst (nil elsewhere).
+  local function joinable(call, td)
+    td_arg(call, td)
+    if td._td_head.ndim == 0 then
+      M.fail(call, "the containers are joined along batch dim 1, but this one has batch size []")
+    end
+  end
+
   function M.gather(td, dst, opts)
     need("gather")
-    td_arg("gather", td)
+    joinable("gather", td)
     dst = rank_arg("gather", "destination", dst)
     return gathered("gather", td, dst, clock(timeout_of("gather", opts)))
   end
@@ -150,7 +157,7 @@ return function(M, x)
   -- all_gather(td [, opts]): the same join on every rank.
   function M.all_gather(td, opts)
     need("all_gather")
-    td_arg("all_gather", td)
+    joinable("all_gather", td)
     return gathered("all_gather", td, nil, clock(timeout_of("all_gather", opts)))
   end
 

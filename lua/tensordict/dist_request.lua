@@ -60,7 +60,14 @@ end
 local function post_leaves(r)
   local td, paths, placeholders = wire.structure(r.region)
   r.region = nil
-  r.targets = wire.targets(td, paths, placeholders, r.like, function(msg) r:fail(msg) end)
+  -- A like that does not match still takes the message off the wire (into new
+  -- tensors), so the sender completes; the wait then raises.
+  local ok, targets = pcall(wire.targets, td, paths, placeholders, r.like, function(msg) error(msg, 0) end)
+  if not ok then
+    r.mismatch = targets
+    targets = wire.targets(td, paths, placeholders, nil)
+  end
+  r.targets = targets
   for _, t in ipairs(r.targets.tensors) do
     post(r, MPI.td_mpi_irecv(wire.data(t), wire.nbytes(t), r.src, r.tag))
   end
@@ -81,8 +88,9 @@ local function advance_recv(r)
   elseif r.stage == 3 then
     post_leaves(r)
   else
-    wire.finish(r.targets)
     r.done = true
+    if r.mismatch then r:fail(r.mismatch) end
+    wire.finish(r.targets)
   end
 end
 
@@ -147,7 +155,7 @@ function Request:wait(opts, call)
       queues[self.key][1]:wait({ timeout = left() }, call)
     else
       while #self.pending > 0 do
-        check(call or self.call, MPI.td_mpi_wait(self.pending[#self.pending], left()))
+        check(call or self.call, MPI.td_mpi_wait(self.pending[#self.pending], left()), timeout)
         self.pending[#self.pending] = nil
       end
       self:advance()
