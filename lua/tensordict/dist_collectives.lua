@@ -43,12 +43,12 @@ return function(M, x)
     check("broadcast", MPI.td_mpi_bcast(header, 16, root, left()), total)
     local region = wire.region(tonumber(header[0]))
     check("broadcast", MPI.td_mpi_bcast(wire.region_data(region), tonumber(header[0]), root, left()), total)
-    local s, paths, placeholders = wire.structure(region)
+    local s, paths, leaves = wire.structure(region)
     -- A mismatch with td is found before the leaves travel: this rank must still take
     -- part in their broadcasts, so it receives them into new tensors, then raises.
-    local ok, targets = pcall(wire.targets, s, paths, placeholders, td, function(msg) error(msg, 0) end)
+    local ok, targets = pcall(wire.targets, s, paths, leaves, td, function(msg) error(msg, 0) end)
     local mismatch = not ok and targets
-    if mismatch then targets = wire.targets(s, paths, placeholders, nil) end
+    if mismatch then targets = wire.targets(s, paths, leaves, nil) end
     for _, t in ipairs(targets.tensors) do
       check("broadcast", MPI.td_mpi_bcast(wire.data(t), wire.nbytes(t), root, left()), total)
     end

@@ -58,14 +58,14 @@ end
 
 -- Stage 3: the leaves go into new tensors or like's leaves.
 local function post_leaves(r)
-  local td, paths, placeholders = wire.structure(r.region)
+  local td, paths, leaves = wire.structure(r.region)
   r.region = nil
   -- A like that does not match still takes the message off the wire (into new
   -- tensors), so the sender completes; the wait then raises.
-  local ok, targets = pcall(wire.targets, td, paths, placeholders, r.like, function(msg) error(msg, 0) end)
+  local ok, targets = pcall(wire.targets, td, paths, leaves, r.like, function(msg) error(msg, 0) end)
   if not ok then
     r.mismatch = targets
-    targets = wire.targets(td, paths, placeholders, nil)
+    targets = wire.targets(td, paths, leaves, nil)
   end
   r.targets = targets
   for _, t in ipairs(r.targets.tensors) do

@@ -1,27 +1,32 @@
 -- dist_wire.lua: a TensorDict as the messages tensordict.dist sends (docs/dist.md).
 --
 -- A container travels as
---   1. a header: two int64, the structure's byte count and the number of tensor leaves;
+--   1. a header: two int64, the structure's byte count and the number of leaf messages;
 --   2. its structure, packed by the core's shipping format (td_ship_pack, the one the Map
 --      workers use): keys in order, batch sizes, dim names, nested containers, non-tensor
---      values, and every tensor leaf's dtype and shape. The leaves are packed as
---      zero-stride views of a small placeholder storage passed as ship's `ref`, so the
---      structure carries no tensor data;
---   3. one message per tensor leaf, its bytes in C order, sent from (and received into)
---      the leaf's own memory.
--- Measured against one consolidated buffer (every leaf packed into one region) on a
--- 25-leaf container, sending leaves where they lie skips a copy of every byte (see
--- docs/dist.md, "Figures"); gathers, whose pieces are copied by the join anyway, use one
--- shipped region per rank (pack_whole / unpack_whole).
+--      values, every tensor leaf's dtype and shape, and the data of the small leaves.
+--      A leaf of LEAF_MESSAGE_BYTES or more is packed as a zero-stride view of a small
+--      placeholder storage passed as ship's `ref`, so it adds no bytes to the structure;
+--   3. one message per such large leaf, its bytes in C order, sent from (and received
+--      into) the leaf's own memory.
+-- Why (measured with tests/bench/bench_dist.lua, docs/dist.md): a message per leaf skips
+-- a copy of each byte, which wins for large leaves, while each message of a small leaf
+-- costs a round of MPI's rendezvous; one region for the small ones costs a memcpy of a
+-- few KiB. Gathers, whose pieces are copied by the join anyway, ship each rank's
+-- container whole (pack_whole / unpack_whole).
 local ffi = require("ffi")
 local C = require("tensordict.lib").C
 local td_core = require("tensordict.td_core")
 local tensor = require("tensordict.tensor")
 
 local M = {}
+
 local D, wrap, check = td_core.D, td_core.wrap, td_core.check
 
--- The placeholder every leaf of a structure views (never read: zero strides).
+-- Leaves of at least this many bytes travel as messages of their own.
+M.LEAF_MESSAGE_BYTES = 256 * 1024
+
+-- The placeholder every large leaf of a structure views (never read: zero strides).
 local placeholder = require("tensordict.once")("dist_placeholder", function()
   return C.td_storage_new_heap(64)
 end)
@@ -76,14 +81,19 @@ local function pack(td, ref)
   return region, size
 end
 
--- What to send for td: { header = int64[2], region, size, tensors (C-contiguous) }.
+-- What to send for td: { header = int64[2], region, size, tensors (the large leaves,
+-- C-contiguous) }.
 function M.outgoing(td)
   local structure = td:contiguous() -- a new container; its leaves C-contiguous, shared when already so
-  local paths, tensors = leaves(structure)
-  for i, t in ipairs(tensors) do
-    local h = t.h
-    structure:set(paths[i], tensor.adopt(C.td_tensor_from_storage(placeholder, 0, h.ndim, h.shape,
-      zero_strides, h.dtype)))
+  local paths, all = leaves(structure)
+  local tensors = {}
+  for i, t in ipairs(all) do
+    if M.nbytes(t) >= M.LEAF_MESSAGE_BYTES then
+      local h = t.h
+      tensors[#tensors + 1] = t
+      structure:set(paths[i], tensor.adopt(C.td_tensor_from_storage(placeholder, 0, h.ndim, h.shape,
+        zero_strides, h.dtype)))
+    end
   end
   local region, size = pack(structure, placeholder)
   return { header = ffi.new("int64_t[2]", size, #tensors), region = region, size = size, tensors = tensors }
@@ -95,31 +105,37 @@ function M.region(nbytes) return new_region(nbytes) end
 
 function M.region_data(region) return C.td_storage_data_borrow(region) end
 
--- The received structure: the container (leaves still placeholders), their paths and
--- the placeholders (dtype and shape of each leaf).
+-- The received structure: the container (small leaves viewing the region, large ones
+-- placeholders carrying their dtype and shape), its tensor leaves' paths and tensors.
 function M.structure(region)
   local td = wrap(C.td_ship_unpack(region, placeholder))
   C.td_dict_set_locked(td._td_p, 0)
-  local paths, placeholders = leaves(td)
-  return td, paths, placeholders
+  local paths, tensors = leaves(td)
+  return td, paths, tensors
 end
+
+local function is_placeholder(t) return t.h.storage == placeholder end
 
 -- A new C-contiguous tensor shaped like placeholder p.
 function M.empty_like(p)
   return tensor.adopt(C.td_tensor_empty(p.h.ndim, p.h.shape, p.h.dtype))
 end
 
--- Where the received leaves go: new tensors, set into the structure td (the result),
--- or like's leaves, checked against the message (a temporary stands in for a leaf
--- that is not C-contiguous and writable; finish copies it over). Non-tensor values
--- of the message are set into like. fail(msg) raises.
-function M.targets(td, paths, placeholders, like, fail)
+-- Where the received leaf messages go (targets.tensors, in message order): new
+-- tensors set into the structure td (the result; its small leaves stay views of the
+-- region), or like's leaves, checked against the message. A temporary stands in for a
+-- leaf of like that is not C-contiguous and writable; finish copies temporaries and the
+-- small leaves into like. Non-tensor values of the message are set into like.
+-- fail(msg) raises.
+function M.targets(td, paths, tensors, like, fail)
   local out = { tensors = {}, copies = {}, result = like or td }
   if not like then
-    for i, p in ipairs(placeholders) do
-      local t = M.empty_like(p)
-      td:set(paths[i], t)
-      out.tensors[i] = t
+    for i, t in ipairs(tensors) do
+      if is_placeholder(t) then
+        local new = M.empty_like(t)
+        td:set(paths[i], new)
+        out.tensors[#out.tensors + 1] = new
+      end
     end
     return out
   end
@@ -127,19 +143,22 @@ function M.targets(td, paths, placeholders, like, fail)
   if #lpaths ~= #paths then
     fail(("like has %d tensor leaves, the message %d"):format(#lpaths, #paths))
   end
-  for i, p in ipairs(placeholders) do
+  for i, t in ipairs(tensors) do
     local lt = ltensors[i]
     local want, have = td_core.key_text(paths[i]), td_core.key_text(lpaths[i])
-    if want ~= have or not M.same_layout(lt, p) then
+    if want ~= have or not M.same_layout(lt, t) then
       fail(("like's leaf %s (%s) does not match the message's leaf %s (%s)"):format(
-        have, M.layout_text(lt), want, M.layout_text(p)))
+        have, M.layout_text(lt), want, M.layout_text(t)))
     end
-    local target = lt
-    if C.td_tensor_is_contiguous(lt.h) ~= 1 or C.td_tensor_is_writable(lt.h) ~= 1 then
-      target = M.empty_like(p)
-      out.copies[#out.copies + 1] = { lt, target }
+    if not is_placeholder(t) then
+      out.copies[#out.copies + 1] = { lt, t }
+    elseif C.td_tensor_is_contiguous(lt.h) == 1 and C.td_tensor_is_writable(lt.h) == 1 then
+      out.tensors[#out.tensors + 1] = lt
+    else
+      local tmp = M.empty_like(t)
+      out.copies[#out.copies + 1] = { lt, tmp }
+      out.tensors[#out.tensors + 1] = tmp
     end
-    out.tensors[i] = target
   end
   for _, path in ipairs(td:keys({ include_nested = true, leaves_only = true })) do
     local v = td:get(path)
