@@ -10,6 +10,7 @@ export TENSORDICT_LIB=${TENSORDICT_LIB:-$PWD/$BUILD/libtensordict.so}
 export TENSORDICT_MPI_LIB=${TENSORDICT_MPI_LIB:-$PWD/$BUILD/libtensordict_mpi.so}
 export LUA_PATH="$PWD/lua/?.lua;$PWD/lua/?/init.lua;$PWD/tests/mpi/?.lua;;"
 ranks=${TD_MPI_RANKS:-2 3}
+export TD_MPI_RECOVERY=1 # kill_test.lua: the survivors must live to report
 passed=0 failed=0 skipped=0
 out=$(mktemp) err=$(mktemp)
 trap 'rm -f "$out" "$err"' EXIT
