@@ -46,7 +46,7 @@ passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s))
 BUILD=$BUILD bash scripts/run-mpi-tests.sh >"$log" 2>&1
 rc=$?
 line=$(grep -E '^mpi: [0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$' "$log" | tail -n 1)
-grep -vE '^(mpi: |[a-z_]+_test\.lua -n [0-9]+: [0-9]+ passed, 0 failed$)' "$log" || true
+grep -vE '^(mpi: |[a-z_]+_spec\.lua -n [0-9]+: [0-9]+ passed, 0 failed$)' "$log" || true
 if [[ -z "$line" ]]; then
   echo "run-mpi-tests.sh exited $rc without a summary"; failed=$((failed + 1))
 else

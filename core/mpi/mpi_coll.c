@@ -5,7 +5,6 @@
  * displacements are ints too, fall back to point-to-point pieces on the library's own
  * communicator when the total passes INT_MAX.
  */
-#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,8 +28,8 @@ TDM_EXPORT int32_t td_mpi_bcast(void *buf, int64_t nbytes, int32_t root, double 
   int32_t status = check_root("bcast", root);
   if (status) return status;
   if (nbytes < 0 || (!buf && nbytes > 0)) return tdm_fail(TD_MPI_EINVAL, "bcast: bad buffer of %lld bytes", (long long)nbytes);
-  for (int64_t at = 0; at < nbytes && !status; at += TDM_CHUNK) {
-    int len = (int)(nbytes - at < TDM_CHUNK ? nbytes - at : TDM_CHUNK);
+  for (int64_t at = 0; at < nbytes && !status; at += tdm_chunk) {
+    int len = (int)(nbytes - at < tdm_chunk ? nbytes - at : tdm_chunk);
     MPI_Request r = MPI_REQUEST_NULL;
     char *p = (char *)buf + at;
     status = complete(timeout < 0 ? MPI_Bcast(p, len, MPI_BYTE, root, tdm_comm)
@@ -46,7 +45,7 @@ TDM_EXPORT int32_t td_mpi_allreduce(void *buf, int64_t count, int32_t dtype, int
   MPI_Op mop;
   if ((status = tdm_reduction(dtype, op, &type, &mop, "allreduce"))) return status;
   if (count < 0 || (!buf && count > 0)) return tdm_fail(TD_MPI_EINVAL, "allreduce: bad buffer of %lld elements", (long long)count);
-  int64_t itemsize = td_dtype_itemsize(dtype), piece = TDM_CHUNK / itemsize;
+  int64_t itemsize = td_dtype_itemsize(dtype), piece = tdm_chunk / itemsize;
   for (int64_t at = 0; at < count && !status; at += piece) {
     int len = (int)(count - at < piece ? count - at : piece);
     MPI_Request r = MPI_REQUEST_NULL;
@@ -85,7 +84,7 @@ static int int_layout(const int64_t *counts, int n, int *icounts, int *displs) {
     icounts[i] = (int)counts[i];
     displs[i] = (int)total;
     total += counts[i];
-    if (total > INT_MAX) return 0;
+    if (total > tdm_int_limit) return 0;
   }
   return 1;
 }
@@ -129,47 +128,47 @@ static int32_t check_gatherv(const char *call, const void *buf, int64_t nbytes, 
   return TD_MPI_OK;
 }
 
-TDM_EXPORT int32_t td_mpi_gatherv(const void *buf, int64_t nbytes, void *out, const int64_t *counts,
-                                  int32_t root, double timeout) {
-  int32_t status = check_root("gatherv", root);
-  if (!status) status = check_gatherv("gatherv", buf, nbytes, counts);
+/* gatherv (root >= 0) and allgatherv (root < 0): MPI's own call when the layout fits
+ * int displacements, else point-to-point pieces to root (then a bcast, for all). */
+static int32_t gather_bytes(const char *call, const void *buf, int64_t nbytes, void *out,
+                            const int64_t *counts, int32_t root, double timeout) {
+  int32_t status = root >= 0 ? check_root(call, root) : tdm_require_init(call);
+  if (!status) status = check_gatherv(call, buf, nbytes, counts);
   if (status) return status;
   int size = td_mpi_size();
   int *icounts = malloc(2 * (size_t)size * sizeof(int));
-  if (!icounts) return tdm_fail(TD_MPI_ENOMEM, "gatherv: out of memory");
+  if (!icounts) return tdm_fail(TD_MPI_ENOMEM, "%s: out of memory", call);
   int *displs = icounts + size;
   if (int_layout(counts, size, icounts, displs)) {
     MPI_Request r = MPI_REQUEST_NULL;
-    status = complete(timeout < 0 ? MPI_Gatherv(buf, (int)nbytes, MPI_BYTE, out, icounts, displs, MPI_BYTE, root, tdm_comm)
-                                  : MPI_Igatherv(buf, (int)nbytes, MPI_BYTE, out, icounts, displs, MPI_BYTE, root, tdm_comm, &r),
-                      &r, timeout, "gatherv");
+    int n = (int)nbytes, code;
+    if (root >= 0) {
+      code = timeout < 0 ? MPI_Gatherv(buf, n, MPI_BYTE, out, icounts, displs, MPI_BYTE, root, tdm_comm)
+                         : MPI_Igatherv(buf, n, MPI_BYTE, out, icounts, displs, MPI_BYTE, root, tdm_comm, &r);
+    } else {
+      code = timeout < 0 ? MPI_Allgatherv(buf, n, MPI_BYTE, out, icounts, displs, MPI_BYTE, tdm_comm)
+                         : MPI_Iallgatherv(buf, n, MPI_BYTE, out, icounts, displs, MPI_BYTE, tdm_comm, &r);
+    }
+    status = complete(code, &r, timeout, call);
   } else {
-    status = gather_p2p(buf, nbytes, out, counts, root, timeout, "gatherv");
+    status = gather_p2p(buf, nbytes, out, counts, root >= 0 ? root : 0, timeout, call);
+    if (!status && root < 0) {
+      int64_t total = 0;
+      for (int i = 0; i < size; i++) total += counts[i];
+      status = td_mpi_bcast(out, total, 0, timeout);
+    }
   }
   free(icounts);
   return status;
 }
 
+TDM_EXPORT int32_t td_mpi_gatherv(const void *buf, int64_t nbytes, void *out, const int64_t *counts,
+                                  int32_t root, double timeout) {
+  if (root < 0) return tdm_fail(TD_MPI_EINVAL, "gatherv: root %d is out of range", root);
+  return gather_bytes("gatherv", buf, nbytes, out, counts, root, timeout);
+}
+
 TDM_EXPORT int32_t td_mpi_allgatherv(const void *buf, int64_t nbytes, void *out, const int64_t *counts,
                                      double timeout) {
-  int32_t status = tdm_require_init("allgatherv");
-  if (!status) status = check_gatherv("allgatherv", buf, nbytes, counts);
-  if (status) return status;
-  int size = td_mpi_size();
-  int *icounts = malloc(2 * (size_t)size * sizeof(int));
-  if (!icounts) return tdm_fail(TD_MPI_ENOMEM, "allgatherv: out of memory");
-  int *displs = icounts + size;
-  if (int_layout(counts, size, icounts, displs)) {
-    MPI_Request r = MPI_REQUEST_NULL;
-    status = complete(timeout < 0 ? MPI_Allgatherv(buf, (int)nbytes, MPI_BYTE, out, icounts, displs, MPI_BYTE, tdm_comm)
-                                  : MPI_Iallgatherv(buf, (int)nbytes, MPI_BYTE, out, icounts, displs, MPI_BYTE, tdm_comm, &r),
-                      &r, timeout, "allgatherv");
-  } else {
-    int64_t total = 0;
-    for (int i = 0; i < size; i++) total += counts[i];
-    status = gather_p2p(buf, nbytes, out, counts, 0, timeout, "allgatherv");
-    if (!status) status = td_mpi_bcast(out, total, 0, timeout);
-  }
-  free(icounts);
-  return status;
+  return gather_bytes("allgatherv", buf, nbytes, out, counts, -1, timeout);
 }

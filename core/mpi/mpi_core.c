@@ -3,13 +3,17 @@
  * MPI errors are returned, not fatal: the library's communicators carry
  * MPI_ERRORS_RETURN, and every code is turned into a message with MPI_Error_string.
  */
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "mpi_internal.h"
 
+int64_t tdm_chunk = (int64_t)1 << 30;
+int64_t tdm_int_limit = INT_MAX;
 MPI_Comm tdm_comm = MPI_COMM_NULL;
 MPI_Comm tdm_own_comm = MPI_COMM_NULL;
 
@@ -85,6 +89,8 @@ TDM_EXPORT int32_t td_mpi_init(void) {
   int *ub = NULL;
   if (MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag) == MPI_SUCCESS && flag && ub) tag_max = *ub;
   if ((status = tdm_ops_create())) return status;
+  const char *chunk = getenv("TD_MPI_CHUNK_BYTES");
+  if (chunk && atoll(chunk) >= 64 && atoll(chunk) < tdm_chunk) tdm_chunk = tdm_int_limit = atoll(chunk);
   ready = 1;
   return TD_MPI_OK;
 }

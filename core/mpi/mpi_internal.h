@@ -10,8 +10,12 @@
 #define TDM_EXPORT __attribute__((visibility("default")))
 
 /* The largest piece one MPI call moves: counts are int, so bigger buffers travel as
- * several messages (or collective calls) of at most this many bytes. */
-enum { TDM_CHUNK = 1 << 30 };
+ * several messages (or collective calls) of at most tdm_chunk bytes (1 GiB), and a
+ * variable gather whose layout passes tdm_int_limit bytes (INT_MAX) goes point to
+ * point. TD_MPI_CHUNK_BYTES (>= 64, read at init) lowers both, so the tests take these
+ * paths with small buffers. */
+extern int64_t tdm_chunk;
+extern int64_t tdm_int_limit;
 
 /* The communicators: user traffic, and the library's own (the point-to-point fallback
  * of large gathers) so that neither can match the other's messages. */

@@ -1,6 +1,6 @@
 /*
  * mpi_p2p.c: sends and receives of raw bytes (tensordict_mpi.h). A buffer larger than
- * TDM_CHUNK travels as several messages on the same tag; MPI delivers messages between
+ * tdm_chunk travels as several messages on the same tag; MPI delivers messages between
  * two ranks on one tag in the order they were posted, so the pieces arrive in place.
  */
 #include <stdlib.h>
@@ -13,13 +13,15 @@ struct td_mpi_request {
   MPI_Request reqs[];
 };
 
-int tdm_chunks(int64_t nbytes) { return nbytes <= TDM_CHUNK ? 1 : (int)((nbytes + TDM_CHUNK - 1) / TDM_CHUNK); }
+int tdm_chunks(int64_t nbytes) {
+  return nbytes <= tdm_chunk ? 1 : (int)((nbytes + tdm_chunk - 1) / tdm_chunk);
+}
 
 int32_t tdm_post_send(MPI_Comm comm, const void *buf, int64_t nbytes, int32_t dst, int32_t tag,
                       MPI_Request *reqs, const char *call) {
   int n = tdm_chunks(nbytes);
   for (int i = 0; i < n; i++) {
-    int64_t at = (int64_t)i * TDM_CHUNK, len = nbytes - at < TDM_CHUNK ? nbytes - at : TDM_CHUNK;
+    int64_t at = (int64_t)i * tdm_chunk, len = nbytes - at < tdm_chunk ? nbytes - at : tdm_chunk;
     int32_t status = tdm_check(MPI_Isend((const char *)buf + at, (int)len, MPI_BYTE, dst, tag, comm, &reqs[i]), call);
     if (status) { tdm_abandon(reqs, i); return status; }
   }
@@ -30,7 +32,7 @@ int32_t tdm_post_recv(MPI_Comm comm, void *buf, int64_t nbytes, int32_t src, int
                       MPI_Request *reqs, const char *call) {
   int n = tdm_chunks(nbytes);
   for (int i = 0; i < n; i++) {
-    int64_t at = (int64_t)i * TDM_CHUNK, len = nbytes - at < TDM_CHUNK ? nbytes - at : TDM_CHUNK;
+    int64_t at = (int64_t)i * tdm_chunk, len = nbytes - at < tdm_chunk ? nbytes - at : tdm_chunk;
     int32_t status = tdm_check(MPI_Irecv((char *)buf + at, (int)len, MPI_BYTE, src, tag, comm, &reqs[i]), call);
     if (status) { tdm_abandon(reqs, i); return status; }
   }
@@ -105,7 +107,7 @@ static int32_t finish(MPI_Request *reqs, int n, double timeout, const char *call
 TDM_EXPORT int32_t td_mpi_send(const void *buf, int64_t nbytes, int32_t dst, int32_t tag, double timeout) {
   int32_t status = check_p2p("send", buf, nbytes, "destination", dst, tag);
   if (status) return status;
-  if (timeout < 0 && nbytes <= TDM_CHUNK) {
+  if (timeout < 0 && nbytes <= tdm_chunk) {
     return tdm_check(MPI_Send(buf, (int)nbytes, MPI_BYTE, dst, tag, tdm_comm), "send");
   }
   td_mpi_request *r = request_new(nbytes);
@@ -119,7 +121,7 @@ TDM_EXPORT int32_t td_mpi_send(const void *buf, int64_t nbytes, int32_t dst, int
 TDM_EXPORT int32_t td_mpi_recv(void *buf, int64_t nbytes, int32_t src, int32_t tag, double timeout) {
   int32_t status = check_p2p("recv", buf, nbytes, "source", src, tag);
   if (status) return status;
-  if (timeout < 0 && nbytes <= TDM_CHUNK) {
+  if (timeout < 0 && nbytes <= tdm_chunk) {
     return tdm_check(MPI_Recv(buf, (int)nbytes, MPI_BYTE, src, tag, tdm_comm, MPI_STATUS_IGNORE), "recv");
   }
   td_mpi_request *r = request_new(nbytes);

@@ -7,12 +7,6 @@ local lib = require("tensordict.lib")
 
 local M = {}
 
-local function file_exists(path)
-  local f = io.open(path, "rb")
-  if f then f:close() end
-  return f ~= nil
-end
-
 local function candidates()
   local env = os.getenv("TENSORDICT_MPI_LIB")
   if env and env ~= "" then return { env } end
@@ -41,7 +35,7 @@ function M.open()
   end
   local tried = {}
   for _, path in ipairs(candidates()) do
-    if file_exists(path) then
+    if lib.file_exists(path) then
       -- Global symbols: OpenMPI's plugins, loaded later with dlopen, look up libmpi's.
       local ok, C = pcall(ffi.load, path, true)
       if ok then

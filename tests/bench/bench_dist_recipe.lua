@@ -27,7 +27,8 @@ local function run(launcher)
   local best_wall, best_run = math.huge, math.huge
   for _ = 1, 3 do
     local t0 = now()
-    local ok = os.execute(("TD_NUM_THREADS=1 %sscripts/tdflow run %s -q --report %s/report.json"):format(launcher, recipe, dir))
+    local ok = os.execute(("TD_NUM_THREADS=1 %sscripts/tdflow run %s -q --report %s/report.json")
+      :format(launcher, recipe, dir))
     local wall = now() - t0
     assert(ok == 0 or ok == true, "tdflow failed")
     local rf = assert(io.open(dir .. "/report.json", "rb"))

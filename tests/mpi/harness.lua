@@ -10,18 +10,8 @@ local tests = {}
 
 function H.test(name, fn) tests[#tests + 1] = { name = name, fn = fn } end
 
--- Asserts that fn raises an error containing every given text (plain find).
-function H.raises(fn, ...)
-  local ok, err = pcall(fn)
-  assert(not ok, "expected an error, got none")
-  err = tostring(err)
-  for _, text in ipairs({ ... }) do
-    if not err:find(text, 1, true) then
-      error(("error message %q does not contain %q"):format(err, text), 2)
-    end
-  end
-  return err
-end
+-- fn must raise, with every given text, at the calling spec's line (tests/spec/helpers.lua).
+H.raises = require("helpers").raises
 
 function H.eq(a, b, what)
   if a ~= b then error(("%s: expected %s, got %s"):format(what or "value", tostring(b), tostring(a)), 2) end

@@ -9,11 +9,7 @@ local root = (debug.getinfo(1, "S").source:match("^@(.*)/tests/spec/") or ".")
 local core_lib = os.getenv("TENSORDICT_LIB") or (root .. "/build/libtensordict.so")
 local mpi_lib = core_lib:gsub("libtensordict%.so$", "libtensordict_mpi.so")
 
-local function exists(path)
-  local f = io.open(path, "rb")
-  if f then f:close() end
-  return f ~= nil
-end
+local exists = helpers.exists
 
 local function have_mpi()
   return exists(mpi_lib) and helpers.sh("command -v mpirun >/dev/null 2>&1")

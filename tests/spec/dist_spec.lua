@@ -22,11 +22,7 @@ local function run(chunk, mpi_path)
   return out
 end
 
-local function exists(path)
-  local f = io.open(path, "rb")
-  if f then f:close() end
-  return f ~= nil
-end
+local exists = helpers.exists
 
 describe("tensordict.dist without libtensordict_mpi", function()
   it("is_available is false with the reason; init and rank raise; T works", function()

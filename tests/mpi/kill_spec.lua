@@ -1,4 +1,4 @@
--- kill_test.lua: a rank killed mid-run (SIGKILL, no goodbye): the others' calls fail
+-- kill_spec.lua: a rank killed mid-run (SIGKILL, no goodbye): the others' calls fail
 -- with a timeout error instead of hanging. Run under scripts/mpirun.sh, whose
 -- --enable-recovery keeps the job alive when a rank dies.
 local ffi = require("ffi")

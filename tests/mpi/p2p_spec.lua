@@ -1,4 +1,4 @@
--- p2p_test.lua: send, recv, isend, irecv of TensorDicts between ranks (run by
+-- p2p_spec.lua: send, recv, isend, irecv of TensorDicts between ranks (run by
 -- scripts/run-mpi-tests.sh under mpirun with 2 and 3 ranks).
 local H = require("harness")
 local T, dist = H.T, H.dist

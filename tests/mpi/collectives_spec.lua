@@ -1,4 +1,4 @@
--- collectives_test.lua: broadcast, all_reduce, gather and all_gather against a
+-- collectives_spec.lua: broadcast, all_reduce, gather and all_gather against a
 -- reference computed in one process (each rank can build every rank's data: H.leaf).
 local H = require("harness")
 local T, dist = H.T, H.dist
