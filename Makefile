@@ -184,6 +184,8 @@ install: all
 	  $(DESTDIR)$(LUADIR)/tensordict/plugins $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/pkgconfig
 	install -m 755 $(LIB) $(DESTDIR)$(LIBDIR)/libtensordict.so
 	install -m 644 core/include/tensordict.h $(DESTDIR)$(INCDIR)/tensordict.h
+	if [ -f $(MPI_LIB) ]; then install -m 755 $(MPI_LIB) $(DESTDIR)$(LIBDIR)/libtensordict_mpi.so; \
+	  install -m 644 core/include/tensordict_mpi.h $(DESTDIR)$(INCDIR)/tensordict_mpi.h; fi
 	install -m 644 lua/tensordict/*.lua $(DESTDIR)$(LUADIR)/tensordict/
 	install -m 644 lua/tensordict/flow/*.lua $(DESTDIR)$(LUADIR)/tensordict/flow/
 	install -m 644 lua/tensordict/host/*.lua $(DESTDIR)$(LUADIR)/tensordict/host/
