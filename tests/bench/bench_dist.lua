@@ -4,7 +4,9 @@
 --     (the library's raw wrapper td_mpi_allreduce): goal >= 0.9x
 --   send/recv ping-pong of a 25-leaf container vs one raw send of its bytes: goal >= 0.8x;
 --     and the same container as one consolidated buffer (td_ship_pack, one message,
---     td_ship_unpack), the transport not chosen, for comparison
+--     td_ship_unpack), the transport not chosen, for comparison; and Python tensordict's
+--     td.send/td.recv over torch.distributed (gloo) where TD_PYTHON has it
+--     (tests/bench/bench_dist_python.py, run by rank 0 at the end): ours/theirs
 -- Ratios are raw time / our time (1.0: no overhead). Best of N, wall clock.
 package.path = "lua/?.lua;lua/?/init.lua;tests/bench/?.lua;" .. package.path
 local ffi = require("ffi")
@@ -44,6 +46,7 @@ do
 end
 
 ----------------------------------------------------------------------- send/recv
+local ours_by_size = {}
 local function pingpong(leaf_elems, runs)
   local fields = {}
   for i = 1, 25 do fields["k" .. i] = T.full({ leaf_elems }, i) end
@@ -80,6 +83,7 @@ local function pingpong(leaf_elems, runs)
   local shipped = best_of(runs, function()
     if rank == 0 then ship_send(); ship_recv() else ship_recv(); ship_send() end
   end)
+  ours_by_size[leaf_elems * 4] = ours
   say("send/recv 25 leaves x %-8s ping-pong: ours %8.3f ms  raw send %8.3f ms  ratio %.2fx (goal >= 0.8); "
     .. "one shipped buffer %8.3f ms (%.2fx)", (leaf_elems * 4 >= 1024 * 1024) and ((leaf_elems * 4 / 1048576) .. " MiB")
     or ((leaf_elems * 4 / 1024) .. " KiB"), ours * 1e3, ref * 1e3, ref / ours, shipped * 1e3, ref / shipped)
@@ -90,4 +94,23 @@ for _, elems in ipairs({ 1024, 64 * 1024, 1024 * 1024 }) do
   dist.barrier()
 end
 
+-- Python tensordict over gloo, two processes of its own, while rank 1 waits (a barrier
+-- with a timeout sleeps between polls, leaving the cores to Python).
+if rank == 0 then
+  local py = os.getenv("TD_PYTHON") or "python3"
+  local pipe = io.popen(py .. " tests/bench/bench_dist_python.py 2>/dev/null")
+  local text = pipe:read("*a")
+  pipe:close()
+  local any = false
+  for nbytes, secs in text:gmatch("(%d+) ([%d.e+-]+)") do
+    local ours = ours_by_size[tonumber(nbytes)]
+    if ours then
+      any = true
+      say("send/recv 25 leaves x %7d B, Python tensordict over gloo: %8.3f ms, ours/theirs time %.2f",
+        tonumber(nbytes), tonumber(secs) * 1e3, ours / tonumber(secs))
+    end
+  end
+  if not any then say("Python tensordict over gloo: not measured (TD_PYTHON=%s lacks torch or tensordict)", py) end
+end
+dist.barrier({ timeout = 1200 })
 dist.finalize()
