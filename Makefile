@@ -1,6 +1,7 @@
 # Makefile: the one build entry point (see README.md and docs/building.md).
 #   make            libtensordict.so and the generated Lua cdefs; where nvcc is found
-#                   (PATH or /usr/local/cuda/bin), also libtensordict_cuda.so (docs/cuda.md)
+#                   (PATH or /usr/local/cuda/bin), also libtensordict_cuda.so (docs/cuda.md);
+#                   where mpicc is found, also libtensordict_mpi.so (docs/dist.md)
 #   make test       luacheck, the layering check, then the C tests and busted specs; ends
 #                   with "N passed, N failed"
 #   make lint       luacheck over the Lua sources, scripts, plugins and tests (.luacheckrc)
@@ -36,6 +37,12 @@ LIB_OBJS  = $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 LIB_HDRS  = $(wildcard core/include/*.h core/src/*.h core/kernels/*.h core/dict/*.h)
 LIB       = $(BUILD)/libtensordict.so
 CDEFS     = lua/tensordict/cdefs.lua
+MPI_SRCS  = $(wildcard core/mpi/*.c)
+MPI_OBJS  = $(MPI_SRCS:%.c=$(BUILD)/obj/%.o)
+MPI_LIB   = $(BUILD)/libtensordict_mpi.so
+CDEFS_MPI = lua/tensordict/cdefs_mpi.lua
+MPICC    ?= mpicc
+HAVE_MPI := $(shell command -v $(MPICC) >/dev/null 2>&1 && echo yes)
 CTESTS    = $(patsubst tests/c/%.c,$(BUILD)/tests/%,$(wildcard tests/c/test_*.c))
 CBENCHES  = $(patsubst tests/bench/%.c,$(BUILD)/bench/%,$(wildcard tests/bench/bench_*.c))
 
@@ -51,10 +58,30 @@ CUDA_LIB    = $(BUILD)/libtensordict_cuda.so
 CUDA_OBJS   = $(patsubst %.cu,$(BUILD)/obj/%.o,$(wildcard core/cuda/*.cu))
 CUDA_CDEFS  = lua/tensordict/cuda_cdefs.lua
 
-.PHONY: all lib cuda cuda-bench layers test check lint asan valgrind fuzz fuzz-c fuzz-targets bench bench-quick install deps \
+.PHONY: all lib cuda cuda-bench mpi layers test check lint asan valgrind fuzz fuzz-c fuzz-targets bench bench-quick install deps \
         clean demo run
 
-all: $(LIB) $(CDEFS) $(CUDA_CDEFS) cuda
+all: $(LIB) $(CDEFS) $(CUDA_CDEFS) cuda $(CDEFS_MPI) mpi
+
+# libtensordict_mpi.so (core/mpi): MPI wrappers for tensordict.dist, linked against MPI
+# and libtensordict; libtensordict itself never links MPI. Built only where mpicc is.
+ifeq ($(HAVE_MPI),yes)
+mpi: $(MPI_LIB)
+else
+mpi:
+	@echo "libtensordict_mpi.so skipped: $(MPICC) not found (install libopenmpi-dev; see docs/dist.md)"
+endif
+
+$(BUILD)/obj/core/mpi/%.o: core/mpi/%.c core/mpi/mpi_internal.h core/include/tensordict_mpi.h core/include/tensordict.h
+	@mkdir -p $(dir $@)
+	OMPI_CC=$(CC) $(MPICC) $(TD_CFLAGS) -c $< -o $@
+
+$(MPI_LIB): $(MPI_OBJS) $(LIB)
+	OMPI_CC=$(CC) $(MPICC) $(TD_CFLAGS) -shared -Wl,-soname,libtensordict_mpi.so $(MPI_OBJS) -o $@ \
+	  -L$(BUILD) -ltensordict -Wl,-rpath,'$$ORIGIN'
+
+$(CDEFS_MPI): core/include/tensordict_mpi.h scripts/gen_cdefs.lua
+	luajit scripts/gen_cdefs.lua core/include/tensordict_mpi.h TD_MPI_ABI_VERSION > $@.tmp && mv $@.tmp $@
 
 lib: $(LIB)
 
@@ -201,6 +228,8 @@ install: all
 	install -m 644 core/include/tensordict.h $(DESTDIR)$(INCDIR)/tensordict.h
 	if [ -f $(CUDA_LIB) ]; then install -m 755 $(CUDA_LIB) $(DESTDIR)$(LIBDIR)/libtensordict_cuda.so; \
 	  install -m 644 core/include/tensordict_cuda.h $(DESTDIR)$(INCDIR)/tensordict_cuda.h; fi
+	if [ -f $(MPI_LIB) ]; then install -m 755 $(MPI_LIB) $(DESTDIR)$(LIBDIR)/libtensordict_mpi.so; \
+	  install -m 644 core/include/tensordict_mpi.h $(DESTDIR)$(INCDIR)/tensordict_mpi.h; fi
 	install -m 644 lua/tensordict/*.lua $(DESTDIR)$(LUADIR)/tensordict/
 	install -m 644 lua/tensordict/flow/*.lua $(DESTDIR)$(LUADIR)/tensordict/flow/
 	install -m 644 lua/tensordict/host/*.lua $(DESTDIR)$(LUADIR)/tensordict/host/

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # deps.sh: installs the Debian packages the project needs, or says what to run.
 set -euo pipefail
-packages=(luajit libluajit-5.1-dev libopenblas-dev libcjson-dev libsleef-dev lua-busted lua-check lua-argparse libreadline8 make gcc pkg-config)
+packages=(luajit libluajit-5.1-dev libopenblas-dev libcjson-dev libsleef-dev lua-busted lua-check lua-argparse libreadline8 make gcc pkg-config
+          libopenmpi-dev openmpi-bin) # OpenMPI: tensordict.dist (docs/dist.md)
 missing=()
 for p in "${packages[@]}"; do
   status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)

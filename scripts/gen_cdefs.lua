@@ -1,6 +1,7 @@
--- gen_cdefs.lua: turns the public C header into the Lua module of FFI cdefs.
+-- gen_cdefs.lua: turns a public C header into the Lua module of its FFI cdefs.
 -- Usage: luajit scripts/gen_cdefs.lua core/include/tensordict.h > lua/tensordict/cdefs.lua
 --        luajit scripts/gen_cdefs.lua core/include/tensordict_cuda.h TD_CUDA_ABI_VERSION
+--        luajit scripts/gen_cdefs.lua core/include/tensordict_mpi.h TD_MPI_ABI_VERSION
 -- The header is the only declaration of the ABI; this keeps Lua from copying it by hand.
 -- It drops comments and preprocessor lines (and the C++ guard's lines between them),
 -- and keeps the ABI version (TD_ABI_VERSION, or the macro named second) so the loader

@@ -26,3 +26,12 @@ lua_bench bench_flow "pipeline nodes: flow.run's and tdflow's cost per node per 
 lua_bench bench_pipeline "source -> Normalize -> Filter -> Map x2 -> Rebatch -> MemmapSink; Python tensordict side by side where TD_PYTHON has it"
 lua_bench bench_flow_memmap "MemmapSink, ReplayBuffer; writes ~1.4 GiB under TD_BENCH_DIR"
 lua_bench bench_flow_map "Map: 2 workers vs 1, and shipping a 4 MiB batch vs memcpy twice"
+# tensordict.dist (docs/dist.md): under mpirun where OpenMPI and libtensordict_mpi.so are.
+export TENSORDICT_MPI_LIB=${TENSORDICT_MPI_LIB:-$PWD/$BUILD/libtensordict_mpi.so}
+if command -v mpirun >/dev/null 2>&1 && [[ -f "$TENSORDICT_MPI_LIB" ]]; then
+  echo "== bench_dist (all_reduce and send/recv vs raw MPI calls of the same bytes, 2 ranks)"
+  scripts/mpirun.sh -n 2 luajit tests/bench/bench_dist.lua
+  lua_bench bench_dist_recipe "a CPU-bound recipe: tdflow on 2 ranks vs 1"
+else
+  echo "== bench_dist skipped: mpirun or $TENSORDICT_MPI_LIB missing"
+fi

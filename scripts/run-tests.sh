@@ -42,6 +42,19 @@ grep -vE '^ok [0-9]+ - [^#]' "$log" | grep -vE '^1\.\.[0-9]+$' || true
 echo "busted: $p passed, $f failed, $s skipped"
 passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s))
 
+# tests/mpi under mpirun (2 and 3 ranks); counted as skipped where MPI is absent.
+BUILD=$BUILD bash scripts/run-mpi-tests.sh >"$log" 2>&1
+rc=$?
+line=$(grep -E '^mpi: [0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$' "$log" | tail -n 1)
+grep -vE '^(mpi: |[a-z_]+_spec\.lua -n [0-9]+: [0-9]+ passed, 0 failed$)' "$log" || true
+if [[ -z "$line" ]]; then
+  echo "run-mpi-tests.sh exited $rc without a summary"; failed=$((failed + 1))
+else
+  echo "$line"
+  read -r p f s < <(sed -E 's/^mpi: ([0-9]+) passed, ([0-9]+) failed, ([0-9]+) skipped$/\1 \2 \3/' <<<"$line")
+  passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s))
+fi
+
 summary="$passed passed, $failed failed"
 [[ $skipped -gt 0 ]] && summary="$summary, $skipped skipped"
 echo "$summary"

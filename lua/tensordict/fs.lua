@@ -19,6 +19,7 @@ once("fs_cdefs", function()
     int closedir(td_lua_dir *dirp);
     int access(const char *path, int mode);
     int isatty(int fd);
+    int rmdir(const char *path);
   ]]
   return true
 end)
@@ -52,6 +53,22 @@ end
 
 -- True when file descriptor fd (2: stderr) is a terminal.
 function M.isatty(fd) return ffi.C.isatty(fd) == 1 end
+
+-- Removes a folder and everything in it (symbolic links are removed, not followed);
+-- true when path is gone. For the host's own scratch folders (MemmapSink's parts).
+function M.remove_tree(path)
+  local names = M.list(path)
+  if names then
+    for _, name in ipairs(names) do
+      local child = path .. "/" .. name
+      if not os.remove(child) then M.remove_tree(child) end
+    end
+    ffi.C.rmdir(path)
+  else
+    os.remove(path)
+  end
+  return not M.exists(path)
+end
 
 -- The folder holding a file path ("." for a bare name).
 function M.dirname(path) return path:match("^(.*)/[^/]*$") or "." end

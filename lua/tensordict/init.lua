@@ -152,13 +152,17 @@ function T.get_num_threads() return lib.C.td_get_num_threads() end
 -- about to close its Lua state; everything restarts on demand.
 function T.shutdown() lib.C.td_shutdown() end
 
--- T.flow: pipeline nodes (docs/flow.md), loaded on first use (it requires this module).
+-- T.flow: pipeline nodes (docs/flow.md), and T.dist: containers across MPI ranks
+-- (docs/dist.md), loaded on first use (flow requires this module; dist loads MPI only
+-- when asked).
+local LAZY = { flow = "tensordict.flow", dist = "tensordict.dist" }
 return setmetatable(T, {
   __index = function(t, k)
-    if k == "flow" then
-      local flow = require("tensordict.flow")
-      rawset(t, "flow", flow)
-      return flow
+    local name = LAZY[k]
+    if name then
+      local m = require(name)
+      rawset(t, k, m)
+      return m
     end
   end,
 })

@@ -15,6 +15,7 @@ local plugins = require("tensordict.plugins")
 local progress = require("tensordict.host.progress")
 local report = require("tensordict.host.report")
 local inspect = require("tensordict.host.inspect")
+local host_dist = require("tensordict.host.dist")
 
 local now = util.now
 local SIGINT = 2
@@ -47,6 +48,9 @@ local function parser()
     :convert(count_arg("--seed"))
   run:flag("-q --quiet", "No progress and no report table.")
   run:option("--report", "Also write the report as JSON to FILE."):argname("FILE")
+  run:option("--timeout", "Under mpirun: seconds a rank waits for the others at an exchange "
+    .. "before failing (default 600; docs/dist.md).")
+    :convert(count_arg("--timeout"))
   local check = p:command("check", "Report every problem of a recipe at once, before any data moves.")
   check:argument("recipe", "The recipe: a .json or .lua file.")
   check:option("--set", "Override a recipe value: PATH=VALUE; repeatable."):count("*"):argname("PATH=VALUE")
@@ -147,34 +151,41 @@ end
 -- Runs a prepared recipe the way `tdflow run` does (profiled steps, timed source and
 -- sink, progress, Ctrl-C watched) and returns ok, result or error, the report. The
 -- benchmark of host overhead calls this too. opts: quiet, interrupts (the SIGINT count
--- before the run).
+-- before the run), dist (host/dist.lua's ctx.dist in a data-parallel run: the nodes
+-- get it, only rank 0 draws progress, an estimate of all ranks' rows from its own, and
+-- the report is every rank's summed).
 function M.execute(r, opts)
   opts = opts or {}
   local interrupts = opts.interrupts or C.td_signal_count(SIGINT)
+  local d = opts.dist
   r.node:set_profile(true)
   local src_stat, sink_stat = new_stat("source", r.source.type_name or "?"), new_stat("sink", r.sink.type_name or "?")
   local total = r.source.len and r.source:len() or nil
-  local bar = progress.new({ total = total, quiet = opts.quiet })
+  local bar = progress.new({ total = total, quiet = opts.quiet or (d and d.rank ~= 0) })
+  local ranks = d and d.size or 1
   local function on_batch(summary)
     if C.td_signal_count(SIGINT) ~= interrupts then error({ interrupted = true }, 0) end
-    bar:update(summary.rows_in)
+    bar:update(summary.rows_in * ranks)
   end
   local t0 = now()
   local ok, result, summary = pcall(flow.run, timed_source(r.source, src_stat), r.node,
-    timed_sink(r.sink, sink_stat), { seed = r.seed, workers = r.workers, on_batch = on_batch })
+    timed_sink(r.sink, sink_stat), { seed = r.seed, workers = r.workers, on_batch = on_batch,
+      ctx = d and { dist = d } or nil })
   local seconds = now() - t0
   if not ok then
     if bar.drawn then io.stderr:write("\n") end
     if C.td_signal_count(SIGINT) ~= interrupts then result = { interrupted = true } end
     return false, result
   end
-  bar:done(summary.rows_in)
   local rows = { src_stat }
   for _, p in ipairs(r.node:profile()) do rows[#rows + 1] = p end
   sink_stat.batches_out, sink_stat.rows_out = sink_stat.batches_in, sink_stat.rows_in
   rows[#rows + 1] = sink_stat
-  return true, result, report.build({ rows = rows, seconds = seconds, rows_in = summary.rows_in,
-    rows_out = summary.rows_out, recipe = r.path, seed = r.seed, workers = r.workers })
+  local info = { rows = rows, seconds = seconds, rows_in = summary.rows_in,
+    rows_out = summary.rows_out, recipe = r.path, seed = r.seed, workers = r.workers }
+  if d then info = host_dist.aggregate(d, info) end
+  bar:done(info.rows_in)
+  return true, result, report.build(info)
 end
 
 function M.run_command(args, out, err)
@@ -186,14 +197,24 @@ function M.run_command(args, out, err)
     return M.EXIT_USAGE
   end
   if args.seed then r.seed = args.seed end
-  local ok, result, rep = M.execute(r, { quiet = args.quiet, interrupts = interrupts })
+  -- Under mpirun: one rank of a data-parallel run (docs/dist.md).
+  local d = host_dist.launched() and host_dist.start(args.timeout or 600) or nil
+  local ok, result, rep = M.execute(r, { quiet = args.quiet, interrupts = interrupts, dist = d })
   if not ok then
+    local code = M.EXIT_RUNTIME
     if is_interrupt(result) then
       say(err, "tdflow: interrupted: workers stopped, the sink aborted (nothing was committed)")
-      return M.EXIT_INTERRUPTED
+      code = M.EXIT_INTERRUPTED
+    else
+      say(err, "tdflow: " .. (d and ("rank %d: "):format(d.rank) or "") .. message(result))
     end
-    say(err, "tdflow: " .. message(result))
-    return M.EXIT_RUNTIME
+    -- This rank cleaned up (sink aborted); the others must not wait for it.
+    if d then d.abort(code) end
+    return code
+  end
+  if d then
+    d.finalize()
+    if d.rank ~= 0 then return M.EXIT_OK end -- rank 0 reports for all
   end
   if not args.quiet then
     say(out, report.text(rep))

@@ -53,6 +53,12 @@ function M.tmpdir()
   return d
 end
 
+function M.exists(path)
+  local f = io.open(path, "rb")
+  if f then f:close() end
+  return f ~= nil
+end
+
 -- A path that does not exist yet, for a file or folder the code under test makes.
 function M.tmpname()
   local name = os.tmpname()

@@ -167,12 +167,29 @@ function MemmapSink:preflight()
   end
 end
 
+-- Under a data-parallel run (ctx.dist, docs/dist.md) rank r appends to a part of its
+-- own, a hidden sibling of path; finish joins the parts (rank 0).
+local function part_path(path, rank, size)
+  local dir, name = path:match("^(.*)/([^/]+)/*$")
+  if not dir then dir, name = ".", path end
+  return ("%s/.%s.part-%d-of-%d"):format(dir, name, rank, size)
+end
+
 -- Starts the append: checks the path (existsok), removes temporaries that processes
 -- now gone left beside it, makes this one's temporary folder.
-function MemmapSink:open()
+function MemmapSink:open(ctx)
   if self.app then self:abort() end
+  if ctx then self.dist = ctx.dist end
   local flags = save_flags(self.p)
-  local a = C.td_memmap_append_open(self.p.path, flags)
+  local target = self.p.path
+  if self.dist then
+    if not self.p.existsok and fs.exists(target) then
+      self:fail("path '%s' exists (pass existsok = true to replace it)", target)
+    end
+    target = part_path(target, self.dist.rank, self.dist.size)
+    flags = bit.bor(flags, C.TD_MEMMAP_EXISTSOK) -- a part a failed run left is replaced
+  end
+  local a = C.td_memmap_append_open(target, flags)
   if a == nil then
     local msg = c_message():gsub("%(pass existsok%)", "(pass existsok = true to replace it)")
     self:fail("%s", msg)
@@ -193,6 +210,10 @@ end
 
 -- Commits and returns the folder loaded (T.load_memmap(path), read-only): every row
 -- written, in order. Without any batch the folder is an empty TensorDict of batch [0].
+-- Data-parallel: each rank commits its part; once every part is (a barrier, under the
+-- run's timeout), rank 0 appends them in rank order into path, committed atomically,
+-- and removes them; the ranks learn the outcome from rank 0. A rank that failed or died
+-- leaves path untouched.
 function MemmapSink:finish()
   if not self.app then self:open() end
   local a = self.app
@@ -201,11 +222,46 @@ function MemmapSink:finish()
   local msg = st < 0 and c_message()
   append_free(ffi.gc(a, nil))
   if msg then self:fail("%s", msg) end
+  if self.dist then self:join_parts() end
   return td_memmap.load_memmap(self.p.path)
 end
 
--- Removes the temporary folder: the path keeps what it held. Idempotent.
+function MemmapSink:join_parts()
+  local d = self.dist
+  self.committed_part = part_path(self.p.path, d.rank, d.size)
+  d.barrier()
+  local outcome = { ok = true }
+  if d.rank == 0 then
+    local ok, err = pcall(function()
+      local app = ffi.gc(C.td_memmap_append_open(self.p.path, save_flags(self.p)), append_free)
+      if app == nil then self:fail("%s", c_message()) end
+      for r = 0, d.size - 1 do
+        local part = td_memmap.load_memmap(part_path(self.p.path, r, d.size))
+        if #part > 0 and C.td_memmap_append_write(app, D(part)) < 0 then
+          self:fail("joining the part of rank %d: %s", r, c_message())
+        end
+      end
+      if C.td_memmap_append_commit(app, 0) < 0 then self:fail("%s", c_message()) end
+      append_free(ffi.gc(app, nil))
+    end)
+    for r = 0, d.size - 1 do fs.remove_tree(part_path(self.p.path, r, d.size)) end
+    outcome = { ok = ok, err = not ok and tostring(err) or nil }
+  end
+  outcome = d.share(outcome)
+  self.committed_part = nil
+  if not outcome.ok then
+    if d.rank == 0 then error(outcome.err, 0) end
+    self:fail("rank 0 could not join the parts: %s", (outcome.err:gsub("^.-tensordict: ", "")))
+  end
+end
+
+-- Removes the temporary folder (and a committed part of a data-parallel run): the path
+-- keeps what it held. Idempotent.
 function MemmapSink:abort()
+  if self.committed_part then
+    fs.remove_tree(self.committed_part)
+    self.committed_part = nil
+  end
   local a = self.app
   if a == nil then return end
   self.app = nil

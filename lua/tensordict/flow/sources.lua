@@ -36,21 +36,36 @@ end
 
 function TensorSource:keys() return self.out_keys end
 
+-- This rank's share of n rows in a data-parallel run (ctx.dist, set by the tdflow host
+-- under mpirun; docs/dist.md): 1-based first and last row, ranks taking consecutive
+-- ranges in rank order, their sizes differing by one at most. All rows without ctx.dist.
+local function shard_rows(n, ctx)
+  local d = ctx and ctx.dist
+  if not d or d.size <= 1 then return 1, n end
+  return math.floor(n * d.rank / d.size) + 1, math.floor(n * (d.rank + 1) / d.size)
+end
+
 -- An iterator over batches of b rows of td along its first batch dim: views, or, with
 -- p.shuffle, gathered copies in a new seeded permutation per epoch (p.seed, else the
 -- pipeline's). p.drop_last drops a last short batch; p.epochs (default 1) passes.
--- MemmapSource uses it too.
+-- Under ctx.dist each rank takes its share (shard_rows) of the rows, or of each epoch's
+-- permutation, which every rank draws alike from the same seed. MemmapSource uses it too.
 local function row_batches(td, b, p, ctx)
-  local n = #td
+  local lo, hi = shard_rows(#td, ctx)
+  local n = hi - lo + 1
   local gen = p.shuffle and random.Generator(p.seed or (ctx and ctx.seed) or 0)
   local epochs = p.epochs or 1
   local epoch, start, order = 0, n + 1, nil
+  if not gen and (lo ~= 1 or hi ~= #td) then td = td[{ { lo, hi } }] end
   return function()
     if start > n or (p.drop_last and start + b - 1 > n) then
       epoch = epoch + 1
       if epoch > epochs then return nil end
       start = 1
-      if gen then order = random.randperm(n, "int64", gen) end
+      if gen then
+        order = random.randperm(#td, "int64", gen)
+        if n ~= #td then order = order[{ { lo, hi } }] end
+      end
       if n == 0 or (p.drop_last and b > n) then return nil end
     end
     local stop = math.min(n, start + b - 1)
@@ -105,4 +120,5 @@ function Discard:write(td) self.rows = (self.rows or 0) + (td:batch_dims() == 0 
 function Discard:finish() return self.rows or 0 end
 function Discard:abort() self.rows = 0 end
 
-return { TensorSource = TensorSource, Collect = Collect, Discard = Discard, row_batches = row_batches }
+return { TensorSource = TensorSource, Collect = Collect, Discard = Discard, row_batches = row_batches,
+  shard_rows = shard_rows }

@@ -569,10 +569,23 @@ function Normalize:save_stats(prefix)
   return self.stats:save(prefix)
 end
 
+-- A data-parallel run (ctx.dist, docs/dist.md): close merges the ranks' statistics.
+function Normalize:open(ctx) self.dist = ctx and ctx.dist end
+
 -- After a failed run (flow.run passes failed = true) nothing is saved: statistics of
--- part of the data would look like a finished run's.
+-- part of the data would look like a finished run's. In a data-parallel run every rank
+-- ends with the statistics of all rows: each rank's, merged in rank order (Chan's
+-- formula, as merge does), equal to one process's within float rounding; rank 0 saves.
 function Normalize:close(failed)
-  if self.p.path and self.changed and not failed then
+  local d = self.dist
+  if d and self.update and not failed then
+    local merged = new_set(self.p.keys)
+    for _, plain in ipairs(d.all_values(self.stats:to_plain())) do
+      merged:merge(read_stats("Normalize", plain, self.p.keys))
+    end
+    self.stats, self.changed = merged, true
+  end
+  if self.p.path and self.changed and not failed and (not d or d.rank == 0) then
     self.stats:save(self.p.path)
     self.changed = false
   end

@@ -14,6 +14,7 @@ local random = require("tensordict.random")
 local join = require("tensordict.join")
 local td_core = require("tensordict.td_core")
 local core = require("tensordict.flow.core")
+local shard_rows = require("tensordict.flow.sources").shard_rows
 require("tensordict.ops")
 require("tensordict.reduce")
 require("tensordict.linalg")
@@ -73,10 +74,12 @@ function ParticleSource:iter(ctx)
   local pos0 = random.randn({ n, 3 }, "float64", g)
   local vel0 = random.randn({ n, 3 }, "float64", g):mul(0.5)
   local mass = random.rand({ n }, "float64", g):mul(1.5):add(0.5)
-  local start = 1
+  -- every rank draws all n initial states (cheap) and simulates its share of them, so
+  -- a data-parallel run makes the rows a single process makes
+  local start, last = shard_rows(n, ctx)
   return function()
-    if start > n then return nil end
-    local stop = math.min(n, start + b - 1)
+    if start > last then return nil end
+    local stop = math.min(last, start + b - 1)
     local rows = { { start, stop } }
     local pos, vel, energy = simulate(pos0[rows], vel0[rows], mass[rows], p.steps, p.dt)
     local td = td_core.construct(nil, { stop - start + 1 })

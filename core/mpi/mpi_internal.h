@@ -1,0 +1,55 @@
+/* mpi_internal.h: what the files of libtensordict_mpi share (not installed). */
+#ifndef TD_MPI_INTERNAL_H
+#define TD_MPI_INTERNAL_H
+
+#include <mpi.h>
+#include <stdint.h>
+
+#include "tensordict_mpi.h"
+
+#define TDM_EXPORT __attribute__((visibility("default")))
+
+/* The largest piece one MPI call moves: counts are int, so bigger buffers travel as
+ * several messages (or collective calls) of at most tdm_chunk bytes (1 GiB), and a
+ * variable gather whose layout passes tdm_int_limit bytes (INT_MAX) goes point to
+ * point. TD_MPI_CHUNK_BYTES (>= 64, read at init) lowers both, so the tests take these
+ * paths with small buffers. */
+extern int64_t tdm_chunk;
+extern int64_t tdm_int_limit;
+
+/* The communicators: user traffic, and the library's own (the point-to-point fallback
+ * of large gathers) so that neither can match the other's messages. */
+extern MPI_Comm tdm_comm;
+extern MPI_Comm tdm_own_comm;
+
+int32_t tdm_fail(int32_t status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* An MPI return code: 0 when MPI_SUCCESS, else TD_MPI_EMPI with "call: MPI's text". */
+int32_t tdm_check(int code, const char *call);
+/* TD_MPI_ESTATE with a message unless init ran and finalize did not. */
+int32_t tdm_require_init(const char *call);
+int32_t tdm_check_rank(const char *call, const char *what, int32_t rank);
+int32_t tdm_check_tag(const char *call, int32_t tag);
+
+/* Completes n requests: MPI_Waitall when timeout < 0, else polls MPI_Testall until the
+ * deadline (TD_MPI_ETIMEOUT, requests left pending). */
+int32_t tdm_wait_all(MPI_Request *reqs, int n, double timeout, const char *call);
+/* Cancels and frees pending point-to-point requests (after a timeout or error of a
+ * blocking call). Never for a collective's: MPI forbids cancelling or freeing those, so
+ * a collective that timed out stays posted and the ranks are out of step (docs/dist.md). */
+void tdm_abandon(MPI_Request *reqs, int n);
+
+/* The number of TDM_CHUNK pieces of nbytes (at least 1, so a 0-byte message travels). */
+int tdm_chunks(int64_t nbytes);
+/* Posts the pieces of one message; reqs has tdm_chunks(nbytes) slots. */
+int32_t tdm_post_send(MPI_Comm comm, const void *buf, int64_t nbytes, int32_t dst, int32_t tag,
+                      MPI_Request *reqs, const char *call);
+int32_t tdm_post_recv(MPI_Comm comm, void *buf, int64_t nbytes, int32_t src, int32_t tag,
+                      MPI_Request *reqs, const char *call);
+
+/* The 16-bit float ops (made at init, freed at finalize). */
+int32_t tdm_ops_create(void);
+void tdm_ops_free(void);
+/* The MPI datatype and op of a core dtype and a td_mpi_op (mpi_ops.c). */
+int32_t tdm_reduction(int32_t dtype, int32_t op, MPI_Datatype *type, MPI_Op *mop, const char *call);
+
+#endif
