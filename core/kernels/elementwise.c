@@ -152,8 +152,11 @@ static int32_t binary_impl(const char *call, int32_t op, td_operand x, td_operan
     return td_fail(TD_EDTYPE, "%s: not supported for dtype %s", call, td_dtype_name(c));
 
   int32_t status = TD_OK;
-  td_tensor *xc = td_ew_operand_as(call, x, c), *yc = NULL, *out = NULL;
-  if (!xc || !(yc = td_ew_operand_as(call, y, fscalar ? TD_FLOAT32 : c))) {
+  td_ew_arg xa, ya;
+  xa.owned = ya.owned = NULL;
+  td_tensor *out = NULL;
+  if (!td_ew_arg_init(&xa, call, x, c) ||
+      !td_ew_arg_init(&ya, call, y, fscalar ? TD_FLOAT32 : c)) {
     status = td_last_status();
     goto done;
   }
@@ -168,24 +171,25 @@ static int32_t binary_impl(const char *call, int32_t op, td_operand x, td_operan
     goto done;
   }
   td_tensor xe, ye;
-  td_ew_expand(xc, ndim, shape, &xe);
-  td_ew_expand(yc, ndim, shape, &ye);
+  const td_tensor *xv = td_ew_expanded(xa.t, ndim, shape, &xe);
+  const td_tensor *yv = td_ew_expanded(ya.t, ndim, shape, &ye);
   if (direct) { /* inputs that overlap a otherwise than element for element: snapshot */
-    td_tensor **inputs[2] = {&xc, &yc};
-    td_tensor *expanded[2] = {&xe, &ye};
+    td_ew_arg *args[2] = {&xa, &ya};
+    const td_tensor **views[2] = {&xv, &yv};
+    td_tensor *bufs[2] = {&xe, &ye};
     for (int k = 0; k < 2; k++) {
-      if (!td_tensors_overlap(a, expanded[k])) continue;
-      td_tensor *copy = td_tensor_clone(*inputs[k]);
+      if (!td_tensors_overlap(a, *views[k])) continue;
+      td_tensor *copy = td_tensor_clone(args[k]->t);
       if (!copy) {
         status = td_last_status();
         goto done;
       }
-      td_tensor_release(*inputs[k]);
-      *inputs[k] = copy;
-      td_ew_expand(copy, ndim, shape, expanded[k]);
+      td_ew_arg_done(args[k]);
+      args[k]->t = args[k]->owned = copy;
+      *views[k] = td_ew_expanded(copy, ndim, shape, bufs[k]);
     }
   }
-  const td_tensor *ops[3] = {out, &xe, &ye};
+  const td_tensor *ops[3] = {out, xv, yv};
   td_ew_run(pow_special ? 2 : 3, ops, loop, &ctx);
   if (atomic_load(&ctx.zero_division)) {
     status = td_fail(TD_EINVAL, "%s: integer division by zero", call);
@@ -193,8 +197,8 @@ static int32_t binary_impl(const char *call, int32_t op, td_operand x, td_operan
   }
   if (a && !direct) status = td_tensor_copy_(a, out);
 done:
-  td_tensor_release(xc);
-  td_tensor_release(yc);
+  td_ew_arg_done(&xa);
+  td_ew_arg_done(&ya);
   if (out != a) {
     if (status == TD_OK && !a) *result = out;
     else td_tensor_release(out);

@@ -173,14 +173,15 @@ static td_tensor *unary_new(const char *call, int32_t op, const td_tensor *a) {
   if (plan < 0) return NULL;
   if (plan == RUN_IDENTITY) return td_tensor_clone(a);
   if (plan == RUN_FALSE) return td_tensor_full(a->ndim, a->shape, TD_BOOL, 0);
-  td_tensor *x = td_tensor_to_dtype(a, c);
+  td_tensor *cast;
+  const td_tensor *x = td_as_dtype(a, c, &cast);
   if (!x) return NULL;
   td_tensor *out = td_tensor_empty(a->ndim, a->shape, o);
   if (out) {
     const td_tensor *ops[2] = {out, x};
     td_ew_run(2, ops, td_ew_unary_loop(op, c), NULL);
   }
-  td_tensor_release(x);
+  td_tensor_release(cast);
   return out;
 }
 
