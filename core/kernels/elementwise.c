@@ -81,6 +81,12 @@ static const char *const names[TD_BINARY_LOGICAL_XOR + 1] = {
     "add",     "sub",     "mul", "div", "floor_divide", "remainder",   "pow",
     "minimum", "maximum", "eq",  "ne",  "lt",           "le",          "gt",
     "ge",      "logical_and",    "logical_or",          "logical_xor"};
+/* The in-place forms' names, written out: formatting one per call cost more than a
+ * small add_. */
+static const char *const inplace_names[TD_BINARY_LOGICAL_XOR + 1] = {
+    "add_",     "sub_",     "mul_", "div_", "floor_divide_", "remainder_",   "pow_",
+    "minimum_", "maximum_", "eq_",  "ne_",  "lt_",           "le_",          "gt_",
+    "ge_",      "logical_and_",     "logical_or_",           "logical_xor_"};
 
 static bool is_bool_operand(td_operand x) {
   return x.t ? x.t->dtype == TD_BOOL : x.kind == TD_SCALAR_BOOL;
@@ -238,8 +244,7 @@ TD_EXPORT td_tensor *td_binary_scalar(int32_t op, const td_tensor *a, double s,
 
 TD_EXPORT int32_t td_binary_(int32_t op, td_tensor *a, const td_tensor *b) {
   if (!check_op("binary_", op)) return td_last_status();
-  char call[32];
-  td_ew_inplace_name(call, sizeof call, names[op]);
+  const char *call = inplace_names[op];
   if (!td_ew_check_tensor(call, a, "tensor") || !td_ew_check_tensor(call, b, "second tensor"))
     return td_last_status();
   return binary_impl(call, op, (td_operand){a, 0, 0}, (td_operand){b, 0, 0}, a, NULL);
@@ -247,8 +252,7 @@ TD_EXPORT int32_t td_binary_(int32_t op, td_tensor *a, const td_tensor *b) {
 
 TD_EXPORT int32_t td_binary_scalar_(int32_t op, td_tensor *a, double s, int32_t scalar_kind) {
   if (!check_op("binary_scalar_", op)) return td_last_status();
-  char call[32];
-  td_ew_inplace_name(call, sizeof call, names[op]);
+  const char *call = inplace_names[op];
   if (!td_ew_check_tensor(call, a, "tensor") || !td_ew_check_kind(call, scalar_kind))
     return td_last_status();
   return binary_impl(call, op, (td_operand){a, 0, 0}, (td_operand){NULL, s, scalar_kind}, a,

@@ -114,8 +114,6 @@ void td_ew_expand(const td_tensor *t, int32_t ndim, const int64_t *shape, td_ten
 const td_tensor *td_ew_expanded(const td_tensor *t, int32_t ndim, const int64_t *shape,
                                 td_tensor *buf);
 
-/* "add" -> "add_" in buf. */
-const char *td_ew_inplace_name(char *buf, size_t len, const char *name);
 
 /* ---- typed loops ---------------------------------------------------------------------- */
 

@@ -145,6 +145,12 @@ static const char *const names[TD_UNARY_ISINF + 1] = {
     "neg",  "abs",     "exp",  "log",   "log1p", "expm1", "sqrt",
     "rsqrt", "sin",    "cos",  "tanh",  "sigmoid", "relu", "floor",
     "ceil", "round",   "sign", "logical_not", "isnan", "isinf"};
+/* The in-place forms' names, written out (formatting one per call cost more than a
+ * small exp_). */
+static const char *const inplace_names[TD_UNARY_ISINF + 1] = {
+    "neg_",  "abs_",     "exp_",  "log_",   "log1p_", "expm1_", "sqrt_",
+    "rsqrt_", "sin_",    "cos_",  "tanh_",  "sigmoid_", "relu_", "floor_",
+    "ceil_", "round_",   "sign_", "logical_not_", "isnan_", "isinf_"};
 
 enum plan { RUN_LOOP, RUN_IDENTITY, RUN_FALSE };
 
@@ -198,8 +204,7 @@ TD_EXPORT td_tensor *td_unary(int32_t op, const td_tensor *a) {
 
 TD_EXPORT int32_t td_unary_(int32_t op, td_tensor *a) {
   if (!check_op("unary_", op)) return td_last_status();
-  char call[32];
-  td_ew_inplace_name(call, sizeof call, names[op]);
+  const char *call = inplace_names[op];
   if (!td_ew_check_tensor(call, a, "tensor")) return td_last_status();
   int32_t c, o;
   const int32_t plan = plan_for(call, op, a->dtype, &c, &o);

@@ -6,7 +6,6 @@
 #include <assert.h>
 #include <float.h>
 #include <math.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "dtypes.h"
@@ -33,11 +32,6 @@ bool td_ew_check_kind(const char *call, int32_t kind) {
   if (kind >= TD_SCALAR_BOOL && kind <= TD_SCALAR_FLOAT) return true;
   td_fail(TD_EINVAL, "%s: unknown scalar kind %d (0 bool, 1 int, 2 float)", call, (int)kind);
   return false;
-}
-
-const char *td_ew_inplace_name(char *buf, size_t len, const char *name) {
-  snprintf(buf, len, "%s_", name);
-  return buf;
 }
 
 /* ---- operands ----------------------------------------------------------------------------- */

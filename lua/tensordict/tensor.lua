@@ -114,6 +114,18 @@ local function read(h)
   return v
 end
 
+-- The value of an owned 0-dim C tensor p (a full reduction's result), released at once:
+-- no Lua tensor, owner and slot are made for a number.
+local function value_of(p)
+  if p == nil then c_fail() end
+  local status = C.td_tensor_read_f64(p, idx_buf, out_buf)
+  local v, is_bool = out_buf[0], p.dtype == BOOL
+  C.td_tensor_release(p)
+  check(status)
+  if is_bool then return v ~= 0 end
+  return v
+end
+
 local function number_arg(v, call)
   if type(v) == "boolean" then return v and 1 or 0 end
   if type(v) ~= "number" then
@@ -386,6 +398,7 @@ return {
   Header = Header,
   new_tensor = new_tensor,
   adopt = adopt,
+  value_of = value_of,
   is_tensor = is_tensor,
   handle = H,
   check = check,
