@@ -69,26 +69,6 @@ static td_tensor *make(int32_t ndim, const int64_t *shape, int32_t dtype, double
   return t;
 }
 
-/* Times j's op against memcpy moving `moved` bytes in all; prints one line. */
-static void figure(const char *label, job *j, size_t moved, double target) {
-  const int64_t n = (int64_t)(moved / 2);
-  td_tensor *x = make(1, &n, TD_UINT8, 1), *y = make(1, &n, TD_UINT8, 1);
-  j->mdst = td_tensor_data_borrow(y);
-  j->msrc = td_tensor_data_borrow(x);
-  j->nbytes = (size_t)n;
-  run_op(j); /* warm */
-  run_memcpy(j);
-  double t_op, t_mem;
-  bench_pair(REPS, run_op, j, run_memcpy, j, &t_op, &t_mem);
-  printf("%s: %.1f GB/s moved, memcpy %.1f GB/s, ratio %.2f", label,
-         bench_gbps((double)moved, t_op), bench_gbps((double)moved, t_mem), t_mem / t_op);
-  if (target > 0) printf(" (target >= %.1f)", target);
-  printf("\n");
-  fflush(stdout);
-  td_tensor_release(x);
-  td_tensor_release(y);
-}
-
 typedef struct batch {
   job *j;
   int64_t calls;
@@ -104,26 +84,44 @@ static void run_memcpy_batch(void *ctx) {
   for (int64_t i = 0; i < b->calls; i++) run_memcpy(b->j);
 }
 
-/* One row of the sweep: op j on n elements moving `moved` bytes a call, against memcpy
- * of the same bytes, in batches of enough calls for ~100 MB of traffic. */
-static void sweep_row(const char *label, job *j, int64_t n, size_t moved) {
+/* Best-of-REPS seconds of `calls` calls of j's op and of memcpy moving the same `moved`
+ * bytes a call (half read, half written), alternately, after one warm batch each. */
+static void against_memcpy(job *j, size_t moved, int64_t calls, double *t_op, double *t_mem) {
   const int64_t half = (int64_t)(moved / 2);
   td_tensor *x = make(1, &half, TD_UINT8, 1), *y = make(1, &half, TD_UINT8, 1);
   j->mdst = td_tensor_data_borrow(y);
   j->msrc = td_tensor_data_borrow(x);
   j->nbytes = (size_t)half;
-  batch b = {j, (int64_t)(100e6 / (double)moved) + 1};
+  batch b = {j, calls};
   run_op_batch(&b); /* warm: the block cache, the pool */
   run_memcpy_batch(&b);
-  double t_op, t_mem;
-  bench_pair(REPS, run_op_batch, &b, run_memcpy_batch, &b, &t_op, &t_mem);
-  printf("  %-10s %9lld %d thr: %7.2f us/call, %5.1f GB/s, memcpy %5.1f GB/s, ratio %.2f\n",
-         label, (long long)n, (int)td_get_num_threads(), t_op / (double)b.calls * 1e6,
-         bench_gbps((double)moved * (double)b.calls, t_op),
-         bench_gbps((double)moved * (double)b.calls, t_mem), t_mem / t_op);
-  fflush(stdout);
+  bench_pair(REPS, run_op_batch, &b, run_memcpy_batch, &b, t_op, t_mem);
   td_tensor_release(x);
   td_tensor_release(y);
+}
+
+/* j's op against memcpy moving `moved` bytes in all; prints one line. */
+static void figure(const char *label, job *j, size_t moved, double target) {
+  double t_op, t_mem;
+  against_memcpy(j, moved, 1, &t_op, &t_mem);
+  printf("%s: %.1f GB/s moved, memcpy %.1f GB/s, ratio %.2f", label,
+         bench_gbps((double)moved, t_op), bench_gbps((double)moved, t_mem), t_mem / t_op);
+  if (target > 0) printf(" (target >= %.1f)", target);
+  printf("\n");
+  fflush(stdout);
+}
+
+/* One row of the sweep: op j on n elements moving `moved` bytes a call, in batches of
+ * enough calls for ~100 MB of traffic. */
+static void sweep_row(const char *label, job *j, int64_t n, size_t moved) {
+  const int64_t calls = (int64_t)(100e6 / (double)moved) + 1;
+  double t_op, t_mem;
+  against_memcpy(j, moved, calls, &t_op, &t_mem);
+  printf("  %-10s %9lld %d thr: %7.2f us/call, %5.1f GB/s, memcpy %5.1f GB/s, ratio %.2f\n",
+         label, (long long)n, (int)td_get_num_threads(), t_op / (double)calls * 1e6,
+         bench_gbps((double)moved * (double)calls, t_op),
+         bench_gbps((double)moved * (double)calls, t_mem), t_mem / t_op);
+  fflush(stdout);
 }
 
 static void size_sweep(void) {
