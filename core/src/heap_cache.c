@@ -24,6 +24,12 @@
 #include "internal.h"
 #include "parallel.h"
 
+#if defined(__has_feature) /* clang's way of saying it is under ASan */
+#if __has_feature(address_sanitizer)
+#define TD_CLANG_ASAN 1
+#endif
+#endif
+
 enum { SMALL_ALIGN = 64, PAGE = 4096, CACHE_SLOTS = 64 };
 #define MEDIUM_BLOCK ((int64_t)64 << 10) /* from here on blocks are cached */
 #define LARGE_BLOCK ((int64_t)1 << 20)   /* from here on 2 MiB aligned, huge pages */
@@ -78,7 +84,11 @@ static void read_limit(void) {
   if (pages > 0 && page > 0 && limit > (int64_t)pages * page / 4) limit = (int64_t)pages * page / 4;
   cache.large.limit = limit < 0 ? 0 : limit;
   cache.medium_limit = cache.large.limit / 16;
+#if defined(__SANITIZE_ADDRESS__) || defined(TD_CLANG_ASAN)
+  cache.small_limit = 0; /* under ASan every small block goes back: a use after free shows */
+#else
   cache.small_limit = cache.large.limit / 16;
+#endif
   pthread_atfork(NULL, NULL, reset_lock_in_child);
 }
 
