@@ -130,7 +130,10 @@ int32_t td_storage_sync(td_storage *s);
 /* Bytes held right now by heap and shared storages of this process. */
 int64_t td_live_bytes(void);
 /* Freed large heap blocks are kept for reuse (at most TD_CACHE_BYTES, 1 GiB by
- * default): how many bytes wait there, and a call that returns them to the system. */
+ * default): how many bytes wait there, and a call that returns them to the system.
+ * Small storages (a block under 64 KiB holding storage, header and data) also wait in
+ * free lists, at most a sixteenth of that limit; td_cached_bytes leaves them out (they
+ * are the allocator's working set), td_release_cached_memory returns them too. */
 int64_t td_cached_bytes(void);
 int64_t td_release_cached_memory(void);
 /* Joins the library's worker threads and returns its cached blocks; both come back on
@@ -179,6 +182,9 @@ td_tensor *td_tensor_share(const td_tensor *t);
 
 void td_tensor_retain(td_tensor *t);
 void td_tensor_release(td_tensor *t);
+/* Releases ts[slots[i]] for i in [0, n) and sets those entries to NULL: how the Lua
+ * layer returns the tensors of the handles one GC cycle found dead, in one call. */
+void td_tensor_release_slots(td_tensor **ts, const int32_t *slots, int64_t n);
 
 /* Size and stride of dim d; -1 when d is out of range. */
 int64_t td_tensor_size(const td_tensor *t, int32_t d);

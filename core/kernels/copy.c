@@ -331,6 +331,12 @@ TD_EXPORT td_tensor *td_tensor_to_dtype(const td_tensor *t, int32_t dtype) {
   return out;
 }
 
+const td_tensor *td_as_dtype(const td_tensor *t, int32_t dtype, td_tensor **owned) {
+  *owned = NULL;
+  if (t->dtype == dtype) return t;
+  return *owned = td_tensor_to_dtype(t, dtype);
+}
+
 TD_EXPORT td_tensor *td_tensor_full(int32_t ndim, const int64_t *shape, int32_t dtype,
                                     double value) {
   int64_t numel;

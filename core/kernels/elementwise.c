@@ -81,6 +81,12 @@ static const char *const names[TD_BINARY_LOGICAL_XOR + 1] = {
     "add",     "sub",     "mul", "div", "floor_divide", "remainder",   "pow",
     "minimum", "maximum", "eq",  "ne",  "lt",           "le",          "gt",
     "ge",      "logical_and",    "logical_or",          "logical_xor"};
+/* The in-place forms' names, written out: formatting one per call cost more than a
+ * small add_. */
+static const char *const inplace_names[TD_BINARY_LOGICAL_XOR + 1] = {
+    "add_",     "sub_",     "mul_", "div_", "floor_divide_", "remainder_",   "pow_",
+    "minimum_", "maximum_", "eq_",  "ne_",  "lt_",           "le_",          "gt_",
+    "ge_",      "logical_and_",     "logical_or_",           "logical_xor_"};
 
 static bool is_bool_operand(td_operand x) {
   return x.t ? x.t->dtype == TD_BOOL : x.kind == TD_SCALAR_BOOL;
@@ -157,8 +163,11 @@ static int32_t binary_impl(const char *call, int32_t op, td_operand x, td_operan
     return td_fail(TD_EDTYPE, "%s: not supported for dtype %s", call, td_dtype_name(c));
 
   int32_t status = TD_OK;
-  td_tensor *xc = td_ew_operand_as(call, x, c), *yc = NULL, *out = NULL;
-  if (!xc || !(yc = td_ew_operand_as(call, y, fscalar ? TD_FLOAT32 : c))) {
+  td_ew_arg xa, ya;
+  xa.owned = ya.owned = NULL;
+  td_tensor *out = NULL;
+  if (!td_ew_arg_init(&xa, call, x, c) ||
+      !td_ew_arg_init(&ya, call, y, fscalar ? TD_FLOAT32 : c)) {
     status = td_last_status();
     goto done;
   }
@@ -173,24 +182,25 @@ static int32_t binary_impl(const char *call, int32_t op, td_operand x, td_operan
     goto done;
   }
   td_tensor xe, ye;
-  td_ew_expand(xc, ndim, shape, &xe);
-  td_ew_expand(yc, ndim, shape, &ye);
+  const td_tensor *xv = td_ew_expanded(xa.t, ndim, shape, &xe);
+  const td_tensor *yv = td_ew_expanded(ya.t, ndim, shape, &ye);
   if (direct) { /* inputs that overlap a otherwise than element for element: snapshot */
-    td_tensor **inputs[2] = {&xc, &yc};
-    td_tensor *expanded[2] = {&xe, &ye};
+    td_ew_arg *args[2] = {&xa, &ya};
+    const td_tensor **views[2] = {&xv, &yv};
+    td_tensor *bufs[2] = {&xe, &ye};
     for (int k = 0; k < 2; k++) {
-      if (!td_tensors_overlap(a, expanded[k])) continue;
-      td_tensor *copy = td_tensor_clone(*inputs[k]);
+      if (!td_tensors_overlap(a, *views[k])) continue;
+      td_tensor *copy = td_tensor_clone(args[k]->t);
       if (!copy) {
         status = td_last_status();
         goto done;
       }
-      td_tensor_release(*inputs[k]);
-      *inputs[k] = copy;
-      td_ew_expand(copy, ndim, shape, expanded[k]);
+      td_ew_arg_done(args[k]);
+      args[k]->t = args[k]->owned = copy;
+      *views[k] = td_ew_expanded(copy, ndim, shape, bufs[k]);
     }
   }
-  const td_tensor *ops[3] = {out, &xe, &ye};
+  const td_tensor *ops[3] = {out, xv, yv};
   td_ew_run(pow_special ? 2 : 3, ops, loop, &ctx);
   if (atomic_load(&ctx.zero_division)) {
     status = td_fail(TD_EINVAL, "%s: integer division by zero", call);
@@ -198,8 +208,8 @@ static int32_t binary_impl(const char *call, int32_t op, td_operand x, td_operan
   }
   if (a && !direct) status = td_tensor_copy_(a, out);
 done:
-  td_tensor_release(xc);
-  td_tensor_release(yc);
+  td_ew_arg_done(&xa);
+  td_ew_arg_done(&ya);
   if (out != a) {
     if (status == TD_OK && !a) *result = out;
     else td_tensor_release(out);
@@ -256,8 +266,7 @@ TD_EXPORT int32_t td_binary_dtypes(int32_t op, const td_tensor *a, const td_tens
 
 TD_EXPORT int32_t td_binary_(int32_t op, td_tensor *a, const td_tensor *b) {
   if (!check_op("binary_", op)) return td_last_status();
-  char call[32];
-  td_ew_inplace_name(call, sizeof call, names[op]);
+  const char *call = inplace_names[op];
   if (!td_ew_check_tensor(call, a, "tensor") || !td_ew_check_tensor(call, b, "second tensor"))
     return td_last_status();
   return binary_impl(call, op, (td_operand){a, 0, 0}, (td_operand){b, 0, 0}, a, NULL);
@@ -265,8 +274,7 @@ TD_EXPORT int32_t td_binary_(int32_t op, td_tensor *a, const td_tensor *b) {
 
 TD_EXPORT int32_t td_binary_scalar_(int32_t op, td_tensor *a, double s, int32_t scalar_kind) {
   if (!check_op("binary_scalar_", op)) return td_last_status();
-  char call[32];
-  td_ew_inplace_name(call, sizeof call, names[op]);
+  const char *call = inplace_names[op];
   if (!td_ew_check_tensor(call, a, "tensor") || !td_ew_check_kind(call, scalar_kind))
     return td_last_status();
   return binary_impl(call, op, (td_operand){a, 0, 0}, (td_operand){NULL, s, scalar_kind}, a,

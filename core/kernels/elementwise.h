@@ -63,13 +63,24 @@ bool td_ew_check_kind(const char *call, int32_t kind);
  * role (what) in the message. */
 bool td_ew_check_tensor(const char *call, const td_tensor *t, const char *what);
 
-/* A 0-dim tensor of dtype holding the Lua scalar s as torch wraps it: an INT scalar goes
- * through int64 (then wraps into narrower integers), a FLOAT one is rounded, a BOOL one is
- * 0 or 1. NULL after td_fail when an INT scalar is beyond int64. */
-td_tensor *td_ew_scalar_tensor(const char *call, double s, int32_t kind, int32_t dtype);
-/* An operand as a tensor of dtype: shared when it already has that dtype, else a cast
- * copy, or a 0-dim tensor for a scalar. A new reference. */
-td_tensor *td_ew_operand_as(const char *call, td_operand x, int32_t dtype);
+/* An operand as a loop reads it during one call: t, in the compute dtype. A tensor of
+ * that dtype is used as it is (no reference, no allocation); another is cast into owned,
+ * which td_ew_arg_done releases; a Lua scalar becomes a 0-dim tensor over bytes inside
+ * the arg (torch's wrapping: an INT scalar goes through int64, then wraps into narrower
+ * integers, a FLOAT one is rounded, a BOOL one is 0 or 1), no allocation either. The arg
+ * must stay where it is while t is used (t may point into it). */
+typedef struct td_ew_arg {
+  const td_tensor *t;
+  td_tensor *owned;
+  td_tensor scalar;
+  td_storage scalar_storage;
+  uint64_t scalar_bits;
+} td_ew_arg;
+/* False after td_fail (an INT scalar beyond int64, a failed cast). */
+bool td_ew_arg_init(td_ew_arg *arg, const char *call, td_operand x, int32_t dtype);
+/* A 0-dim tensor of dtype over the value's stored bytes (8 at most), inside the arg. */
+void td_ew_arg_bits(td_ew_arg *arg, int32_t dtype, uint64_t bits);
+void td_ew_arg_done(td_ew_arg *arg);
 
 /* torch's checked conversion of a fill value (masked_fill, where's scalars, clamp
  * bounds) into dtype, written as stored bytes into *bits. Integral values follow
@@ -98,9 +109,11 @@ bool td_ew_check_inplace(const char *call, const td_tensor *a, int32_t ndim,
 void td_ew_run(int32_t nops, const td_tensor *const *ops, td_inner_loop loop, void *ctx);
 /* Expands t to shape into *out (a caller-owned view); t must broadcast (checked before). */
 void td_ew_expand(const td_tensor *t, int32_t ndim, const int64_t *shape, td_tensor *out);
+/* t as an operand of shape: t itself when it has that shape, else its expansion written
+ * into *buf. */
+const td_tensor *td_ew_expanded(const td_tensor *t, int32_t ndim, const int64_t *shape,
+                                td_tensor *buf);
 
-/* "add" -> "add_" in buf. */
-const char *td_ew_inplace_name(char *buf, size_t len, const char *name);
 
 /* ---- typed loops ---------------------------------------------------------------------- */
 

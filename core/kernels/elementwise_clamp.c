@@ -128,14 +128,15 @@ static int32_t clamp_impl(const char *call, const td_tensor *a, double min, doub
   td_ew_ctx ctx;
   td_ew_ctx_init(&ctx);
   if (!set_bounds(call, r, min, max, has_min, has_max, &ctx)) return td_last_status();
-  td_tensor *x = td_tensor_to_dtype(a, r);
+  td_tensor *cast;
+  const td_tensor *x = td_as_dtype(a, r, &cast);
   if (!x) return td_last_status();
   td_tensor *out = inplace ? (td_tensor *)a : td_tensor_empty(a->ndim, a->shape, r);
   if (out) {
     const td_tensor *ops[2] = {out, x};
     td_ew_run(2, ops, loops[r], &ctx);
   }
-  td_tensor_release(x);
+  td_tensor_release(cast);
   if (!out) return td_last_status();
   if (!inplace) *result = out;
   return TD_OK;

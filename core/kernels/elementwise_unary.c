@@ -145,6 +145,12 @@ static const char *const names[TD_UNARY_ISINF + 1] = {
     "neg",  "abs",     "exp",  "log",   "log1p", "expm1", "sqrt",
     "rsqrt", "sin",    "cos",  "tanh",  "sigmoid", "relu", "floor",
     "ceil", "round",   "sign", "logical_not", "isnan", "isinf"};
+/* The in-place forms' names, written out (formatting one per call cost more than a
+ * small exp_). */
+static const char *const inplace_names[TD_UNARY_ISINF + 1] = {
+    "neg_",  "abs_",     "exp_",  "log_",   "log1p_", "expm1_", "sqrt_",
+    "rsqrt_", "sin_",    "cos_",  "tanh_",  "sigmoid_", "relu_", "floor_",
+    "ceil_", "round_",   "sign_", "logical_not_", "isnan_", "isinf_"};
 
 enum plan { RUN_LOOP, RUN_IDENTITY, RUN_FALSE };
 
@@ -173,14 +179,15 @@ static td_tensor *unary_new(const char *call, int32_t op, const td_tensor *a) {
   if (plan < 0) return NULL;
   if (plan == RUN_IDENTITY) return td_tensor_clone(a);
   if (plan == RUN_FALSE) return td_tensor_full(a->ndim, a->shape, TD_BOOL, 0);
-  td_tensor *x = td_tensor_to_dtype(a, c);
+  td_tensor *cast;
+  const td_tensor *x = td_as_dtype(a, c, &cast);
   if (!x) return NULL;
   td_tensor *out = td_tensor_empty(a->ndim, a->shape, o);
   if (out) {
     const td_tensor *ops[2] = {out, x};
     td_ew_run(2, ops, td_ew_unary_loop(op, c), NULL);
   }
-  td_tensor_release(x);
+  td_tensor_release(cast);
   return out;
 }
 
@@ -203,8 +210,7 @@ TD_EXPORT int32_t td_unary_dtypes(int32_t op, int32_t dtype, int32_t *compute, i
 
 TD_EXPORT int32_t td_unary_(int32_t op, td_tensor *a) {
   if (!check_op("unary_", op)) return td_last_status();
-  char call[32];
-  td_ew_inplace_name(call, sizeof call, names[op]);
+  const char *call = inplace_names[op];
   if (!td_ew_check_tensor(call, a, "tensor")) return td_last_status();
   int32_t c, o;
   const int32_t plan = plan_for(call, op, a->dtype, &c, &o);

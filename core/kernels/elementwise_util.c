@@ -6,7 +6,6 @@
 #include <assert.h>
 #include <float.h>
 #include <math.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "dtypes.h"
@@ -35,42 +34,66 @@ bool td_ew_check_kind(const char *call, int32_t kind) {
   return false;
 }
 
-const char *td_ew_inplace_name(char *buf, size_t len, const char *name) {
-  snprintf(buf, len, "%s_", name);
-  return buf;
+/* ---- operands ----------------------------------------------------------------------------- */
+
+void td_ew_arg_bits(td_ew_arg *arg, int32_t dtype, uint64_t bits) {
+  arg->owned = NULL;
+  arg->scalar_bits = bits;
+  td_storage *s = &arg->scalar_storage;
+  memset(s, 0, sizeof *s);
+  atomic_init(&s->refcount, 1); /* never released: the storage dies with the arg */
+  s->data = (char *)&arg->scalar_bits;
+  s->nbytes = s->mapped_bytes = (int64_t)sizeof arg->scalar_bits;
+  s->kind = TD_STORAGE_HEAP;
+  s->device_type = TD_DEVICE_CPU;
+  td_tensor *t = &arg->scalar;
+  memset(t, 0, sizeof *t); /* 0-dim, offset 0, refcount 0: caller-owned */
+  t->storage = s;
+  t->dtype = dtype;
+  t->itemsize = td_itemsizes[dtype];
+  arg->t = t;
 }
 
-/* ---- scalars ----------------------------------------------------------------------------- */
-
-/* Casts one value of src_dtype at src into a fresh 0-dim tensor of dtype. */
-static td_tensor *zero_dim(int32_t dtype, int32_t src_dtype, const void *src) {
-  td_tensor *t = td_tensor_empty(0, NULL, dtype);
-  if (!t) return NULL;
-  char *ptrs[2] = {td_tensor_ptr(t), (char *)src};
-  const int64_t strides[2] = {t->itemsize, td_itemsizes[src_dtype]};
-  td_cast_loop(dtype, src_dtype)(ptrs, strides, 1, NULL);
-  return t;
-}
-
-td_tensor *td_ew_scalar_tensor(const char *call, double s, int32_t kind, int32_t dtype) {
+/* The Lua scalar s of kind as dtype's stored bytes, as torch wraps it. */
+static bool scalar_bits(const char *call, double s, int32_t kind, int32_t dtype, uint64_t *bits) {
+  int32_t src_dtype = TD_FLOAT64;
+  const void *src = &s;
+  uint8_t b;
+  int64_t i;
   if (kind == TD_SCALAR_BOOL) {
-    const uint8_t b = s != 0;
-    return zero_dim(dtype, TD_BOOL, &b);
-  }
-  if (kind == TD_SCALAR_INT) {
+    b = s != 0;
+    src_dtype = TD_BOOL, src = &b;
+  } else if (kind == TD_SCALAR_INT) {
     /* A Python int beyond int64 is an OverflowError in torch; an INT value with a
      * fraction is truncated (the Lua layer decides the kind). */
-    if (!(s >= -0x1p63 && s < 0x1p63))
-      return td_fail_null(TD_EINVAL, "%s: integer scalar %g is outside the int64 range", call, s);
-    const int64_t i = (int64_t)s;
-    return zero_dim(dtype, TD_INT64, &i); /* int64 -> narrower integers wraps, like torch */
+    if (!(s >= -0x1p63 && s < 0x1p63)) {
+      td_fail(TD_EINVAL, "%s: integer scalar %g is outside the int64 range", call, s);
+      return false;
+    }
+    i = (int64_t)s;
+    src_dtype = TD_INT64, src = &i; /* int64 -> narrower integers wraps, like torch */
   }
-  return zero_dim(dtype, TD_FLOAT64, &s);
+  *bits = 0;
+  char *ptrs[2] = {(char *)bits, (char *)src};
+  const int64_t strides[2] = {td_itemsizes[dtype], td_itemsizes[src_dtype]};
+  td_cast_loop(dtype, src_dtype)(ptrs, strides, 1, NULL);
+  return true;
 }
 
-td_tensor *td_ew_operand_as(const char *call, td_operand x, int32_t dtype) {
-  if (x.t) return td_tensor_to_dtype(x.t, dtype);
-  return td_ew_scalar_tensor(call, x.s, x.kind, dtype);
+bool td_ew_arg_init(td_ew_arg *arg, const char *call, td_operand x, int32_t dtype) {
+  if (x.t) {
+    arg->t = td_as_dtype(x.t, dtype, &arg->owned);
+    return arg->t != NULL;
+  }
+  uint64_t bits;
+  if (!scalar_bits(call, x.s, x.kind, dtype, &bits)) return false;
+  td_ew_arg_bits(arg, dtype, bits);
+  return true;
+}
+
+void td_ew_arg_done(td_ew_arg *arg) {
+  td_tensor_release(arg->owned);
+  arg->owned = NULL;
 }
 
 /* ---- checked fill values -------------------------------------------------------------- */
@@ -165,5 +188,14 @@ void td_ew_expand(const td_tensor *t, int32_t ndim, const int64_t *shape, td_ten
   int32_t status = td_tensor_expand(t, ndim, shape, out);
   (void)status; /* the shapes were broadcast before: this cannot fail */
   assert(status == TD_OK);
+}
+
+const td_tensor *td_ew_expanded(const td_tensor *t, int32_t ndim, const int64_t *shape,
+                                td_tensor *buf) {
+  bool same = t->ndim == ndim;
+  for (int32_t d = 0; same && d < ndim; d++) same = t->shape[d] == shape[d];
+  if (same) return t;
+  td_ew_expand(t, ndim, shape, buf);
+  return buf;
 }
 

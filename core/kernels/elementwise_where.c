@@ -86,17 +86,16 @@ static bool check_mask(const char *call, const td_tensor *mask) {
 
 /* ---- where -------------------------------------------------------------------------------- */
 
-/* An operand of where as a tensor of dtype r: tensors cast, scalars checked. */
-static td_tensor *where_operand(const char *call, td_operand x, int32_t r) {
-  if (x.t) return td_tensor_to_dtype(x.t, r);
+/* An operand of where as dtype r: tensors cast, scalars checked into r's bytes. */
+static bool where_operand(const char *call, td_operand x, int32_t r, td_ew_arg *arg) {
+  if (x.t) return td_ew_arg_init(arg, call, x, r);
   uint64_t bits;
   double v = x.s;
   if (x.kind == TD_SCALAR_BOOL) v = v != 0;
   else if (x.kind == TD_SCALAR_INT) v = trunc(v);
-  if (!td_ew_fill_value(call, v, r, true, &bits)) return NULL;
-  td_tensor *t = td_tensor_empty(0, NULL, r);
-  if (t) memcpy(td_tensor_ptr(t), &bits, (size_t)t->itemsize);
-  return t;
+  if (!td_ew_fill_value(call, v, r, true, &bits)) return false;
+  td_ew_arg_bits(arg, r, bits);
+  return true;
 }
 
 TD_EXPORT td_tensor *td_where(const td_tensor *mask, const td_tensor *a, double a_scalar,
@@ -122,18 +121,20 @@ TD_EXPORT td_tensor *td_where(const td_tensor *mask, const td_tensor *a, double 
                            &n1, s1) ||
       !td_broadcast_shapes(call, n1, s1, b ? b->ndim : 0, b ? b->shape : NULL, &ndim, shape))
     return NULL;
-  td_tensor *xc = where_operand(call, x, r), *yc = xc ? where_operand(call, y, r) : NULL;
-  td_tensor *out = yc ? td_tensor_empty(ndim, shape, r) : NULL;
+  td_ew_arg xa, ya;
+  xa.owned = ya.owned = NULL;
+  td_tensor *out = where_operand(call, x, r, &xa) && where_operand(call, y, r, &ya)
+                       ? td_tensor_empty(ndim, shape, r)
+                       : NULL;
   if (out) {
     td_tensor me, xe, ye;
-    td_ew_expand(mask, ndim, shape, &me);
-    td_ew_expand(xc, ndim, shape, &xe);
-    td_ew_expand(yc, ndim, shape, &ye);
-    const td_tensor *ops[4] = {out, &me, &xe, &ye};
+    const td_tensor *ops[4] = {out, td_ew_expanded(mask, ndim, shape, &me),
+                               td_ew_expanded(xa.t, ndim, shape, &xe),
+                               td_ew_expanded(ya.t, ndim, shape, &ye)};
     td_ew_run(4, ops, by_size(out->itemsize, true), NULL);
   }
-  td_tensor_release(xc);
-  td_tensor_release(yc);
+  td_ew_arg_done(&xa);
+  td_ew_arg_done(&ya);
   return out;
 }
 

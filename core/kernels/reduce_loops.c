@@ -10,6 +10,8 @@
  * order at the end: the compiler may not reorder a floating-point chain by itself, and
  * independent lanes let it use vector instructions and hide add latency. Blocks need
  * no such trick: each column is its own chain and the loop over columns vectorises.
+ * Both are compiled for AVX-512, AVX2 and the baseline (WIDEST): the order of the
+ * operations is the one written, so every version gives the same bits.
  */
 #include <math.h>
 #include <stdint.h>
@@ -114,7 +116,7 @@ enum { LANES = 8 };
   }
 
 #define DEF_BLOCK(FAM, DN, DT, DK, AT, FIELD, ID, VAL, CENTER)                          \
-  static void block_##FAM##_##DN(const td_reduce_cols *cl, const char *p, int64_t sc,   \
+  WIDEST static void block_##FAM##_##DN(const td_reduce_cols *cl, const char *p, int64_t sc,   \
                                  int64_t w, int64_t sr, int64_t nr, int64_t pos,        \
                                  double prm) {                                          \
     (void)pos, (void)prm;                                                               \

@@ -29,13 +29,37 @@ struct td_storage {
   int32_t device_index;
   td_storage_free_fn free_fn; /* external kinds: frees data (td_storage_new_external) */
   void *free_ctx;
+  int64_t small_block;  /* a small heap storage: its block's capacity (td_small_block); else 0 */
 };
+
+/* A small heap storage is one block: the storage, room for the header of the tensor
+ * made with it (td_tensor_empty), and the data, 64-byte aligned like every heap
+ * block. One allocation instead of three for a small result; the header lives as long
+ * as the storage (it holds a reference to it). */
+typedef struct td_small_block {
+  _Alignas(64) td_storage storage;
+  _Alignas(64) td_tensor header;
+  _Alignas(64) char data[];
+} td_small_block;
+/* The largest small block (storage, header and data). */
+#define TD_SMALL_BLOCK ((int64_t)64 << 10)
+/* True when t is the header inside its own storage's block (freed with the storage). */
+static inline bool td_header_is_inline(const td_tensor *t) {
+  return t->storage->small_block && t == &((const td_small_block *)t->storage)->header;
+}
 
 /* ---- heap blocks (heap_cache.c) ---- */
 /* A block of at least nbytes, 64-byte aligned (large ones 2 MiB aligned and maybe
  * reused); *capacity receives its real size, which td_heap_free needs back. */
 void *td_heap_alloc(int64_t nbytes, int64_t *capacity);
 void td_heap_free(void *data, int64_t capacity);
+/* A heap storage of nbytes; *header receives the room for a header inside its block
+ * when it is small, else NULL (storage.c). */
+td_storage *td_storage_new_heap_with_header(int64_t nbytes, td_tensor **header);
+/* A block of nbytes (at most TD_SMALL_BLOCK) for a small storage, 64-byte aligned,
+ * maybe reused; *capacity its real size, which td_small_free needs back. */
+void *td_small_alloc(int64_t nbytes, int64_t *capacity);
+void td_small_free(void *block, int64_t capacity);
 /* Registers the cache's fork handler now (call before any fork). */
 void td_heap_cache_before_fork(void);
 
@@ -70,6 +94,10 @@ bool td_check_cpu(const char *call, const td_tensor *t, const char *what);
  * no-op), and when their bytes may overlap otherwise (read one from a snapshot). */
 bool td_same_layout(const td_tensor *a, const td_tensor *b);
 bool td_tensors_overlap(const td_tensor *a, const td_tensor *b);
+/* t as dtype, to read during one call: t itself when it has that dtype (no reference
+ * taken and no allocation: the caller's holds it), else a cast copy, also put in *owned
+ * for the caller to release. NULL after td_fail (copy.c). */
+const td_tensor *td_as_dtype(const td_tensor *t, int32_t dtype, td_tensor **owned);
 static inline char *td_tensor_ptr(const td_tensor *t) {
   return t->storage->data + t->offset * t->itemsize;
 }

@@ -4,6 +4,7 @@
  * backend's device and pinned blocks). Tensors are views over one storage each.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,8 +31,42 @@ static td_storage *storage_header(const char *call, int64_t nbytes) {
   return s;
 }
 
+/* A small storage in one block with room for a header (internal.h); NULL when nbytes
+ * is too large for one, with no error set. */
+static td_storage *small_storage(int64_t nbytes) {
+  const int64_t data_at = (int64_t)offsetof(td_small_block, data);
+  if (nbytes < 0 || nbytes > TD_SMALL_BLOCK - data_at) return NULL;
+  int64_t capacity;
+  td_small_block *b = td_small_alloc(data_at + nbytes, &capacity);
+  if (!b) return NULL;
+  td_storage *s = &b->storage;
+  memset(s, 0, sizeof *s);
+  atomic_init(&s->refcount, 1);
+  s->data = b->data;
+  s->nbytes = nbytes;
+  s->mapped_bytes = capacity - data_at;
+  s->small_block = capacity;
+  s->kind = TD_STORAGE_HEAP;
+  s->writable = 1;
+  s->device_type = TD_DEVICE_CPU;
+  atomic_fetch_add(&live_bytes, nbytes);
+  return s;
+}
+
+td_storage *td_storage_new_heap_with_header(int64_t nbytes, td_tensor **header) {
+  td_storage *s = small_storage(nbytes);
+  if (s) {
+    *header = &((td_small_block *)s)->header;
+    return s;
+  }
+  *header = NULL;
+  return td_storage_new_heap(nbytes);
+}
+
 TD_EXPORT td_storage *td_storage_new_heap(int64_t nbytes) {
-  td_storage *s = storage_header("storage", nbytes);
+  td_storage *s = small_storage(nbytes);
+  if (s) return s;
+  s = storage_header("storage", nbytes);
   if (!s) return NULL;
   s->kind = TD_STORAGE_HEAP;
   s->data = td_heap_alloc(nbytes, &s->mapped_bytes);
@@ -157,6 +192,10 @@ TD_EXPORT void td_storage_release(td_storage *s) {
   switch (s->kind) {
     case TD_STORAGE_HEAP:
       atomic_fetch_sub(&live_bytes, s->nbytes);
+      if (s->small_block) {
+        td_small_free(s, s->small_block); /* the storage itself is in the block */
+        return;
+      }
       td_heap_free(s->data, s->mapped_bytes);
       break;
     case TD_STORAGE_SHARED:

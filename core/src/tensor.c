@@ -76,13 +76,16 @@ bool td_contiguous_strides(int32_t ndim, const int64_t *shape, int64_t *strides)
   return true;
 }
 
-/* Fills every field but refcount; shape and strides may alias header's own arrays. */
+/* Fills every field but refcount; shape and strides may alias header's own arrays. The
+ * dims past ndim are zeroed, so two headers of one layout are the same bytes. Plain
+ * loops: a result's header is written several times per op, and at 1-3 dims a libc
+ * memcpy / memset call costs more than the copy. */
 static void set_layout(td_tensor *h, td_storage *s, int64_t offset, int32_t ndim,
                        const int64_t *shape, const int64_t *strides, int32_t dtype) {
   int64_t sh[TD_MAX_DIMS], st[TD_MAX_DIMS];
-  if (ndim) memcpy(sh, shape, (size_t)ndim * sizeof *shape);
+  for (int32_t i = 0; i < ndim; i++) sh[i] = shape[i];
   if (strides) {
-    if (ndim) memcpy(st, strides, (size_t)ndim * sizeof *strides);
+    for (int32_t i = 0; i < ndim; i++) st[i] = strides[i];
   } else {
     (void)td_contiguous_strides(ndim, sh, st); /* callers validated the shape */
   }
@@ -91,11 +94,9 @@ static void set_layout(td_tensor *h, td_storage *s, int64_t offset, int32_t ndim
   h->ndim = ndim;
   h->dtype = dtype;
   h->itemsize = td_itemsizes[dtype];
-  memset(h->shape, 0, sizeof h->shape);
-  memset(h->strides, 0, sizeof h->strides);
-  if (ndim) {
-    memcpy(h->shape, sh, (size_t)ndim * sizeof *sh);
-    memcpy(h->strides, st, (size_t)ndim * sizeof *st);
+  for (int32_t i = 0; i < TD_MAX_DIMS; i++) {
+    h->shape[i] = i < ndim ? sh[i] : 0;
+    h->strides[i] = i < ndim ? st[i] : 0;
   }
 }
 
@@ -116,22 +117,30 @@ void td_view_set(td_tensor *out, const td_tensor *t, int64_t offset, int32_t ndi
 }
 
 static td_tensor *new_contiguous(const char *call, int32_t ndim, const int64_t *shape,
-                                 int32_t dtype, td_storage *(*alloc)(int64_t)) {
+                                 int32_t dtype, bool shared) {
   int64_t numel;
   if (!td_check_dtype(call, dtype) || !td_shape_is_valid(call, ndim, shape, &numel)) return NULL;
-  td_storage *s = alloc(numel * td_itemsizes[dtype]);
+  const int64_t nbytes = numel * td_itemsizes[dtype];
+  td_tensor *inline_header = NULL;
+  td_storage *s = shared ? td_storage_new_shared(nbytes)
+                         : td_storage_new_heap_with_header(nbytes, &inline_header);
   if (!s) return NULL;
+  if (inline_header) { /* the header in the storage's block takes its first reference */
+    set_layout(inline_header, s, 0, ndim, shape, NULL, dtype);
+    inline_header->refcount = 1;
+    return inline_header;
+  }
   td_tensor *t = td_tensor_wrap(s, 0, ndim, shape, NULL, dtype);
   td_storage_release(s);
   return t;
 }
 
 TD_EXPORT td_tensor *td_tensor_empty(int32_t ndim, const int64_t *shape, int32_t dtype) {
-  return new_contiguous("empty", ndim, shape, dtype, td_storage_new_heap);
+  return new_contiguous("empty", ndim, shape, dtype, false);
 }
 
 TD_EXPORT td_tensor *td_tensor_empty_shared(int32_t ndim, const int64_t *shape, int32_t dtype) {
-  return new_contiguous("empty_shared", ndim, shape, dtype, td_storage_new_shared);
+  return new_contiguous("empty_shared", ndim, shape, dtype, true);
 }
 
 TD_EXPORT td_tensor *td_tensor_from_storage(td_storage *s, int64_t offset, int32_t ndim,
@@ -189,8 +198,16 @@ TD_EXPORT void td_tensor_retain(td_tensor *t) {
 TD_EXPORT void td_tensor_release(td_tensor *t) {
   if (!t || __atomic_load_n(&t->refcount, __ATOMIC_RELAXED) <= 0) return;
   if (__atomic_fetch_sub(&t->refcount, 1, __ATOMIC_ACQ_REL) != 1) return;
+  const bool inline_header = td_header_is_inline(t); /* freed with its storage's block */
   td_storage_release(t->storage);
-  free(t);
+  if (!inline_header) free(t);
+}
+
+TD_EXPORT void td_tensor_release_slots(td_tensor **ts, const int32_t *slots, int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    td_tensor_release(ts[slots[i]]);
+    ts[slots[i]] = NULL;
+  }
 }
 
 TD_EXPORT int64_t td_tensor_size(const td_tensor *t, int32_t d) {

@@ -12,6 +12,7 @@ local device = require("tensordict.device")
 local C = lib.C
 local fail, describe, dim0 = util.fail, util.describe, util.dim0
 local Tensor, adopt, H, check = tensor.Tensor, tensor.adopt, tensor.handle, tensor.check
+local value_of = tensor.value_of
 local dims_buf = util.dims_buf
 
 -- Reads dims (nil, a number, or a list) into dims_buf; returns the count (0: all).
@@ -38,9 +39,10 @@ local function check_not_empty(call, h, dims, n)
   end
 end
 
--- keepdim given as a boolean or inside an options table.
+-- keepdim given as a boolean or inside an options table (read only).
+local KEEPDIM, NO_KEEPDIM = { keepdim = true }, { keepdim = false }
 local function options(call, opts)
-  if opts == nil or type(opts) == "boolean" then return { keepdim = opts or false } end
+  if opts == nil or type(opts) == "boolean" then return opts and KEEPDIM or NO_KEEPDIM end
   if type(opts) ~= "table" then
     fail(("%s: expected keepdim (a boolean) or an options table, got %s"):format(call, describe(opts)))
   end
@@ -59,9 +61,14 @@ local function reduce(op, call, self, dims, opts, param)
   local h = H(self)
   local n = read_dims(call, h, dims)
   local o = options(call, opts)
-  local result = adopt(device.pick(call, h).td_reduce(op, h, dims_buf, n, o.keepdim and 1 or 0, param or 0))
-  if n == 0 and not o.keepdim then return value_or_tensor(result) end
-  return result
+  local kernels = device.pick(call, h)
+  local p = kernels.td_reduce(op, h, dims_buf, n, o.keepdim and 1 or 0, param or 0)
+  -- A host result's number is read without making a tensor; a device one is copied.
+  if n == 0 and not o.keepdim and p ~= nil and p.ndim == 0 then
+    if kernels == C then return value_of(p) end
+    return value_or_tensor(adopt(p))
+  end
+  return adopt(p)
 end
 
 local SIMPLE = {

@@ -4,10 +4,10 @@
 --   h  a td_tensor header in Lua-managed memory (ffi.new), caller-owned in the C
 --      sense: it holds no storage reference of its own;
 --   o  the owner: a small cdata holding the one C reference to the storage (an owned
---      td_tensor), released by its GC finaliser or by free().
+--      td_tensor), released once the GC finds the owner dead (slots.lua: a sweep per
+--      GC cycle, no finaliser per owner) or by free().
 -- Every tensor made from the same storage shares one owner, so a view costs one
--- header and one table and no finaliser (a LuaJIT finaliser costs ~300 ns, more than
--- a view is allowed to). free() releases the owner: the tensor and every tensor that
+-- header and one table. free() releases the owner: the tensor and every tensor that
 -- shares its storage raise on use afterwards. No numeric loops here: they are all in
 -- the C kernels.
 local ffi = require("ffi")
@@ -18,6 +18,7 @@ local index = require("tensordict.index")
 local memory = require("tensordict.memory")
 local late = require("tensordict.late") -- gather, create, print, cuda: they require this module
 local device = require("tensordict.device") -- which kernels an op's tensors go to
+local slots = require("tensordict.slots")
 
 local C = lib.C
 local fail, c_fail, describe, dim0 = util.fail, util.c_fail, util.describe, util.dim0
@@ -26,28 +27,33 @@ local pick, pick_copy = device.pick, device.pick_copy
 local BOOL, FLOAT64 = dtypes.BOOL, dtypes.FLOAT64
 local tonumber, type, setmetatable, getmetatable = tonumber, type, setmetatable, getmetatable
 
--- Made once per Lua state; a reload rebinds the metamethods below.
-local mt, Owner = unpack(require("tensordict.once")("tensor_type", function()
+-- Made once per Lua state; a reload rebinds the metamethods below and keeps serving
+-- the owners already made.
+local mt, Owner, owners = unpack(require("tensordict.once")("tensor_type", function()
   ffi.cdef [[
-    typedef struct td_owner { td_tensor *const _td_p; } td_owner;
-    typedef struct td_owner_mut { td_tensor *_td_p; } td_owner_mut;
+    typedef struct td_owner { td_tensor *const _td_p; const int32_t _td_slot; } td_owner;
+    typedef struct td_owner_mut { td_tensor *_td_p; int32_t _td_slot; } td_owner_mut;
   ]]
-  return { {}, ffi.typeof("td_owner") }
+  return { {}, ffi.typeof("td_owner"), slots.new("td_tensor *", lib.C.td_tensor_release_slots) }
 end))
+local OwnerMut = ffi.typeof("td_owner_mut *")
 local Header = ffi.typeof("td_tensor")
 local istype = ffi.istype
 local HEADER_BYTES = ffi.sizeof(Header)
+local take_slot, hold_slot = slots.take, slots.hold
 local Tensor = {} -- methods; user code may add more (torch7's habit)
 index.tensor_mt = mt
 
 local idx_buf = ffi.new("int64_t[?]", C.TD_MAX_DIMS)
 local out_buf = ffi.new("double[1]")
 
--- The owner's field is const to Lua; only this writes it (through the mutable twin).
+-- free(): the owner's field is const to Lua; only this writes it (through the mutable
+-- twin), and the slot then waits for the owner to be collected.
 local function release_owner(o)
   local t = o._td_p
   if t ~= nil then
-    ffi.cast("td_owner_mut *", o)._td_p = nil
+    ffi.cast(OwnerMut, o)._td_p = nil
+    slots.released(owners, o._td_slot)
     C.td_tensor_release(t)
   end
 end
@@ -65,7 +71,10 @@ local function adopt(p, like)
     C.td_tensor_release(p)
     return new_tensor(h, like.o)
   end
-  local t = new_tensor(h, ffi.gc(Owner(p), release_owner))
+  local slot = take_slot(owners)
+  local o = Owner(p, slot)
+  hold_slot(owners, slot, o, p)
+  local t = new_tensor(h, o)
   memory.after_alloc() -- p may own new storage: let the GC see its bytes
   return t
 end
@@ -111,6 +120,18 @@ local function read(h)
   check(C.td_tensor_read_f64(h, idx_buf, out_buf))
   local v = out_buf[0]
   if h.dtype == BOOL then return v ~= 0 end
+  return v
+end
+
+-- The value of an owned 0-dim C tensor p (a full reduction's result), released at once:
+-- no Lua tensor, owner and slot are made for a number.
+local function value_of(p)
+  if p == nil then c_fail() end
+  local status = C.td_tensor_read_f64(p, idx_buf, out_buf)
+  local v, is_bool = out_buf[0], p.dtype == BOOL
+  C.td_tensor_release(p)
+  check(status)
+  if is_bool then return v ~= 0 end
   return v
 end
 
@@ -333,10 +354,7 @@ function Tensor.free(self)
   if not ffi.istype(Owner, o) then
     fail("free: this tensor is a leaf of a TensorDict, which owns its storage; free() the TensorDict instead")
   end
-  if o._td_p ~= nil then
-    ffi.gc(o, nil)
-    release_owner(o)
-  end
+  release_owner(o)
 end
 
 --------------------------------------------------------------------------- indexing
@@ -403,6 +421,7 @@ return {
   Header = Header,
   new_tensor = new_tensor,
   adopt = adopt,
+  value_of = value_of,
   is_tensor = is_tensor,
   handle = H,
   check = check,

@@ -9,6 +9,13 @@
  * one (memcpy uses one). td_binary, which returns a new tensor, is shown too: it also
  * pays for the first touch of the output's fresh pages (64 MiB is mmapped anew by the
  * allocator for every call), which dominates on a virtual machine.
+ *
+ * Then a size sweep (1e4 to 1e7 elements, 1 and 2 threads) of the ops as a pipeline
+ * calls them: a + b and a * 2 into a new tensor released at once (so the block cache
+ * hands the same block back, as torch's allocator does), a += b, and exp into a new
+ * tensor, each as a batch of calls lasting a few ms, against memcpy batches of the same
+ * bytes (memcpy on one thread). A ratio under 1 at 1e4-1e5 is per-call overhead; at 1e6
+ * and up, bandwidth.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,7 +27,8 @@
 enum { REPS = 5 };
 
 typedef struct job {
-  int kind; /* 0 binary_, 1 binary (new tensor), 2 unary_, 3 unary (new tensor) */
+  int kind; /* 0 binary_, 1 binary (new tensor), 2 unary_, 3 unary (new tensor), 4 binary
+              with the scalar 2 (new tensor) */
   int32_t op;
   td_tensor *a;
   const td_tensor *b;
@@ -42,9 +50,10 @@ static void run_op(void *ctx) {
     case 0: status = td_binary_(j->op, j->a, j->b); break;
     case 1: r = td_binary(j->op, j->a, j->b); break;
     case 2: status = td_unary_(j->op, j->a); break;
+    case 4: r = td_binary_scalar(j->op, j->a, 2, TD_SCALAR_INT, 0); break;
     default: r = td_unary(j->op, j->a); break;
   }
-  if (status != 0 || ((j->kind == 1 || j->kind == 3) && !r)) die();
+  if (status != 0 || ((j->kind == 1 || j->kind >= 3) && !r)) die();
   td_tensor_release(r);
 }
 
@@ -60,24 +69,82 @@ static td_tensor *make(int32_t ndim, const int64_t *shape, int32_t dtype, double
   return t;
 }
 
-/* Times j's op against memcpy moving `moved` bytes in all; prints one line. */
-static void figure(const char *label, job *j, size_t moved, double target) {
-  const int64_t n = (int64_t)(moved / 2);
-  td_tensor *x = make(1, &n, TD_UINT8, 1), *y = make(1, &n, TD_UINT8, 1);
+typedef struct batch {
+  job *j;
+  int64_t calls;
+} batch;
+
+static void run_op_batch(void *ctx) {
+  batch *b = ctx;
+  for (int64_t i = 0; i < b->calls; i++) run_op(b->j);
+}
+
+static void run_memcpy_batch(void *ctx) {
+  batch *b = ctx;
+  for (int64_t i = 0; i < b->calls; i++) run_memcpy(b->j);
+}
+
+/* Best-of-REPS seconds of `calls` calls of j's op and of memcpy moving the same `moved`
+ * bytes a call (half read, half written), alternately, after one warm batch each. */
+static void against_memcpy(job *j, size_t moved, int64_t calls, double *t_op, double *t_mem) {
+  const int64_t half = (int64_t)(moved / 2);
+  td_tensor *x = make(1, &half, TD_UINT8, 1), *y = make(1, &half, TD_UINT8, 1);
   j->mdst = td_tensor_data_borrow(y);
   j->msrc = td_tensor_data_borrow(x);
-  j->nbytes = (size_t)n;
-  run_op(j); /* warm */
-  run_memcpy(j);
+  j->nbytes = (size_t)half;
+  batch b = {j, calls};
+  run_op_batch(&b); /* warm: the block cache, the pool */
+  run_memcpy_batch(&b);
+  bench_pair(REPS, run_op_batch, &b, run_memcpy_batch, &b, t_op, t_mem);
+  td_tensor_release(x);
+  td_tensor_release(y);
+}
+
+/* j's op against memcpy moving `moved` bytes in all; prints one line. */
+static void figure(const char *label, job *j, size_t moved, double target) {
   double t_op, t_mem;
-  bench_pair(REPS, run_op, j, run_memcpy, j, &t_op, &t_mem);
+  against_memcpy(j, moved, 1, &t_op, &t_mem);
   printf("%s: %.1f GB/s moved, memcpy %.1f GB/s, ratio %.2f", label,
          bench_gbps((double)moved, t_op), bench_gbps((double)moved, t_mem), t_mem / t_op);
   if (target > 0) printf(" (target >= %.1f)", target);
   printf("\n");
   fflush(stdout);
-  td_tensor_release(x);
-  td_tensor_release(y);
+}
+
+/* One row of the sweep: op j on n elements moving `moved` bytes a call, in batches of
+ * enough calls for ~100 MB of traffic. */
+static void sweep_row(const char *label, job *j, int64_t n, size_t moved) {
+  const int64_t calls = (int64_t)(100e6 / (double)moved) + 1;
+  double t_op, t_mem;
+  against_memcpy(j, moved, calls, &t_op, &t_mem);
+  printf("  %-10s %9lld %d thr: %7.2f us/call, %5.1f GB/s, memcpy %5.1f GB/s, ratio %.2f\n",
+         label, (long long)n, (int)td_get_num_threads(), t_op / (double)calls * 1e6,
+         bench_gbps((double)moved * (double)calls, t_op),
+         bench_gbps((double)moved * (double)calls, t_mem), t_mem / t_op);
+  fflush(stdout);
+}
+
+static void size_sweep(void) {
+  const int32_t threads = td_get_num_threads();
+  printf("size sweep (ratio: memcpy time of the same bytes / op time)\n");
+  for (int t = 1; t <= 2; t++) {
+    td_set_num_threads(t);
+    for (int64_t n = 10000; n <= 10000000; n *= 10) {
+      td_tensor *a = make(1, &n, TD_FLOAT32, 0.5), *b = make(1, &n, TD_FLOAT32, 0.25);
+      const size_t nb = (size_t)n * 4;
+      job add = {.kind = 1, .op = TD_BINARY_ADD, .a = a, .b = b};
+      sweep_row("add", &add, n, 3 * nb);
+      job add_ = {.kind = 0, .op = TD_BINARY_ADD, .a = a, .b = b};
+      sweep_row("add_", &add_, n, 3 * nb);
+      job mul = {.kind = 4, .op = TD_BINARY_MUL, .a = a};
+      sweep_row("mul_scalar", &mul, n, 2 * nb);
+      job ex = {.kind = 3, .op = TD_UNARY_EXP, .a = b};
+      sweep_row("exp", &ex, n, 2 * nb);
+      td_tensor_release(a);
+      td_tensor_release(b);
+    }
+  }
+  td_set_num_threads(threads);
 }
 
 int main(void) {
@@ -118,5 +185,6 @@ int main(void) {
   }
   td_tensor_release(a);
   td_tensor_release(b);
+  size_sweep();
   return 0;
 }
