@@ -99,8 +99,8 @@ static bool run_gemm(const char *call, int32_t device, int32_t dtype, const void
                    call);
 }
 
-TDC_EXPORT td_tensor *td_cuda_matmul(const td_tensor *a, const td_tensor *b) {
-  const char *call = "matmul";
+/* torch.matmul of a and b, errors naming call (mm, bmm, ... run it too). */
+static td_tensor *matmul_as(const char *call, const td_tensor *a, const td_tensor *b) {
   if (!a || !b) {
     tdc_fail(TD_EINVAL, "%s: a tensor is NULL", call);
     return NULL;
@@ -174,4 +174,51 @@ TDC_EXPORT td_tensor *td_cuda_matmul(const td_tensor *a, const td_tensor *b) {
     return NULL;
   }
   return out;
+}
+
+TDC_EXPORT td_tensor *td_cuda_matmul(const td_tensor *a, const td_tensor *b) {
+  return matmul_as("matmul", a, b);
+}
+
+/* ---- mm, bmm, mv, dot: matmul with fixed ranks, refused as the CPU refuses ---- */
+
+static void shape_text(char *buf, size_t len, const td_tensor *t) {
+  size_t used = (size_t)snprintf(buf, len, "[");
+  for (int32_t d = 0; d < t->ndim && used < len; d++)
+    used += (size_t)snprintf(buf + used, len - used, d ? ", %lld" : "%lld", (long long)t->shape[d]);
+  if (used < len) snprintf(buf + used, len - used, "]");
+}
+
+static td_tensor *fixed_ranks(const char *call, const td_tensor *a, const td_tensor *b,
+                              int32_t a_ndim, int32_t b_ndim) {
+  if (!a || !b) {
+    tdc_fail(TD_EINVAL, "%s: the %s tensor is NULL", call, a ? "second" : "first");
+    return NULL;
+  }
+  char sa[TD_MAX_DIMS * 22 + 4], sb[TD_MAX_DIMS * 22 + 4];
+  shape_text(sa, sizeof sa, a);
+  shape_text(sb, sizeof sb, b);
+  if (a->ndim != a_ndim || b->ndim != b_ndim) {
+    tdc_fail(TD_ESHAPE, "%s: expected %d-D and %d-D tensors, but got shapes %s and %s", call,
+             (int)a_ndim, (int)b_ndim, sa, sb);
+    return NULL;
+  }
+  if (a_ndim == 3 && a->shape[0] != b->shape[0]) {
+    tdc_fail(TD_ESHAPE, "%s: batch sizes differ: shapes %s and %s", call, sa, sb);
+    return NULL;
+  }
+  return matmul_as(call, a, b);
+}
+
+TDC_EXPORT td_tensor *td_cuda_mm(const td_tensor *a, const td_tensor *b) {
+  return fixed_ranks("mm", a, b, 2, 2);
+}
+TDC_EXPORT td_tensor *td_cuda_bmm(const td_tensor *a, const td_tensor *b) {
+  return fixed_ranks("bmm", a, b, 3, 3);
+}
+TDC_EXPORT td_tensor *td_cuda_mv(const td_tensor *a, const td_tensor *v) {
+  return fixed_ranks("mv", a, v, 2, 1);
+}
+TDC_EXPORT td_tensor *td_cuda_dot(const td_tensor *a, const td_tensor *b) {
+  return fixed_ranks("dot", a, b, 1, 1);
 }

@@ -56,6 +56,10 @@ td_tensor *tdc_contiguous_or_same(const char *call, const td_tensor *t, int32_t 
 /* A scalar as a 0-dim device tensor of dtype on device. */
 td_tensor *tdc_scalar_tensor(const char *call, int32_t device, double s, int32_t kind,
                              int32_t dtype);
+/* Copies r (a new result, released here) into a after the CPU's in-place checks (writable,
+ * same shape, no float into an integer tensor, nothing but bool into bool); the status
+ * (r NULL: the error already recorded). elementwise.cu. */
+int32_t tdc_into(const char *call, td_tensor *a, td_tensor *r);
 /* Reads one int32 flag written by a kernel (synchronizes). */
 bool tdc_read_flag(const char *call, const int32_t *dflag, int32_t *out);
 
@@ -85,6 +89,22 @@ __device__ __forceinline__ int64_t tdc_offset(const tdc_layout &l, int64_t i) {
   }
   return off;
 }
+
+/* a's dims split into kept ones (kl: one output each, in row-major order) and reduced
+ * ones (rl); shape and nd: the output's shape (keepdim: size 1 at reduced dims). With
+ * one dim reduced, rl walks one line and kl the starts of the lines. reduce.cu. */
+struct tdc_split {
+  tdc_layout kl, rl;
+  int64_t shape[TD_MAX_DIMS];
+  int32_t nd;
+  int64_t nout, nred;
+};
+tdc_split tdc_split_dims(const td_tensor *a, const bool *reduced, int32_t keepdim);
+/* A host tensor of a's dtype and ndim with every size 1: the CPU library plans a device
+ * call on it (its checks, messages and result dtype) without touching device memory. */
+td_tensor *tdc_host_twin(const td_tensor *a);
+/* False after an error unless a (not NULL) is on a device, which is made current. */
+bool tdc_on_its_device(const char *call, const td_tensor *a);
 
 /* Blocks for a grid-stride loop over n elements. */
 static inline unsigned tdc_blocks(int64_t n, int threads) {

@@ -319,8 +319,7 @@ static td_tensor *binary_new(int32_t op, operand xo, operand yo) {
   return out;
 }
 
-/* Copies r into a after the CPU's in-place checks; releases r. */
-static int32_t into(const char *call, td_tensor *a, td_tensor *r) {
+int32_t tdc_into(const char *call, td_tensor *a, td_tensor *r) {
   if (!r) return td_last_status();
   int32_t status = TD_OK;
   bool same = r->ndim == a->ndim;
@@ -363,13 +362,13 @@ TDC_EXPORT td_tensor *td_cuda_binary_scalar(int32_t op, const td_tensor *a, doub
 TDC_EXPORT int32_t td_cuda_binary_(int32_t op, td_tensor *a, const td_tensor *b) {
   char call[32];
   snprintf(call, sizeof call, "%s_", op >= 0 && op <= TD_BINARY_LOGICAL_XOR ? binary_names[op] : "binary");
-  return into(call, a, td_cuda_binary(op, a, b));
+  return tdc_into(call, a, td_cuda_binary(op, a, b));
 }
 
 TDC_EXPORT int32_t td_cuda_binary_scalar_(int32_t op, td_tensor *a, double s, int32_t scalar_kind) {
   char call[32];
   snprintf(call, sizeof call, "%s_", op >= 0 && op <= TD_BINARY_LOGICAL_XOR ? binary_names[op] : "binary");
-  return into(call, a, td_cuda_binary_scalar(op, a, s, scalar_kind, 0));
+  return tdc_into(call, a, td_cuda_binary_scalar(op, a, s, scalar_kind, 0));
 }
 
 /* ---- unary ---- */
@@ -478,7 +477,7 @@ TDC_EXPORT int32_t td_cuda_unary_(int32_t op, td_tensor *a) {
   char call[32];
   snprintf(call, sizeof call, "%s_", op >= 0 && op <= TD_UNARY_ISINF ? unary_names[op] : "unary");
   if (!a) return tdc_fail(TD_EINVAL, "%s: the tensor is NULL", call);
-  return into(call, a, td_cuda_unary(op, a));
+  return tdc_into(call, a, td_cuda_unary(op, a));
 }
 
 /* ---- where and masked_fill ---- */
@@ -601,5 +600,5 @@ TDC_EXPORT td_tensor *td_cuda_masked_fill(const td_tensor *a, const td_tensor *m
 
 TDC_EXPORT int32_t td_cuda_masked_fill_(td_tensor *a, const td_tensor *mask, double value) {
   if (!a) return tdc_fail(TD_EINVAL, "masked_fill_: the tensor is NULL");
-  return into("masked_fill_", a, td_cuda_masked_fill(a, mask, value));
+  return tdc_into("masked_fill_", a, td_cuda_masked_fill(a, mask, value));
 }

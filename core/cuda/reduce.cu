@@ -1,5 +1,6 @@
 /*
- * reduce.cu: sum, mean, prod, min and max over all dims or the dims listed.
+ * reduce.cu: sum, mean, prod, min, max, argmin, argmax, std and var over all dims or the
+ * dims listed, and min / max along one dim with their indices.
  *
  * The CPU library plans the call: td_reduce on a host twin of a's dtype with every size
  * 1 checks the op, the dtype and the dims with the CPU's messages and gives the result
@@ -7,6 +8,12 @@
  * ones (walked by the strided layout), accumulating in double for floating dtypes and
  * int64 otherwise. Long reductions split across blocks (partials, then a second pass);
  * short ones (32 elements or fewer per output) take one thread per output.
+ * argmin / argmax (and the indices of min / max) take one block per output, each thread
+ * keeping its best (value, position), merged so the first extreme wins, a NaN first of
+ * all, as on the CPU. std and var are two passes of the kernels here (the mean, then the
+ * sum of squared deviations from it, in float64) divided by max(0, n - correction), as
+ * the CPU's (core/kernels/reduce_ops.c); its single pass merges pieces differently, so
+ * the last bits may differ.
  */
 #include <math.h>
 #include <string.h>
@@ -130,6 +137,63 @@ static bool launch(const char *call, int32_t op, td_tensor *out, const td_tensor
   return ok;
 }
 
+/* ---- argmin, argmax and the indices of min / max ---- */
+
+/* Whether (v at position vi) replaces (best at bi): more extreme, or as extreme and
+ * earlier; a NaN beats any number, the first NaN any later one. bi < 0: nothing yet. */
+template <class Acc>
+__device__ __forceinline__ bool arg_wins(bool max, Acc v, int64_t vi, Acc best, int64_t bi) {
+  if (vi < 0) return false;
+  if (bi < 0) return true;
+  const bool vn = v != v, bn = best != best;
+  if (vn || bn) return vn && (!bn || vi < bi);
+  if (v == best) return vi < bi;
+  return max ? v > best : v < best;
+}
+
+/* Block x takes outputs x, x + gridDim.x, ...: values (when not NULL) and indices. */
+template <class T, class Acc>
+__global__ void arg_reduce(T *values, int64_t *indices, const T *in, tdc_layout kl,
+                           tdc_layout rl, int64_t nout, int64_t nred, int32_t max) {
+  __shared__ Acc best_v[RED_THREADS];
+  __shared__ int64_t best_i[RED_THREADS];
+  for (int64_t o = blockIdx.x; o < nout; o += gridDim.x) {
+    const T *base = in + tdc_offset(kl, o);
+    Acc best = 0;
+    int64_t bi = -1;
+    for (int64_t r = threadIdx.x; r < nred; r += blockDim.x) {
+      const Acc v = tdc_cast<Acc>(base[tdc_offset(rl, r)]);
+      if (arg_wins<Acc>(max, v, r, best, bi)) best = v, bi = r;
+    }
+    best_v[threadIdx.x] = best;
+    best_i[threadIdx.x] = bi;
+    __syncthreads();
+    for (int w = blockDim.x / 2; w > 0; w /= 2) {
+      const int t = threadIdx.x;
+      if (t < w && arg_wins<Acc>(max, best_v[t + w], best_i[t + w], best_v[t], best_i[t]))
+        best_v[t] = best_v[t + w], best_i[t] = best_i[t + w];
+      __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+      if (values) values[o] = tdc_cast<T>(best_v[0]);
+      indices[o] = best_i[0];
+    }
+    __syncthreads();
+  }
+}
+
+template <class T, class Acc>
+static bool launch_arg(const char *call, bool max, td_tensor *values, td_tensor *indices,
+                       const td_tensor *a, tdc_layout kl, tdc_layout rl, int64_t nout,
+                       int64_t nred) {
+  const int threads = nred <= 64 ? 32 : RED_THREADS; /* powers of two for the merge */
+  const unsigned gx = (unsigned)(nout < 65535 * 16 ? nout : 65535 * 16);
+  arg_reduce<T, Acc><<<gx, threads, 0, tdc_stream()>>>(
+      values ? (T *)tdc_ptr(values) : NULL, (int64_t *)tdc_ptr(indices), (const T *)tdc_ptr(a),
+      kl, rl, nout, nred, max);
+  return tdc_launched(call);
+}
+
 static const char *red_name(int32_t op) {
   switch (op) {
     case TD_RED_SUM: return "sum";
@@ -137,30 +201,87 @@ static const char *red_name(int32_t op) {
     case TD_RED_PROD: return "prod";
     case TD_RED_MIN: return "min";
     case TD_RED_MAX: return "max";
+    case TD_RED_ARGMIN: return "argmin";
+    case TD_RED_ARGMAX: return "argmax";
+    case TD_RED_STD: return "std";
+    case TD_RED_VAR: return "var";
+    case TD_RED_NORM: return "norm"; /* the rest are named for their refusal */
+    case TD_RED_ALL: return "all";
+    case TD_RED_ANY: return "any";
+    case TD_RED_LOGSUMEXP: return "logsumexp";
     default: return "reduce";
   }
+}
+
+tdc_split tdc_split_dims(const td_tensor *a, const bool *reduced, int32_t keepdim) {
+  tdc_split s = tdc_split{};
+  s.nout = s.nred = 1;
+  for (int32_t d = 0; d < a->ndim; d++) {
+    tdc_layout &l = reduced[d] ? s.rl : s.kl;
+    l.shape[l.ndim] = a->shape[d];
+    l.strides[l.ndim] = a->strides[d];
+    l.ndim++;
+    if (reduced[d]) s.nred *= a->shape[d];
+    else s.nout *= a->shape[d];
+    if (!reduced[d] || keepdim) s.shape[s.nd++] = reduced[d] ? 1 : a->shape[d];
+  }
+  return s;
+}
+
+bool tdc_on_its_device(const char *call, const td_tensor *a) {
+  if (!a) {
+    tdc_fail(TD_EINVAL, "%s: the tensor is NULL", call);
+    return false;
+  }
+  return tdc_check_on(call, a, "tensor", td_tensor_device_index(a)) &&
+         tdc_use_device(call, td_tensor_device_index(a));
+}
+
+td_tensor *tdc_host_twin(const td_tensor *a) {
+  int64_t ones[TD_MAX_DIMS];
+  for (int32_t d = 0; d < TD_MAX_DIMS; d++) ones[d] = 1;
+  return td_tensor_full(a->ndim, ones, a->dtype, 1);
+}
+
+static bool extreme_of_empty(const char *call, const tdc_split &s) {
+  if (s.nred == 0 && s.nout > 0) {
+    tdc_fail(TD_EINVAL, "%s: cannot reduce over a dim of size 0 (no identity)", call);
+    return true;
+  }
+  return false;
+}
+
+/* std / var: mean, squared deviations, their sum, / max(0, n - correction), in float64
+ * (see the top of the file), then cast to the planned dtype. */
+static td_tensor *spread(int32_t op, const td_tensor *a, const int32_t *dims, int32_t ndims,
+                         int32_t keepdim, double correction, int64_t nred, int32_t out_dtype) {
+  const char *call = red_name(op);
+  td_tensor *x = tdc_contiguous_as(call, a, TD_FLOAT64);
+  td_tensor *mean = x ? td_cuda_reduce(TD_RED_MEAN, x, dims, ndims, 1, 0) : NULL;
+  td_tensor *dev = mean ? td_cuda_binary(TD_BINARY_SUB, x, mean) : NULL;
+  td_tensor *sq = dev ? td_cuda_binary(TD_BINARY_MUL, dev, dev) : NULL;
+  td_tensor *ss = sq ? td_cuda_reduce(TD_RED_SUM, sq, dims, ndims, keepdim, 0) : NULL;
+  const double n = (double)nred, div = n > correction ? n - correction : 0.0;
+  td_tensor *var = ss ? td_cuda_binary_scalar(TD_BINARY_DIV, ss, div, TD_SCALAR_FLOAT, 0) : NULL;
+  td_tensor *res = var && op == TD_RED_STD ? td_cuda_unary(TD_UNARY_SQRT, var) : NULL;
+  const td_tensor *value = op == TD_RED_STD ? res : var;
+  td_tensor *out = value ? tdc_contiguous_as(call, value, out_dtype) : NULL;
+  td_tensor *temps[] = {x, mean, dev, sq, ss, var, res};
+  for (td_tensor *t : temps) td_tensor_release(t);
+  return out;
 }
 
 TDC_EXPORT td_tensor *td_cuda_reduce(int32_t op, const td_tensor *a, const int32_t *dims,
                                      int32_t ndims, int32_t keepdim, double param) {
   const char *call = red_name(op);
-  if (!a) {
-    tdc_fail(TD_EINVAL, "%s: the tensor is NULL", call);
+  if (op < 0 || op > TD_RED_VAR) {
+    tdc_fail(TD_EINVAL, "%s: op %d has no CUDA kernel (sum, mean, prod, min, max, argmin, "
+             "argmax, std and var do); move the tensor to the CPU with :cpu() for it", call, (int)op);
     return NULL;
   }
-  if (op != TD_RED_SUM && op != TD_RED_MEAN && op != TD_RED_PROD && op != TD_RED_MIN &&
-      op != TD_RED_MAX) {
-    tdc_fail(TD_EINVAL, "reduce: op %d has no CUDA kernel (sum, mean, prod, min and max do); "
-             "move the tensor to the CPU with :cpu() for it", (int)op);
-    return NULL;
-  }
-  if (!tdc_check_on(call, a, "tensor", td_tensor_device_index(a)) ||
-      !tdc_use_device(call, td_tensor_device_index(a)))
-    return NULL;
+  if (!tdc_on_its_device(call, a)) return NULL;
   /* the CPU's checks and result dtype, from a host twin with every size 1 */
-  int64_t ones[TD_MAX_DIMS];
-  for (int32_t d = 0; d < TD_MAX_DIMS; d++) ones[d] = 1;
-  td_tensor *twin = td_tensor_full(a->ndim, ones, a->dtype, 1);
+  td_tensor *twin = tdc_host_twin(a);
   td_tensor *planned = twin ? td_reduce(op, twin, dims, ndims, keepdim, param) : NULL;
   td_tensor_release(twin);
   if (!planned) return NULL;
@@ -171,36 +292,70 @@ TDC_EXPORT td_tensor *td_cuda_reduce(int32_t op, const td_tensor *a, const int32
   for (int32_t i = 0; i < ndims; i++) reduced[dims[i] < 0 ? dims[i] + (a->ndim ? a->ndim : 1) : dims[i]] = true;
   if (ndims == 0)
     for (int32_t d = 0; d < a->ndim; d++) reduced[d] = true;
-  tdc_layout kl = tdc_layout{}, rl = tdc_layout{};
-  int64_t shape[TD_MAX_DIMS];
-  int32_t nd = 0;
-  int64_t nout = 1, nred = 1;
-  for (int32_t d = 0; d < a->ndim; d++) {
-    tdc_layout &l = reduced[d] ? rl : kl;
-    l.shape[l.ndim] = a->shape[d];
-    l.strides[l.ndim] = a->strides[d];
-    l.ndim++;
-    if (reduced[d]) nred *= a->shape[d];
-    else nout *= a->shape[d];
-    if (!reduced[d] || keepdim) shape[nd++] = reduced[d] ? 1 : a->shape[d];
-  }
-  if (out_ndim == 0) nd = 0; /* every dim reduced: 0-dim, as the CPU gives it */
-  if (nred == 0 && (op == TD_RED_MIN || op == TD_RED_MAX) && nout > 0) {
-    tdc_fail(TD_EINVAL, "%s: cannot reduce over a dim of size 0 (no identity)", call);
-    return NULL;
-  }
-  td_tensor *out = tdc_empty(call, td_tensor_device_index(a), nd, shape, out_dtype);
-  if (!out || nout == 0) return out;
+  tdc_split s = tdc_split_dims(a, reduced, keepdim);
+  if (out_ndim == 0) s.nd = 0; /* every dim reduced: 0-dim, as the CPU gives it */
+  const bool extreme = op == TD_RED_MIN || op == TD_RED_MAX || op == TD_RED_ARGMIN || op == TD_RED_ARGMAX;
+  if (extreme && extreme_of_empty(call, s)) return NULL;
+  if (op == TD_RED_STD || op == TD_RED_VAR)
+    return spread(op, a, dims, ndims, keepdim, param, s.nred, out_dtype);
+  td_tensor *out = tdc_empty(call, td_tensor_device_index(a), s.nd, s.shape, out_dtype);
+  if (!out || s.nout == 0) return out;
   bool ok = true;
   TDC_DISPATCH(a->dtype, T, {
-    if (tdc_is_float<typename tdc_acc<T>::type>::value)
-      ok = launch<T, double>(call, op, out, a, kl, rl, nout, nred);
+    const bool fl = tdc_is_float<typename tdc_acc<T>::type>::value;
+    if (op == TD_RED_ARGMIN || op == TD_RED_ARGMAX)
+      ok = fl ? launch_arg<T, double>(call, op == TD_RED_ARGMAX, NULL, out, a, s.kl, s.rl, s.nout, s.nred)
+              : launch_arg<T, int64_t>(call, op == TD_RED_ARGMAX, NULL, out, a, s.kl, s.rl, s.nout, s.nred);
+    else if (fl)
+      ok = launch<T, double>(call, op, out, a, s.kl, s.rl, s.nout, s.nred);
     else
-      ok = launch<T, int64_t>(call, op, out, a, kl, rl, nout, nred);
+      ok = launch<T, int64_t>(call, op, out, a, s.kl, s.rl, s.nout, s.nred);
   });
   if (!ok) {
     td_tensor_release(out);
     return NULL;
   }
   return out;
+}
+
+TDC_EXPORT int32_t td_cuda_reduce_with_index(int32_t op, const td_tensor *a, int32_t dim,
+                                             int32_t keepdim, td_tensor **values,
+                                             td_tensor **indices) {
+  const char *call = red_name(op);
+  if (!values || !indices)
+    return tdc_fail(TD_EINVAL, "%s: the %s output pointer is NULL", call, values ? "indices" : "values");
+  if (!tdc_on_its_device(call, a)) return td_last_status();
+  /* the CPU's checks (op, dim) and shapes, from a host twin */
+  td_tensor *twin = tdc_host_twin(a), *pv = NULL, *pi = NULL;
+  const int32_t status = twin ? td_reduce_with_index(op, twin, dim, keepdim, &pv, &pi) : td_last_status();
+  td_tensor_release(twin);
+  if (status != TD_OK) return status;
+  const int32_t out_ndim = pv->ndim;
+  td_tensor_release(pv);
+  td_tensor_release(pi);
+  bool reduced[TD_MAX_DIMS] = {false};
+  if (a->ndim > 0) reduced[dim] = true;
+  tdc_split s = tdc_split_dims(a, reduced, keepdim);
+  if (out_ndim == 0) s.nd = 0;
+  if (extreme_of_empty(call, s)) return td_last_status();
+  const int32_t device = td_tensor_device_index(a);
+  td_tensor *v = tdc_empty(call, device, s.nd, s.shape, a->dtype);
+  td_tensor *ix = v ? tdc_empty(call, device, s.nd, s.shape, TD_INT64) : NULL;
+  bool ok = ix != NULL;
+  if (ok && s.nout > 0) {
+    TDC_DISPATCH(a->dtype, T, {
+      if (tdc_is_float<typename tdc_acc<T>::type>::value)
+        ok = launch_arg<T, double>(call, op == TD_RED_MAX, v, ix, a, s.kl, s.rl, s.nout, s.nred);
+      else
+        ok = launch_arg<T, int64_t>(call, op == TD_RED_MAX, v, ix, a, s.kl, s.rl, s.nout, s.nred);
+    });
+  }
+  if (!ok) {
+    td_tensor_release(v);
+    td_tensor_release(ix);
+    return td_last_status();
+  }
+  *values = v;
+  *indices = ix;
+  return TD_OK;
 }

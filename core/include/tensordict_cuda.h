@@ -25,7 +25,7 @@
 
 #include "tensordict.h"
 
-#define TD_CUDA_ABI_VERSION 1
+#define TD_CUDA_ABI_VERSION 2
 
 #ifdef __cplusplus
 extern "C" {
@@ -91,10 +91,23 @@ td_tensor *td_cuda_where(const td_tensor *mask, const td_tensor *a, double a_sca
 td_tensor *td_cuda_masked_fill(const td_tensor *a, const td_tensor *mask, double value);
 int32_t td_cuda_masked_fill_(td_tensor *a, const td_tensor *mask, double value);
 td_tensor *td_cuda_masked_select(const td_tensor *a, const td_tensor *mask);
+/* A bound is ignored unless its has_ flag is set; the CPU plans dtype and bounds. */
+td_tensor *td_cuda_clamp(const td_tensor *a, double min, double max, int32_t has_min,
+                         int32_t has_max);
+int32_t td_cuda_clamp_(td_tensor *a, double min, double max, int32_t has_min, int32_t has_max);
 
-/* sum, mean, prod, min, max over the ndims dims listed (0: all); param unused. */
+/* sum, mean, prod, min, max, argmin, argmax, std, var over the ndims dims listed (0:
+ * all); param: std and var's correction. Other ops are refused (move to the CPU). */
 td_tensor *td_cuda_reduce(int32_t op, const td_tensor *a, const int32_t *dims, int32_t ndims,
                           int32_t keepdim, double param);
+/* min or max along one dim with 0-based int64 indices (the first extreme; NaN first). */
+int32_t td_cuda_reduce_with_index(int32_t op, const td_tensor *a, int32_t dim, int32_t keepdim,
+                                  td_tensor **values, td_tensor **indices);
+/* Running sum / product along dim (floating in double, the rest in int64, as the CPU). */
+td_tensor *td_cuda_cumsum(const td_tensor *a, int32_t dim);
+td_tensor *td_cuda_cumprod(const td_tensor *a, int32_t dim);
+/* softmax (log 0) or log_softmax (log 1) along dim of a floating tensor. */
+td_tensor *td_cuda_softmax(const td_tensor *a, int32_t dim, int32_t log);
 
 /* 0-based index values (negative count from the end), int64 index tensors. */
 td_tensor *td_cuda_index_select(const td_tensor *a, int32_t dim, const td_tensor *index);
@@ -115,6 +128,12 @@ int32_t td_cuda_randint_(td_tensor *t, int64_t low, int64_t high, td_generator *
 /* torch.matmul through cuBLAS (float32, float64, float16, bfloat16; float16 and bfloat16
  * accumulate in float32); integers by a plain kernel in int64, wrapping like the CPU. */
 td_tensor *td_cuda_matmul(const td_tensor *a, const td_tensor *b);
+/* td_mm (2-D x 2-D), td_bmm (3-D x 3-D, equal batches), td_mv (2-D x 1-D) and td_dot
+ * (1-D x 1-D, a 0-dim result): the CPU's checks, then td_cuda_matmul. */
+td_tensor *td_cuda_mm(const td_tensor *a, const td_tensor *b);
+td_tensor *td_cuda_bmm(const td_tensor *a, const td_tensor *b);
+td_tensor *td_cuda_mv(const td_tensor *a, const td_tensor *v);
+td_tensor *td_cuda_dot(const td_tensor *a, const td_tensor *b);
 
 #ifdef __cplusplus
 }

@@ -44,7 +44,11 @@ local function kernel_table(CU)
     td_stack = CU.td_cuda_stack, td_cat = CU.td_cuda_cat,
     td_uniform_ = CU.td_cuda_uniform_, td_normal_ = CU.td_cuda_normal_,
     td_bernoulli_ = CU.td_cuda_bernoulli_, td_randint_ = CU.td_cuda_randint_,
-    td_matmul = CU.td_cuda_matmul,
+    td_matmul = CU.td_cuda_matmul, td_mm = CU.td_cuda_mm, td_bmm = CU.td_cuda_bmm,
+    td_mv = CU.td_cuda_mv, td_dot = CU.td_cuda_dot,
+    td_clamp = CU.td_cuda_clamp, td_clamp_ = CU.td_cuda_clamp_,
+    td_reduce_with_index = CU.td_cuda_reduce_with_index,
+    td_cumsum = CU.td_cuda_cumsum, td_cumprod = CU.td_cuda_cumprod, td_softmax = CU.td_cuda_softmax,
     td_tensor_copy_ = CU.td_cuda_copy_, td_tensor_fill_ = CU.td_cuda_fill_,
     -- contiguous shares a contiguous tensor, as on the CPU
     td_tensor_contiguous = function(h) return CU.td_cuda_to_device(h, on(h), 0) end,

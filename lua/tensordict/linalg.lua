@@ -1,10 +1,8 @@
 -- linalg.lua: matmul and friends on OpenBLAS (core/kernels/blas.c), and t().
-local lib = require("tensordict.lib")
 local util = require("tensordict.util")
 local tensor = require("tensordict.tensor")
 local device = require("tensordict.device")
 
-local C = lib.C
 local fail, describe = util.fail, util.describe
 local Tensor, adopt, is_tensor, H = tensor.Tensor, tensor.adopt, tensor.is_tensor, tensor.handle
 
@@ -22,13 +20,20 @@ function M.matmul(a, b)
   return adopt(device.pick("matmul", ha, hb).td_matmul(ha, hb))
 end
 Tensor.matmul = M.matmul
-function Tensor.mm(a, b) return adopt(C.td_mm(pair("mm", a, b))) end
-function Tensor.bmm(a, b) return adopt(C.td_bmm(pair("bmm", a, b))) end
-function Tensor.mv(a, v) return adopt(C.td_mv(pair("mv", a, v))) end
+-- mm, bmm, mv, dot: matmul with fixed ranks (the device's through cuBLAS too).
+local function fixed_ranks(call)
+  local fn = "td_" .. call
+  return function(a, b)
+    local ha, hb = pair(call, a, b)
+    return adopt(device.pick(call, ha, hb)[fn](ha, hb))
+  end
+end
+Tensor.mm, Tensor.bmm, Tensor.mv = fixed_ranks("mm"), fixed_ranks("bmm"), fixed_ranks("mv")
+local dot = fixed_ranks("dot")
 
 -- dot(a, b): a Lua number.
 function Tensor.dot(a, b)
-  local r = adopt(C.td_dot(pair("dot", a, b)))
+  local r = dot(a, b)
   local v = r:item()
   r:free()
   return v

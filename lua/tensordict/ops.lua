@@ -115,12 +115,12 @@ end
 
 function Tensor.clamp(self, lo, hi)
   local h = H(self)
-  return adopt(C.td_clamp(h, clamp_bounds("clamp", lo, hi)))
+  return adopt(pick("clamp", h).td_clamp(h, clamp_bounds("clamp", lo, hi)))
 end
 
 function Tensor.clamp_(self, lo, hi)
   local h = H(self)
-  check(C.td_clamp_(h, clamp_bounds("clamp_", lo, hi)))
+  check(pick("clamp_", h).td_clamp_(h, clamp_bounds("clamp_", lo, hi)))
   return self
 end
 
@@ -139,10 +139,10 @@ local function one_bound(call, is_min, inplace)
     end
     local lo, hi = clamp_bounds(call, is_min and bound or nil, (not is_min) and bound or nil)
     if inplace then
-      check(C.td_clamp_(h, lo, hi, is_min and 1 or 0, is_min and 0 or 1))
+      check(pick(call, h).td_clamp_(h, lo, hi, is_min and 1 or 0, is_min and 0 or 1))
       return self
     end
-    return adopt(C.td_clamp(h, lo, hi, is_min and 1 or 0, is_min and 0 or 1))
+    return adopt(pick(call, h).td_clamp(h, lo, hi, is_min and 1 or 0, is_min and 0 or 1))
   end
 end
 Tensor.clamp_min, Tensor.clamp_min_ = one_bound("clamp_min", true), one_bound("clamp_min_", true, true)

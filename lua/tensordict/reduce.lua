@@ -85,7 +85,7 @@ end
 
 -- 0-based int64 indices -> 1-based, in place (they are fresh tensors).
 local function one_based(t)
-  check(C.td_binary_scalar_(C.TD_BINARY_ADD, t.h, 1, C.TD_SCALAR_INT))
+  check(device.pick("add_", t.h).td_binary_scalar_(C.TD_BINARY_ADD, t.h, 1, C.TD_SCALAR_INT))
   return t
 end
 
@@ -102,7 +102,7 @@ local function extreme(red, call)
     dims_buf[0] = d
     check_not_empty(call, h, dims_buf, 1)
     local values, indices = ffi.new("td_tensor *[1]"), ffi.new("td_tensor *[1]")
-    check(C.td_reduce_with_index(red, h, d, o.keepdim and 1 or 0, values, indices))
+    check(device.pick(call, h).td_reduce_with_index(red, h, d, o.keepdim and 1 or 0, values, indices))
     return adopt(values[0]), one_based(adopt(indices[0]))
   end
 end
@@ -118,7 +118,8 @@ local function arg_extreme(op, call)
     local n = read_dims(call, h, dim)
     check_not_empty(call, h, dims_buf, n)
     local o = options(call, opts)
-    local result = one_based(adopt(C.td_reduce(op, h, dims_buf, n, o.keepdim and 1 or 0, 0)))
+    local kernels = device.pick(call, h)
+    local result = one_based(adopt(kernels.td_reduce(op, h, dims_buf, n, o.keepdim and 1 or 0, 0)))
     if n == 0 and not o.keepdim then return value_or_tensor(result) end
     return result
   end
@@ -175,14 +176,15 @@ local function line_dim(call, h, dim)
 end
 
 -- A running sum or product along dim (bool and integers give int64, as in torch).
-local function running(fn, call)
+local function running(call)
+  local fn = "td_" .. call
   return function(self, dim)
     local h = H(self)
-    return adopt(fn(h, line_dim(call, h, dim)))
+    return adopt(device.pick(call, h)[fn](h, line_dim(call, h, dim)))
   end
 end
-Tensor.cumsum = running(C.td_cumsum, "cumsum")
-Tensor.cumprod = running(C.td_cumprod, "cumprod")
+Tensor.cumsum = running("cumsum")
+Tensor.cumprod = running("cumprod")
 
 -- softmax(dim [, dtype]) and log_softmax: floating tensors only, as torch; dtype casts
 -- first (torch's dtype= argument), which is how an integer tensor gets one.
@@ -190,9 +192,10 @@ local function softmax(log, call)
   return function(self, dim, dtype)
     local h = H(self)
     local d = line_dim(call, h, dim)
-    if dtype == nil then return adopt(C.td_softmax(h, d, log)) end
+    if dtype == nil then return adopt(device.pick(call, h).td_softmax(h, d, log)) end
     local x = self:to(dtype)
-    local r = adopt(C.td_softmax(H(x), d, log))
+    local hx = H(x)
+    local r = adopt(device.pick(call, hx).td_softmax(hx, d, log))
     if x.o ~= self.o then x:free() end -- a cast copy (the same dtype shares self)
     return r
   end

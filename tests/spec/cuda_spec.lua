@@ -196,9 +196,26 @@ describe("device routing", function()
     H.raises(function() local _ = d:exp() end, "exp: CUDA is not available")
     H.raises(function() local _ = d:clone() end, "clone: CUDA is not available")
     H.raises(function() local _ = d:uniform_() end, "uniform_: CUDA is not available")
+    -- the ops given device twins later (clamp, mm, ..., std) route there too
+    H.raises(function() local _ = d:clamp(0, 1) end, "clamp: CUDA is not available")
+    H.raises(function() d:clamp_min_(0) end, "clamp_min_: CUDA is not available")
+    H.raises(function() local _ = d:clamp_max(1) end, "clamp_max: CUDA is not available")
+    H.raises(function() local _ = d:dot(d) end, "dot: CUDA is not available")
+    H.raises(function() local _ = d:view(2, 2):mm(d:view(2, 2)) end, "mm: CUDA is not available")
+    H.raises(function() local _ = d:view(1, 2, 2):bmm(d:view(1, 2, 2)) end, "bmm: CUDA is not available")
+    H.raises(function() local _ = d:view(2, 2):mv(d[{ { 1, 2 } }]) end, "mv: CUDA is not available")
+    H.raises(function() local _ = d:max(1) end, "max: CUDA is not available")
+    H.raises(function() local _ = d:argmin() end, "argmin: CUDA is not available")
+    H.raises(function() local _ = d:softmax(1) end, "softmax: CUDA is not available")
+    H.raises(function() local _ = d:log_softmax(1, "float64") end, "to: CUDA is not available")
+    H.raises(function() local _ = d:cumsum(1) end, "cumsum: CUDA is not available")
+    H.raises(function() local _ = d:cumprod(1) end, "cumprod: CUDA is not available")
+    H.raises(function() local _ = d:std() end, "std: CUDA is not available")
+    H.raises(function() local _ = d:var(1) end, "var: CUDA is not available")
+    H.raises(function() local _ = d:dot(T.ones(4)) end,
+      "dot: expected all tensors on one device, but got cuda:0 and cpu")
     -- an op with no CUDA kernel: the CPU kernel refuses device memory itself
-    H.raises(function() local _ = d:softmax(1) end, "softmax: the tensor is in device memory")
-    H.raises(function() local _ = d:cumsum(1) end, "cumsum", "device memory")
+    H.raises(function() local _ = d:nonzero() end, "nonzero: the tensor is in device memory")
     d:free()
   end)
 
@@ -289,6 +306,145 @@ describe("on a CUDA device", function()
     same(T.matmul(m, v), T.matmul(m:cuda(), v:cuda()), 1e-4)
     local k = T.randint(-3, 3, { 4, 5 })
     same(T.matmul(k, k:t()), T.matmul(k:cuda(), k:t():cuda()))
+  end)
+
+  on_device("clamp, clamp_min and clamp_max match the CPU, in place too", function()
+    local a = T.randn(6, 5)
+    local i = T.randint(-300, 300, { 4, 3 }, "int16")
+    same(a:clamp(-0.5, 0.5), a:cuda():clamp(-0.5, 0.5))
+    same(a:t():clamp(-0.5), a:cuda():t():clamp(-0.5))
+    same(a:clamp_min(0.25), a:cuda():clamp_min(0.25))
+    same(a:clamp_max(-0.25), a:cuda():clamp_max(-0.25))
+    same(a:clamp(1, -1), a:cuda():clamp(1, -1)) -- min > max: max everywhere
+    same(a:clamp(0 / 0, 1), a:cuda():clamp(0 / 0, 1)) -- a NaN bound: NaN everywhere
+    same(i:clamp(-100, 100), i:cuda():clamp(-100, 100))
+    same(i:clamp(-0.5, 0.5), i:cuda():clamp(-0.5, 0.5)) -- promotes to float32
+    same(i:clamp(-1e9, 1e9), i:cuda():clamp(-1e9, 1e9)) -- saturating bounds
+    same(T.tensor({ true, false }):clamp(0, 1), T.tensor({ true, false }):cuda():clamp(0, 1))
+    same(a:half():clamp(-1, 1), a:half():cuda():clamp(-1, 1))
+    local d = a:cuda()
+    assert.are.equal(d, d:clamp_(-0.1, 0.1))
+    same(a:clone():clamp_(-0.1, 0.1), d)
+    same(i:clone():clamp_min_(7), i:cuda():clamp_min_(7))
+    H.raises(function() i:cuda():clamp_(0.5, 1) end,
+      "clamp_: result type float32 can't be cast to the desired output type int16")
+    H.raises(function() local _ = a:half():cuda():clamp(-1e6) end, "clamp", "float16")
+  end)
+
+  on_device("mm, bmm, mv and dot go through cuBLAS and match the CPU", function()
+    local m, n, v = T.randn(7, 9), T.randn(9, 4), T.randn(9)
+    same(m:mm(n), m:cuda():mm(n:cuda()), 1e-4)
+    same(n:t():mm(m:t()), n:cuda():t():mm(m:cuda():t()), 1e-4)
+    local b1, b2 = T.randn(3, 7, 9), T.randn(3, 9, 4)
+    same(b1:bmm(b2), b1:cuda():bmm(b2:cuda()), 1e-4)
+    same(m:mv(v), m:cuda():mv(v:cuda()), 1e-4)
+    local w = T.randn(9)
+    local cpu, dev = v:dot(w), v:cuda():dot(w:cuda())
+    assert.are.equal("number", type(dev))
+    assert(math.abs(cpu - dev) <= 1e-4 * math.max(1, math.abs(cpu)))
+    local k = T.randint(-3, 3, { 4, 5 })
+    same(k:mm(k:t()), k:cuda():mm(k:t():cuda()))
+    same(m:double():mm(n:double()), m:double():cuda():mm(n:double():cuda()), 1e-12)
+    H.raises(function() local _ = m:cuda():mm(v:cuda()) end,
+      "mm: expected 2-D and 2-D tensors, but got shapes [7, 9] and [9]")
+    H.raises(function() local _ = b1:cuda():bmm(T.randn(2, 9, 4):cuda()) end,
+      "bmm: batch sizes differ: shapes [3, 7, 9] and [2, 9, 4]")
+    H.raises(function() local _ = v:cuda():dot(m:cuda()) end, "dot: expected 1-D and 1-D tensors")
+    H.raises(function() local _ = m:cuda():mm(n:double():cuda()) end,
+      "mm: expected m1 and m2 to have the same dtype, but got: float32 != float64")
+  end)
+
+  on_device("max and min along a dim give the CPU's values and indices; argmax, argmin too", function()
+    local a = T.randn(6, 50, 3)
+    local dev = a:cuda()
+    for _, op in ipairs({ "max", "min" }) do
+      for _, dim in ipairs({ 1, 2, 3, -1 }) do
+        local v, i = a[op](a, dim)
+        local dv, di = dev[op](dev, dim)
+        same(v, dv)
+        same(i, di)
+        v, i = a[op](a, dim, true)
+        dv, di = dev[op](dev, dim, true)
+        same(v, dv)
+        same(i, di)
+      end
+    end
+    for _, op in ipairs({ "argmax", "argmin" }) do
+      assert.are.equal(a[op](a), dev[op](dev))
+      same(a[op](a, 2), dev[op](dev, 2))
+      same(a[op](a, 1, true), dev[op](dev, 1, true))
+    end
+    -- ties: the first position; NaN: the first NaN wins, as on the CPU
+    local t = T.tensor({ { 1, 3, 3, 0 }, { 0 / 0, 2, 0 / 0, 5 } })
+    for _, op in ipairs({ "max", "min" }) do
+      local v, i = t[op](t, 2)
+      local dv, di = t:cuda()[op](t:cuda(), 2)
+      same(v, dv)
+      same(i, di)
+    end
+    local long = T.randn(5000)
+    long[4321] = 100
+    assert.are.equal(4321, long:cuda():argmax())
+    local ints = T.randint(-9, 9, { 4, 300 }, "int32")
+    local v, i = ints:max(2)
+    local dv, di = ints:cuda():max(2)
+    same(v, dv)
+    same(i, di)
+    H.raises(function() local _ = T.empty(0, 3):cuda():max(1) end, "max: cannot reduce over dim 1 of size 0")
+  end)
+
+  on_device("softmax and log_softmax match the CPU along every dim", function()
+    local a = T.randn(4, 33, 5) * 10
+    local dev = a:cuda()
+    for _, op in ipairs({ "softmax", "log_softmax" }) do
+      for _, dim in ipairs({ 1, 2, 3 }) do
+        same(a[op](a, dim), dev[op](dev, dim), 1e-6)
+      end
+      same(a:permute(3, 1, 2)[op](a:permute(3, 1, 2), 3), dev:permute(3, 1, 2)[op](dev:permute(3, 1, 2), 3), 1e-6)
+      same(a:double()[op](a:double(), 2), dev:double()[op](dev:double(), 2), 1e-12)
+      same(a:half()[op](a:half(), 2), dev:half()[op](dev:half(), 2), 1e-3)
+      same(a[op](a, 2, "float64"), dev[op](dev, 2, "float64"), 1e-12)
+    end
+    H.raises(function() local _ = T.arange(4):cuda():softmax(1) end,
+      "softmax: expected a floating tensor (float16, bfloat16, float32, float64), got int64")
+    H.raises(function() local _ = dev:softmax(4) end, "softmax", "dim")
+  end)
+
+  on_device("cumsum and cumprod match the CPU, integers in int64", function()
+    local a = T.randn(5, 40, 3)
+    local dev = a:cuda()
+    for _, op in ipairs({ "cumsum", "cumprod" }) do
+      for _, dim in ipairs({ 1, 2, 3 }) do
+        same(a[op](a, dim), dev[op](dev, dim), 1e-5)
+      end
+      same(a:transpose(1, 3)[op](a:transpose(1, 3), 2), dev:transpose(1, 3)[op](dev:transpose(1, 3), 2), 1e-5)
+    end
+    local i = T.randint(-4, 4, { 3, 30 }, "int8")
+    same(i:cumsum(2), i:cuda():cumsum(2))
+    same(i:cumprod(2), i:cuda():cumprod(2)) -- wraps in int64, as the CPU
+    local b = T.tensor({ true, false, true })
+    same(b:cumsum(1), b:cuda():cumsum(1))
+    same(T.tensor(3.5):cumsum(1), T.tensor(3.5):cuda():cumsum(1))
+  end)
+
+  on_device("std and var follow the CPU's correction", function()
+    local a = T.randn(6, 40, 3) * 3 + 100
+    local dev = a:cuda()
+    for _, op in ipairs({ "std", "var" }) do
+      local cpu, d = a[op](a), dev[op](dev)
+      assert(math.abs(cpu - d) <= 1e-5 * math.abs(cpu))
+      same(a[op](a, 2), dev[op](dev, 2), 1e-4)
+      same(a[op](a, { 1, 3 }, true), dev[op](dev, { 1, 3 }, true), 1e-4)
+      same(a[op](a, 2, { unbiased = false }), dev[op](dev, 2, { unbiased = false }), 1e-4)
+      same(a[op](a, 1, { correction = 3 }), dev[op](dev, 1, { correction = 3 }), 1e-4)
+      same(a:double()[op](a:double(), 2), dev:double()[op](dev:double(), 2), 1e-10)
+      -- n - correction <= 0: inf or NaN, as the CPU
+      same(a[op](a, 1, { correction = 6 }), dev[op](dev, 1, { correction = 6 }))
+    end
+    H.raises(function() local _ = T.arange(4):cuda():std() end, "std", "int64")
+    -- reductions with no device kernel say so
+    H.raises(function() local _ = dev:norm() end, "norm: op 9 has no CUDA kernel")
+    H.raises(function() local _ = dev:logsumexp(1) end, "logsumexp: op 12 has no CUDA kernel")
   end)
 
   on_device("random numbers follow the CPU's Philox stream", function()
