@@ -19,21 +19,21 @@ local BENIGN = {
   ["symbol not in cache"] = true,
 }
 
--- The one call allowed to stitch: the GC step a TensorDict handle pays every few
--- hundred handles (collectgarbage is not compiled by LuaJIT).
-local pay = jutil.funcinfo(require("tensordict.td_core").pay_gc_debt)
-do -- the side trace of the branch that calls it starts on the calling line
-  local n = 0
-  for line in io.lines((pay.source:gsub("^@", ""))) do
-    n = n + 1
-    if line:find("then pay_gc_debt() end", 1, true) then pay.call_line = n end
-  end
-end
+-- The one call allowed to stitch: collectgarbage, which LuaJIT does not compile (the GC
+-- step a TensorDict handle pays every few hundred handles, the collection the memory
+-- pacing forces). A stitching trace's last recorded function is the one it stitches
+-- around.
+local collectgarbage_fn = collectgarbage
 
 local function trace_events(fn)
   local loops, problems, ours, log, starts, stitches = 0, {}, {}, {}, {}, {}
+  local last_recorded = {}
   -- The callback must never raise: an error inside a JIT event handler hangs LuaJIT.
   local function record(what, tr, func, pc, code, info)
+    if what == "record" then -- (tr, func, pc, depth): the bytecode just recorded
+      last_recorded[tr] = func
+      return
+    end
     if what ~= "start" and what ~= "stop" and what ~= "abort" then return end
     local loc = func and jutil.funcinfo(func, pc) or {}
     local reason = what == "abort" and tostring(vmdef.traceerr[code] or code) or ""
@@ -44,12 +44,12 @@ local function trace_events(fn)
         or (code ~= nil and ours[code] == true)
     elseif what == "stop" then
       local link = jutil.traceinfo(tr).linktype
-      local first = starts[tr]
-      local in_pay = first and first.source == pay.source
-        and (first.currentline == pay.call_line
-          or first.currentline >= pay.linedefined and first.currentline <= pay.lastlinedefined)
-      if link == "stitch" and not in_pay then
-        stitches[#stitches + 1] = "trace " .. tr .. " stitches at " .. tostring(first and first.loc)
+      local first, last = starts[tr], last_recorded[tr]
+      if link == "stitch" and last ~= collectgarbage_fn then
+        local at = last and jutil.funcinfo(last) or {}
+        local callee = at.loc or (at.ffid and "builtin #" .. at.ffid) or "a C function"
+        stitches[#stitches + 1] = "trace " .. tr .. " stitches around " .. callee
+          .. " (started at " .. tostring(first and first.loc) .. ")"
         if ours[tr] then problems[#problems + 1] = "trace " .. tr .. " stitches" end
       end
       if link == "loop" and ours[tr] then loops = loops + 1 end
@@ -63,6 +63,7 @@ local function trace_events(fn)
     end
   end
   local function on_trace(...) pcall(record, ...) end
+  local function on_record(...) pcall(record, "record", ...) end
   -- Finalisers left by earlier specs run inside GC steps, and one that runs while a
   -- trace records aborts it ("error thrown or hook called"); after a few such aborts
   -- LuaJIT blacklists the loop. Collect them first, so the check sees this code only.
@@ -70,8 +71,10 @@ local function trace_events(fn)
   collectgarbage("collect")
   jit.flush()
   jit.attach(on_trace, "trace")
+  jit.attach(on_record, "record")
   local ok, err = pcall(fn)
   jit.attach(on_trace)
+  jit.attach(on_record)
   assert(ok, err)
   return loops, problems, concat(log, "; "), stitches
 end
