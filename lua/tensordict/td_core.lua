@@ -80,10 +80,6 @@ M.is_td = is_td
 -- a few thousand dead containers at most (measured: 3% GC, ~11 MB resident).
 local gc_debt = 0
 local GC_STEP_BYTES = 256 * 1024
--- What a container holds in C (core/dict/dict_internal.h): a 344-byte struct and its
--- 320-byte entries in one block, and for a new key set (not td[i]'s, which shares its
--- parent's) a few small blocks.
-local CONTAINER_BYTES, ENTRY_BYTES = 512, 320
 
 -- A GC step for the debt (collectgarbage is not compiled: the JIT stitches around this
 -- rare call; jit_spec allows that here and nowhere else).
@@ -97,7 +93,7 @@ M.pay_gc_debt = pay_gc_debt
 local function wrap(d)
   if d == nil then c_fail() end
   local head = C.td_dict_head_borrow(d)
-  gc_debt = gc_debt + (CONTAINER_BYTES + ENTRY_BYTES * head.nkeys) / 8
+  gc_debt = gc_debt + (4096 + 352 * head.nkeys) / 8
   if gc_debt > GC_STEP_BYTES then pay_gc_debt() end
   local slot = take_slot(handles)
   caches[slot] = false -- made by cache_of on first use (the version never matches -1)
