@@ -156,17 +156,22 @@ static void entries_init(td_entry *e, int32_t from, int32_t to) {
   }
 }
 
+/* The entries of a container made with its size known (td_dict_like: td[i], stacks,
+ * maps) live in the container's own block, right after the struct: one malloc and one
+ * free per container instead of two. Growing past them moves the entries to a block
+ * of their own (entries_reserve); inline_entries tells the two apart. */
+static td_entry *inline_entries(const td_dict *d) { return (td_entry *)(void *)(d + 1); }
+
+_Static_assert(sizeof(td_dict) % _Alignof(td_entry) == 0, "entries after td_dict stay aligned");
+
 /* A container with room for cap entries (none until the first set when 0: every byte
  * here is memory a dead container holds until the GC finalises its handle). */
 static td_dict *dict_alloc(int32_t cap) {
-  td_dict *d = calloc(1, sizeof *d);
+  td_dict *d = malloc(sizeof *d + sizeof(td_entry) * (size_t)cap);
   if (!d) return NULL;
+  memset(d, 0, sizeof *d);
   atomic_init(&d->refcount, 1);
-  d->entries = cap > 0 ? malloc(sizeof *d->entries * (size_t)cap) : NULL;
-  if (cap > 0 && !d->entries) {
-    free(d);
-    return NULL;
-  }
+  d->entries = cap > 0 ? inline_entries(d) : NULL;
   entries_init(d->entries, 0, cap);
   d->cap = cap;
   d->head.device_type = TD_DEVICE_NONE;
@@ -234,7 +239,7 @@ TD_EXPORT void td_dict_release(td_dict *d) {
   keys_release(d->keys);
   free(d->retired);
   free(d->prefix);
-  free(d->entries);
+  if (d->entries != inline_entries(d)) free(d->entries);
   free(d);
 }
 
@@ -308,12 +313,21 @@ void td_entry_share(td_entry *dst, const td_entry *src) {
   td_values_retain(dst->values);
 }
 
+/* A header that nothing else holds (refcount 1: a kernel's fresh result) hands its
+ * storage reference over as it is: no retain and release pair, two atomic operations a
+ * leaf on the joins' and maps' path. Its own memory goes now, or with the storage when
+ * it is the header inside a small block (zeroed there, so no release can reach it). */
 int32_t td_take_owned(td_tensor *out, td_tensor *owned) {
   if (!owned) return td_last_status() ? td_last_status() : TD_ENOMEM;
-  *out = *owned;
-  out->refcount = 0;
-  td_storage_retain(out->storage);
-  td_tensor_release(owned);
+  td_header_copy(out, owned);
+  if (__atomic_load_n(&owned->refcount, __ATOMIC_ACQUIRE) != 1) {
+    td_storage_retain(out->storage);
+    td_tensor_release(owned);
+  } else if (td_header_is_inline(owned)) {
+    owned->refcount = 0;
+  } else {
+    free(owned);
+  }
   return 0;
 }
 
@@ -447,13 +461,15 @@ static bool entries_reserve(td_dict *d, int32_t need, bool exact) {
   if (need <= d->cap) return true;
   int32_t cap = exact ? need : d->cap < 4 ? 4 : d->cap * 2;
   if (cap < need) cap = need;
-  bool fresh = d->keys->n == 0;
-  td_entry *e = fresh ? malloc(sizeof *e * (size_t)cap)
-                      : realloc(d->entries, sizeof *e * (size_t)cap);
+  bool fresh = d->keys->n == 0, inline_now = d->entries == inline_entries(d);
+  td_entry *e = fresh || inline_now ? malloc(sizeof *e * (size_t)cap)
+                                    : realloc(d->entries, sizeof *e * (size_t)cap);
   if (!e) return false;
   if (fresh) {
-    free(d->entries);
+    if (!inline_now) free(d->entries);
     d->cap = 0;
+  } else if (inline_now) {
+    memcpy(e, d->entries, sizeof *e * (size_t)d->cap);
   }
   entries_init(e, d->cap, cap);
   d->entries = e;

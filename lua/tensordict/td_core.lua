@@ -18,6 +18,7 @@ local util = require("tensordict.util")
 local tensor = require("tensordict.tensor")
 local json = require("tensordict.json")
 local memory = require("tensordict.memory")
+local slots = require("tensordict.slots")
 local late = require("tensordict.late") -- cuda: it requires this module
 
 local C = lib.C
@@ -32,12 +33,11 @@ local KIND_TENSOR, KIND_DICT, KIND_VALUE, KIND_VALUES =
 local M = {}
 
 -- Handles carry no finaliser. A LuaJIT finaliser costs ~450 ns per object here (its
--- registration and its call), more than td[i] may take in all. Instead each handle has
--- a slot: ptrs[slot] holds its C reference and live[slot] the handle itself, weakly.
--- Once per GC cycle (a small sentinel object's finaliser marks the end of one) the
--- slots whose handle was collected are swept: their containers are released and the
--- slots reused. A closer object kept until the Lua state closes releases the rest.
--- Made once per Lua state, so that a reload of these modules keeps serving old handles.
+-- registration and its call), more than td[i] may take in all. Instead each handle
+-- holds a slot of slots.lua, whose sweep returns the containers of collected handles
+-- to C once per GC cycle (and whose header says why its take and sweep never write
+-- the same field). Made once per Lua state, so that a reload of these modules keeps
+-- serving old handles.
 local state = require("tensordict.once")("dict_type", function()
   local mt = {}
   ffi.cdef [[
@@ -50,40 +50,21 @@ local state = require("tensordict.once")("dict_type", function()
   -- reads the head before checking the handle sees no keys and no dims.
   local dead = ffi.new("td_dict_head")
   dead.version = -2
-  local st = { mt = mt, Ref = ffi.metatype("td_dict_ref", mt), caches = {}, versions = {},
-               free_slots = {}, nfree = 0, nslots = 0, dead_head = dead,
-               live = setmetatable({}, { __mode = "v" }),
-               -- held[slot]: 0 free, 1 holding ptrs[slot], 2 released early (free()),
-               -- waiting for its handle to go before the slot is reused
-               cap = 1024, ptrs = ffi.new("td_dict *[1025]"), held = ffi.new("uint8_t[1025]") }
   local Cl = require("tensordict.lib").C
-  function st.sweep()
-    local live, ptrs, held = st.live, st.ptrs, st.held
-    for slot = 1, st.nslots do
-      local h = held[slot]
-      if h ~= 0 and live[slot] == nil then
-        if h == 1 then Cl.td_dict_release(ptrs[slot]) end
-        ptrs[slot], held[slot] = nil, 0
-        st.caches[slot] = false
-        st.nfree = st.nfree + 1
-        st.free_slots[st.nfree] = slot
-      end
+  -- Runs in the sweep (a finaliser): plain calls, no trace.
+  local function release(ptrs, dead_slots, n)
+    for i = 0, n - 1 do
+      local slot = dead_slots[i]
+      Cl.td_dict_release(ptrs[slot])
+      ptrs[slot] = nil
     end
   end
-  local function on_cycle()
-    st.sweep()
-    ffi.gc(ffi.new("char[1]"), on_cycle) -- the next cycle's sentinel
-  end
-  ffi.gc(ffi.new("char[1]"), on_cycle)
-  st.closer = ffi.gc(ffi.new("char[1]"), function()
-    for slot = 1, st.nslots do
-      if st.held[slot] == 1 then Cl.td_dict_release(st.ptrs[slot]) end
-      st.held[slot] = 0
-    end
-  end)
-  return st
+  return { mt = mt, Ref = ffi.metatype("td_dict_ref", mt), caches = {}, versions = {},
+           dead_head = dead, handles = slots.new("td_dict *", release) }
 end)
 local mt, Ref, caches, versions = state.mt, state.Ref, state.caches, state.versions
+local handles = state.handles
+local take_slot, hold_slot = slots.take, slots.hold
 local WEAK = { __mode = "v" }
 local TD = {} -- methods; user code may add more
 M.methods, M.mt, M.Ref = TD, mt, Ref
@@ -108,37 +89,17 @@ local function pay_gc_debt()
 end
 M.pay_gc_debt = pay_gc_debt
 
-local function grow_slots()
-  local cap = state.cap * 2
-  local ptrs, held = ffi.new("td_dict *[?]", cap + 1), ffi.new("uint8_t[?]", cap + 1)
-  ffi.copy(ptrs, state.ptrs, ffi.sizeof("td_dict *") * (state.cap + 1))
-  ffi.copy(held, state.held, state.cap + 1)
-  state.ptrs, state.held, state.cap = ptrs, held, cap
-end
-
 -- A handle for the new C reference d (NULL: raise the library's error).
 local function wrap(d)
   if d == nil then c_fail() end
   local head = C.td_dict_head_borrow(d)
   gc_debt = gc_debt + (4096 + 352 * head.nkeys) / 8
   if gc_debt > GC_STEP_BYTES then pay_gc_debt() end
-  local slot
-  local n = state.nfree
-  if n > 0 then
-    slot = state.free_slots[n]
-    state.nfree = n - 1
-  else
-    slot = state.nslots + 1
-    if slot > state.cap then grow_slots() end
-    state.nslots = slot
-  end
+  local slot = take_slot(handles)
   caches[slot] = false -- made by cache_of on first use (the version never matches -1)
   versions[slot] = -1
   local r = Ref(d, head, slot)
-  -- The handle is in live before the slot is marked held: a sweep run by a GC step
-  -- in between (any allocation may run one) must not see a held slot with no handle.
-  state.live[slot] = r
-  state.ptrs[slot], state.held[slot] = d, 1
+  hold_slot(handles, slot, r, d)
   memory.after_alloc()
   return r
 end
@@ -806,7 +767,7 @@ function TD.free(self)
     m._td_head = state.dead_head
     caches[slot] = false
     versions[slot] = -1
-    state.held[slot], state.ptrs[slot] = 2, nil -- the slot waits for the handle to go
+    slots.released(handles, slot) -- the slot waits for the handle to go
     C.td_dict_release(d)
   end
 end
