@@ -167,8 +167,9 @@ function MemmapSink:preflight()
   end
 end
 
--- Under a data-parallel run (ctx.dist, docs/dist.md) rank r appends to a part of its
--- own, a hidden sibling of path; finish joins the parts (rank 0).
+-- Under a data-parallel run (ctx.dist, docs/dist.md) rank 0 appends to path itself and
+-- every other rank r to a part of its own, a hidden sibling of path; finish has rank 0
+-- append the parts after its own rows.
 local function part_path(path, rank, size)
   local dir, name = path:match("^(.*)/([^/]+)/*$")
   if not dir then dir, name = ".", path end
@@ -186,8 +187,10 @@ function MemmapSink:open(ctx)
     if not self.p.existsok and fs.exists(target) then
       self:fail("path '%s' exists (pass existsok = true to replace it)", target)
     end
-    target = part_path(target, self.dist.rank, self.dist.size)
-    flags = bit.bor(flags, C.TD_MEMMAP_EXISTSOK) -- a part a failed run left is replaced
+    if self.dist.rank ~= 0 then
+      target = part_path(target, self.dist.rank, self.dist.size)
+      flags = bit.bor(flags, C.TD_MEMMAP_EXISTSOK) -- a part a failed run left is replaced
+    end
   end
   local a = C.td_memmap_append_open(target, flags)
   if a == nil then
@@ -210,41 +213,46 @@ end
 
 -- Commits and returns the folder loaded (T.load_memmap(path), read-only): every row
 -- written, in order. Without any batch the folder is an empty TensorDict of batch [0].
--- Data-parallel: each rank commits its part; once every part is (a barrier, under the
--- run's timeout), rank 0 appends them in rank order into path, committed atomically,
--- and removes them; the ranks learn the outcome from rank 0. A rank that failed or died
--- leaves path untouched.
 function MemmapSink:finish()
   if not self.app then self:open() end
+  if self.dist then self:finish_parts() else self:commit_app() end
+  return td_memmap.load_memmap(self.p.path)
+end
+
+-- Commits the append under way (the folder, or this rank's part) and frees it.
+function MemmapSink:commit_app()
   local a = self.app
   self.app = nil
   local st = C.td_memmap_append_commit(a, 0)
   local msg = st < 0 and c_message()
   append_free(ffi.gc(a, nil))
   if msg then self:fail("%s", msg) end
-  if self.dist then self:join_parts() end
-  return td_memmap.load_memmap(self.p.path)
 end
 
-function MemmapSink:join_parts()
+-- Data-parallel: every rank but 0 commits its part; once every part is (a barrier, under
+-- the run's timeout), rank 0, which wrote its own rows to path's temporary folder,
+-- appends the parts in rank order, commits path atomically and removes the parts; the
+-- ranks learn the outcome from rank 0. Only rank 0 copies rows, and only the other
+-- ranks' rows. A rank that failed or died leaves path untouched.
+function MemmapSink:finish_parts()
   local d = self.dist
-  self.committed_part = part_path(self.p.path, d.rank, d.size)
+  if d.rank ~= 0 then
+    self:commit_app()
+    self.committed_part = part_path(self.p.path, d.rank, d.size)
+  end
   d.barrier()
   local outcome = { ok = true }
   if d.rank == 0 then
     local ok, err = pcall(function()
-      local app = ffi.gc(C.td_memmap_append_open(self.p.path, save_flags(self.p)), append_free)
-      if app == nil then self:fail("%s", c_message()) end
-      for r = 0, d.size - 1 do
+      for r = 1, d.size - 1 do
         local part = td_memmap.load_memmap(part_path(self.p.path, r, d.size))
-        if #part > 0 and C.td_memmap_append_write(app, D(part)) < 0 then
+        if #part > 0 and C.td_memmap_append_write(self.app, D(part)) < 0 then
           self:fail("joining the part of rank %d: %s", r, c_message())
         end
       end
-      if C.td_memmap_append_commit(app, 0) < 0 then self:fail("%s", c_message()) end
-      append_free(ffi.gc(app, nil))
+      self:commit_app()
     end)
-    for r = 0, d.size - 1 do fs.remove_tree(part_path(self.p.path, r, d.size)) end
+    for r = 1, d.size - 1 do fs.remove_tree(part_path(self.p.path, r, d.size)) end
     outcome = { ok = ok, err = not ok and tostring(err) or nil }
   end
   outcome = d.share(outcome)
