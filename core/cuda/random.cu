@@ -30,70 +30,30 @@ struct draw_params {
   uint64_t range;
 };
 
-__device__ __forceinline__ void block_words(const uint32_t key[2], uint64_t block, uint32_t word,
-                                            uint32_t out[4]) {
-  const uint32_t ctr[4] = {(uint32_t)block, (uint32_t)(block >> 32), word, 0};
-  td_philox4x32_10(ctr, key, out);
-}
-
-__device__ __forceinline__ uint64_t join(uint32_t hi, uint32_t lo) { return (uint64_t)hi << 32 | lo; }
-
-__device__ uint64_t below(const uint32_t key[2], uint64_t block, int lane, uint64_t x, uint64_t r) {
-  uint64_t lo = x * r, hi = __umul64hi(x, r);
-  if (lo < r) {
-    const uint64_t t = (0 - r) % r;
-    for (uint32_t a = 1; lo < t; a++) {
-      uint32_t wlo[4], whi[4];
-      block_words(key, block, 2 * a, wlo);
-      block_words(key, block, 2 * a + 1, whi);
-      const uint64_t y = join(whi[lane], wlo[lane]);
-      lo = y * r;
-      hi = __umul64hi(y, r);
-    }
-  }
-  return hi;
-}
-
 /* One thread per block of four elements; doubles (uniform, normal) or int64 into buf. */
 __global__ void draw_kernel(draw_params p, double *fbuf, int64_t *ibuf, int64_t n) {
   const int64_t nblocks = (n + 3) / 4;
   TDC_LOOP(k, nblocks) {
     const uint64_t block = p.base + (uint64_t)k;
     uint32_t w0[4], w1[4] = {0, 0, 0, 0};
-    block_words(p.key, block, 0, w0);
-    if ((p.wide && p.kind != DRAW_BERNOULLI) || p.kind == DRAW_RANDINT) block_words(p.key, block, 1, w1);
+    td_philox_block(p.key, block, 0, w0);
+    if ((p.wide && p.kind != DRAW_BERNOULLI) || p.kind == DRAW_RANDINT) td_philox_block(p.key, block, 1, w1);
     double z[4];
-    if (p.kind == DRAW_NORMAL) {
-      const double two_pi = 6.283185307179586476925286766559;
-      for (int q = 0; q < 4; q += 2) {
-        double u1, u2;
-        if (p.wide) {
-          u1 = (double)((join(w1[q], w0[q]) >> 11) + 1) * 0x1p-53;
-          u2 = (double)(join(w1[q + 1], w0[q + 1]) >> 11) * 0x1p-53;
-        } else {
-          u1 = ((double)w0[q] + 1.0) * 0x1p-32;
-          u2 = (double)w0[q + 1] * 0x1p-32;
-        }
-        const double r = sqrt(-2.0 * log(u1)), t = two_pi * u2;
-        z[q] = p.a + p.b * (r * cos(t));
-        z[q + 1] = p.a + p.b * (r * sin(t));
-      }
-    }
+    if (p.kind == DRAW_NORMAL) td_philox_normal4(w0, w1, p.wide, p.a, p.b, z);
     for (int l = 0; l < 4; l++) {
       const int64_t i = k * 4 + l;
       if (i >= n) break;
       switch (p.kind) {
         case DRAW_NORMAL: fbuf[i] = z[l]; break;
         case DRAW_UNIFORM: {
-          const double u = p.wide ? (double)(join(w1[l], w0[l]) >> 11) * 0x1p-53
-                                  : (double)(w0[l] >> 8) * 0x1p-24;
-          const double v = p.a + p.b * u;
+          const double v = p.a + p.b * td_philox_uniform(w0, w1, l, p.wide);
           fbuf[i] = v < p.top ? v : p.top;
           break;
         }
         case DRAW_BERNOULLI: ibuf[i] = (double)w0[l] * 0x1p-32 < p.a; break;
         default:
-          ibuf[i] = (int64_t)((uint64_t)p.low + below(p.key, block, l, join(w1[l], w0[l]), p.range));
+          ibuf[i] = (int64_t)((uint64_t)p.low + td_philox_below(p.key, block, l,
+                                                                td_philox_join(w1[l], w0[l]), p.range));
           break;
       }
     }

@@ -10,6 +10,7 @@
 #ifndef TD_PHILOX_H
 #define TD_PHILOX_H
 
+#include <math.h>
 #include <stdint.h>
 
 enum {
@@ -22,7 +23,8 @@ enum {
 #define TD_PHILOX_W0 UINT32_C(0x9E3779B9)
 #define TD_PHILOX_W1 UINT32_C(0xBB67AE85)
 
-/* The CUDA backend compiles the same function for the device (core/cuda/random.cu). */
+/* The CUDA backend compiles the same functions for the device (core/cuda/random.cu), so
+ * a seed gives the same numbers there. */
 #ifndef TD_PHILOX_FN
 #define TD_PHILOX_FN static inline
 #endif
@@ -50,6 +52,71 @@ TD_PHILOX_FN void td_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2],
   out[1] = c1;
   out[2] = c2;
   out[3] = c3;
+}
+
+/* ---- the stream's conversions (random.c documents the mapping) ---- */
+
+/* Word `word` (four lanes) of element block `block` of the stream keyed by key. */
+TD_PHILOX_FN void td_philox_block(const uint32_t key[2], uint64_t block, uint32_t word,
+                                  uint32_t out[4]) {
+  const uint32_t ctr[4] = {(uint32_t)block, (uint32_t)(block >> 32), word, 0};
+  td_philox4x32_10(ctr, key, out);
+}
+
+TD_PHILOX_FN uint64_t td_philox_join(uint32_t hi, uint32_t lo) { return (uint64_t)hi << 32 | lo; }
+
+/* The high 64 bits of a * b, the low ones in *lo (portable 128-bit product). */
+TD_PHILOX_FN uint64_t td_philox_mul_hi(uint64_t a, uint64_t b, uint64_t *lo) {
+  const uint64_t a0 = (uint32_t)a, a1 = a >> 32, b0 = (uint32_t)b, b1 = b >> 32;
+  const uint64_t p00 = a0 * b0, p01 = a0 * b1, p10 = a1 * b0, p11 = a1 * b1;
+  const uint64_t mid = (p00 >> 32) + (uint32_t)p01 + (uint32_t)p10;
+  *lo = mid << 32 | (uint32_t)p00;
+  return p11 + (p01 >> 32) + (p10 >> 32) + (mid >> 32);
+}
+
+/* A uniform integer in [0, r), r >= 1, from x (lane `lane` of block `block`): Lemire's
+ * multiply-shift with rejection, the retries drawn from the block's later words so the
+ * result stays a pure function of the element. A retry happens with probability
+ * below r / 2^64. */
+TD_PHILOX_FN uint64_t td_philox_below(const uint32_t key[2], uint64_t block, int lane,
+                                      uint64_t x, uint64_t r) {
+  uint64_t lo, hi = td_philox_mul_hi(x, r, &lo);
+  if (lo < r) {
+    const uint64_t t = (0 - r) % r; /* 2^64 mod r */
+    for (uint32_t a = 1; lo < t; a++) {
+      uint32_t wlo[4], whi[4];
+      td_philox_block(key, block, 2 * a, wlo);
+      td_philox_block(key, block, 2 * a + 1, whi);
+      hi = td_philox_mul_hi(td_philox_join(whi[lane], wlo[lane]), r, &lo);
+    }
+  }
+  return hi;
+}
+
+/* Lane l as a uniform in [0, 1): 53 bits of words 0 and 1 (wide), else 24 of word 0. */
+TD_PHILOX_FN double td_philox_uniform(const uint32_t w0[4], const uint32_t w1[4], int l,
+                                      int wide) {
+  return wide ? (double)(td_philox_join(w1[l], w0[l]) >> 11) * 0x1p-53
+              : (double)(w0[l] >> 8) * 0x1p-24;
+}
+
+/* The four normal values of a block, mean a and std b (Box-Muller on lane pairs). */
+TD_PHILOX_FN void td_philox_normal4(const uint32_t w0[4], const uint32_t w1[4], int wide,
+                                    double a, double b, double z[4]) {
+  const double two_pi = 6.283185307179586476925286766559;
+  for (int p = 0; p < 4; p += 2) {
+    double u1, u2;
+    if (wide) {
+      u1 = (double)((td_philox_join(w1[p], w0[p]) >> 11) + 1) * 0x1p-53;
+      u2 = (double)(td_philox_join(w1[p + 1], w0[p + 1]) >> 11) * 0x1p-53;
+    } else {
+      u1 = ((double)w0[p] + 1.0) * 0x1p-32;
+      u2 = (double)w0[p + 1] * 0x1p-32;
+    }
+    const double r = sqrt(-2.0 * log(u1)), t = two_pi * u2;
+    z[p] = a + b * (r * cos(t));
+    z[p + 1] = a + b * (r * sin(t));
+  }
 }
 
 #endif

@@ -95,43 +95,8 @@ TD_EXPORT uint64_t td_generator_reserve(td_generator *g, int64_t numel) {
   return reserve(g ? g : &default_generator, numel < 0 ? 0 : numel);
 }
 
-/* ---- bits ----------------------------------------------------------------------------- */
-
-static inline void block_words(const uint32_t key[2], uint64_t block, uint32_t word,
-                               uint32_t out[4]) {
-  const uint32_t ctr[4] = {(uint32_t)block, (uint32_t)(block >> 32), word, 0};
-  td_philox4x32_10(ctr, key, out);
-}
-
-static inline uint64_t join(uint32_t hi, uint32_t lo) { return (uint64_t)hi << 32 | lo; }
-
-/* The high 64 bits of a * b, the low ones in *lo (portable 128-bit product). */
-static inline uint64_t mul_hi(uint64_t a, uint64_t b, uint64_t *lo) {
-  const uint64_t a0 = (uint32_t)a, a1 = a >> 32, b0 = (uint32_t)b, b1 = b >> 32;
-  const uint64_t p00 = a0 * b0, p01 = a0 * b1, p10 = a1 * b0, p11 = a1 * b1;
-  const uint64_t mid = (p00 >> 32) + (uint32_t)p01 + (uint32_t)p10;
-  *lo = mid << 32 | (uint32_t)p00;
-  return p11 + (p01 >> 32) + (p10 >> 32) + (mid >> 32);
-}
-
-/* A uniform integer in [0, r), r >= 1, from x (lane `lane` of block `block`): Lemire's
- * multiply-shift with rejection, the retries drawn from the block's later words so the
- * result stays a pure function of the element. A retry happens with probability
- * below r / 2^64. */
-static uint64_t below(const uint32_t key[2], uint64_t block, int lane, uint64_t x,
-                      uint64_t r) {
-  uint64_t lo, hi = mul_hi(x, r, &lo);
-  if (lo < r) {
-    const uint64_t t = (0 - r) % r; /* 2^64 mod r */
-    for (uint32_t a = 1; lo < t; a++) {
-      uint32_t wlo[4], whi[4];
-      block_words(key, block, 2 * a, wlo);
-      block_words(key, block, 2 * a + 1, whi);
-      hi = mul_hi(join(whi[lane], wlo[lane]), r, &lo);
-    }
-  }
-  return hi;
-}
+/* The bits of a block and their conversions to values are philox.h's (the CUDA backend
+ * draws through the same functions). */
 
 /* ---- fills ------------------------------------------------------------------------------ */
 
@@ -154,8 +119,8 @@ typedef struct draw_job {
 /* Words 0 (and 1 when x64 is needed) of one block. */
 static inline void draw_words(const draw_job *j, uint64_t block, uint32_t w0[4],
                               uint32_t w1[4]) {
-  block_words(j->key, block, 0, w0);
-  if (j->need64) block_words(j->key, block, 1, w1);
+  td_philox_block(j->key, block, 0, w0);
+  if (j->need64) td_philox_block(j->key, block, 1, w1);
 }
 
 /* The value of lane l of a block whose words are w0, w1 (kinds other than normal). */
@@ -163,9 +128,7 @@ static inline void lane_value(const draw_job *j, uint64_t block, int l, const ui
                               const uint32_t w1[4], void *out) {
   switch (j->kind) {
     case DRAW_UNIFORM: {
-      const double u = j->wide ? (double)(join(w1[l], w0[l]) >> 11) * 0x1p-53
-                               : (double)(w0[l] >> 8) * 0x1p-24;
-      const double v = j->a + j->b * u;
+      const double v = j->a + j->b * td_philox_uniform(w0, w1, l, j->wide);
       *(double *)out = v < j->top ? v : j->top;
       break;
     }
@@ -173,28 +136,10 @@ static inline void lane_value(const draw_job *j, uint64_t block, int l, const ui
       *(int64_t *)out = (double)w0[l] * 0x1p-32 < j->a;
       break;
     default: /* DRAW_RANDINT */
-      *(int64_t *)out =
-          (int64_t)((uint64_t)j->low + below(j->key, block, l, join(w1[l], w0[l]), j->range));
+      *(int64_t *)out = (int64_t)((uint64_t)j->low +
+                                  td_philox_below(j->key, block, l, td_philox_join(w1[l], w0[l]),
+                                                  j->range));
       break;
-  }
-}
-
-/* The four normal values of a block (Box-Muller on lane pairs). */
-static void normal_block(const draw_job *j, const uint32_t w0[4], const uint32_t w1[4],
-                         double z[4]) {
-  const double two_pi = 6.283185307179586476925286766559;
-  for (int p = 0; p < 4; p += 2) {
-    double u1, u2;
-    if (j->wide) {
-      u1 = (double)((join(w1[p], w0[p]) >> 11) + 1) * 0x1p-53;
-      u2 = (double)(join(w1[p + 1], w0[p + 1]) >> 11) * 0x1p-53;
-    } else {
-      u1 = ((double)w0[p] + 1.0) * 0x1p-32;
-      u2 = (double)w0[p + 1] * 0x1p-32;
-    }
-    const double r = sqrt(-2.0 * log(u1)), t = two_pi * u2;
-    z[p] = j->a + j->b * (r * cos(t));
-    z[p + 1] = j->a + j->b * (r * sin(t));
   }
 }
 
@@ -211,7 +156,7 @@ static void draw_values(const draw_job *j, int64_t i0, int64_t n, void *buf) {
     int l = (int)(i % 4);
     if (j->kind == DRAW_NORMAL) {
       double z[4];
-      normal_block(j, w0, w1, z);
+      td_philox_normal4(w0, w1, j->wide, j->a, j->b, z);
       for (; l < 4 && e < n; l++, e++) ((double *)buf)[e] = z[l];
     } else {
       for (; l < 4 && e < n; l++, e++) lane_value(j, block, l, w0, w1, (char *)buf + 8 * e);
@@ -400,11 +345,12 @@ TD_EXPORT td_tensor *td_randperm(int64_t n, int32_t dtype, td_generator *g) {
     const uint64_t block = base + (uint64_t)(k / 4);
     const int l = (int)(k % 4);
     if (l == 0) {
-      block_words(key, block, 0, w0);
-      block_words(key, block, 1, w1);
+      td_philox_block(key, block, 0, w0);
+      td_philox_block(key, block, 1, w1);
     }
     const int64_t i = n - 1 - k;
-    const int64_t j = (int64_t)below(key, block, l, join(w1[l], w0[l]), (uint64_t)i + 1);
+    const int64_t j =
+        (int64_t)td_philox_below(key, block, l, td_philox_join(w1[l], w0[l]), (uint64_t)i + 1);
     const int64_t tmp = v[i];
     v[i] = v[j];
     v[j] = tmp;
