@@ -30,6 +30,7 @@ static int64_t align_up(int64_t n, int64_t a) { return (n + a - 1) / a * a; }
 
 typedef struct packer {
   char *meta;        /* NULL while measuring */
+  int64_t room;      /* words meta can hold (writes past it are dropped and counted) */
   int64_t words;     /* meta bytes / 8 so far */
   int64_t data;      /* data bytes so far */
   char *data_base;   /* where the data starts (writing only) */
@@ -37,17 +38,23 @@ typedef struct packer {
   td_storage *region;
   const td_storage *ref;
   int32_t status;
+  bool meta_only;          /* the structure alone: offsets assigned, no data copied */
+  int32_t kind;            /* the entry kind of the tensor being packed */
+  const td_tensor **leaves; /* td_ship_leaves: where the data leaves go (cap of them) */
+  int64_t *offsets;
+  int32_t *kinds;
+  int64_t nleaves, cap;
 } packer;
 
 static void put(packer *p, int64_t v) {
-  if (p->meta) memcpy(p->meta + p->words * 8, &v, 8);
+  if (p->meta && p->words < p->room) memcpy(p->meta + p->words * 8, &v, 8);
   p->words++;
 }
 
 static void put_str(packer *p, const char *s, int64_t len) {
   put(p, len);
   int64_t padded = align_up(len + 1, 8);
-  if (p->meta) {
+  if (p->meta && p->words + padded / 8 <= p->room) {
     char *dst = p->meta + p->words * 8;
     memcpy(dst, s, (size_t)len);
     memset(dst + len, 0, (size_t)(padded - len));
@@ -72,7 +79,13 @@ static int32_t pack_tensor(packer *p, const td_tensor *t) {
   put(p, WHERE_DATA);
   put(p, at);
   p->data = at + numel * t->itemsize;
-  if (!p->meta || numel == 0) return 0;
+  if (p->nleaves < p->cap) {
+    p->leaves[p->nleaves] = t;
+    p->offsets[p->nleaves] = at;
+    p->kinds[p->nleaves] = p->kind;
+  }
+  p->nleaves++;
+  if (!p->meta || p->meta_only || numel == 0) return 0;
   td_tensor dst = {0};
   dst.storage = p->region;
   dst.itemsize = t->itemsize;
@@ -103,6 +116,7 @@ static int32_t pack_dict(packer *p, const td_dict *d, int depth) {
     const td_entry *e = &d->entries[i];
     put_str(p, td_dict_key(d, i), d->keys->meta[i].len);
     put(p, e->kind);
+    p->kind = e->kind;
     int32_t rc = 0;
     switch (e->kind) {
       case TD_ENTRY_TENSOR: rc = pack_tensor(p, &e->t); break;
@@ -118,6 +132,7 @@ static int32_t pack_dict(packer *p, const td_dict *d, int depth) {
           const char *s = e->values->texts[j];
           put_str(p, s, (int64_t)strlen(s));
         }
+        p->kind = TD_ENTRY_VALUES;
         rc = pack_tensor(p, &e->t);
         break;
       }
@@ -147,7 +162,7 @@ TD_EXPORT int64_t td_ship_pack(const td_dict *d, td_storage *region, const td_st
     return td_fail(TD_EINVAL, "ship: the container needs %lld bytes, the region holds %lld",
                    (long long)total, (long long)region->nbytes);
   if (!region->writable) return td_fail(TD_EREADONLY, "ship: the region is read-only");
-  packer p = {.meta = region->data + SHIP_HEADER, .region = region, .ref = ref,
+  packer p = {.meta = region->data + SHIP_HEADER, .room = m.words, .region = region, .ref = ref,
               .data_off = data_start(m.words)};
   p.data_base = region->data + p.data_off;
   rc = pack_dict(&p, d, 0);
@@ -155,6 +170,45 @@ TD_EXPORT int64_t td_ship_pack(const td_dict *d, td_storage *region, const td_st
   int64_t head[4] = {SHIP_MAGIC, SHIP_VERSION, p.words, p.data};
   memcpy(region->data, head, sizeof head);
   return total;
+}
+
+/* The structure alone (tensordict.dist's transport: the leaves' bytes travel as
+ * messages of their own, from and into the leaves' memory). The same meta as
+ * td_ship_pack's, data offsets included, followed by no data. */
+static int64_t meta_bytes(int64_t words) { return SHIP_HEADER + words * 8; }
+
+TD_EXPORT int64_t td_ship_meta_size(const td_dict *d) {
+  if (!d) return td_fail(TD_EINVAL, "ship: container is NULL");
+  packer p = {.meta_only = true};
+  int32_t rc = pack_dict(&p, d, 0);
+  return rc < 0 ? rc : meta_bytes(p.words);
+}
+
+TD_EXPORT int64_t td_ship_pack_meta(const td_dict *d, td_storage *region) {
+  if (!d || !region) return td_fail(TD_EINVAL, "ship: container or region is NULL");
+  if (!region->writable) return td_fail(TD_EREADONLY, "ship: the region is read-only");
+  /* One walk: what does not fit is counted, not written (a send packs every time). */
+  int64_t room = region->nbytes < SHIP_HEADER ? 0 : (region->nbytes - SHIP_HEADER) / 8;
+  packer p = {.meta = region->data + SHIP_HEADER, .room = room, .meta_only = true};
+  int32_t rc = pack_dict(&p, d, 0);
+  if (rc < 0) return rc;
+  int64_t total = meta_bytes(p.words);
+  if (total > region->nbytes)
+    return td_fail(TD_EINVAL, "ship: the structure needs %lld bytes, the region holds %lld",
+                   (long long)total, (long long)region->nbytes);
+  int64_t head[4] = {SHIP_MAGIC, SHIP_VERSION, p.words, p.data};
+  memcpy(region->data, head, sizeof head);
+  return total;
+}
+
+TD_EXPORT int64_t td_ship_leaves(const td_dict *d, const td_tensor **leaves, int64_t *offsets,
+                                 int32_t *kinds, int64_t cap) {
+  if (!d) return td_fail(TD_EINVAL, "ship: container is NULL");
+  if (cap > 0 && (!leaves || !offsets || !kinds)) return td_fail(TD_EINVAL, "ship: NULL leaf arrays");
+  packer p = {.meta_only = true, .leaves = leaves, .offsets = offsets, .kinds = kinds,
+              .cap = cap < 0 ? 0 : cap};
+  int32_t rc = pack_dict(&p, d, 0);
+  return rc < 0 ? rc : p.nleaves;
 }
 
 /* ---------------------------------------------------------------- unpacking */
@@ -311,17 +365,46 @@ fail:
   return NULL;
 }
 
+/* The header of region: its meta words and data bytes, checked against what region
+ * holds of meta (the data may lie elsewhere). */
+static int32_t read_head(const td_storage *region, int64_t *words, int64_t *data) {
+  int64_t head[4];
+  if (region->nbytes < SHIP_HEADER) return corrupt("too small");
+  memcpy(head, region->data, sizeof head);
+  if (head[0] != SHIP_MAGIC || head[1] != SHIP_VERSION) return corrupt("magic");
+  if (head[2] < 0 || head[3] < 0 || head[2] > (region->nbytes - SHIP_HEADER) / 8)
+    return corrupt("sizes");
+  *words = head[2];
+  *data = head[3];
+  return 0;
+}
+
+TD_EXPORT int64_t td_ship_data_bytes(const td_storage *meta) {
+  if (!meta) return td_fail(TD_EINVAL, "ship: region is NULL");
+  int64_t words = 0, data = 0;
+  int32_t rc = read_head(meta, &words, &data);
+  return rc < 0 ? rc : data;
+}
+
+TD_EXPORT td_dict *td_ship_unpack_meta(td_storage *meta, td_storage *data) {
+  if (!meta || !data) return td_fail_null(TD_EINVAL, "ship: structure or data region is NULL");
+  int64_t words = 0, bytes = 0;
+  if (read_head(meta, &words, &bytes) < 0) return NULL;
+  if (bytes > data->nbytes)
+    return td_fail_null(TD_EINVAL, "ship: the structure's leaves need %lld bytes, the data region "
+                        "holds %lld", (long long)bytes, (long long)data->nbytes);
+  reader r = {.meta = meta->data + SHIP_HEADER, .words = words, .region = data,
+              .data_off = 0, .data_bytes = bytes};
+  return get_dict(&r, 0);
+}
+
 TD_EXPORT td_dict *td_ship_unpack(td_storage *region, td_storage *ref) {
   if (!region) return td_fail_null(TD_EINVAL, "ship: region is NULL");
-  int64_t head[4];
-  if (region->nbytes < SHIP_HEADER) return corrupt("too small"), NULL;
-  memcpy(head, region->data, sizeof head);
-  if (head[0] != SHIP_MAGIC || head[1] != SHIP_VERSION) return corrupt("magic"), NULL;
-  if (head[2] < 0 || head[3] < 0 || head[2] > (region->nbytes - SHIP_HEADER) / 8)
-    return corrupt("sizes"), NULL;
-  reader r = {.meta = region->data + SHIP_HEADER, .words = head[2], .region = region,
-              .ref = ref, .data_off = data_start(head[2]), .data_bytes = head[3]};
-  if (r.data_off > region->nbytes || head[3] > region->nbytes - r.data_off)
+  int64_t words = 0, bytes = 0;
+  if (read_head(region, &words, &bytes) < 0) return NULL;
+  reader r = {.meta = region->data + SHIP_HEADER, .words = words, .region = region,
+              .ref = ref, .data_off = data_start(words), .data_bytes = bytes};
+  if (r.data_off > region->nbytes || bytes > region->nbytes - r.data_off)
     return corrupt("sizes"), NULL;
   return get_dict(&r, 0);
 }

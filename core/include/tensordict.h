@@ -854,6 +854,21 @@ const char *td_json_writer_text(const td_json_writer *w, int64_t *len);
 int64_t td_ship_size(const td_dict *d, const td_storage *ref);
 int64_t td_ship_pack(const td_dict *d, td_storage *region, const td_storage *ref);
 td_dict *td_ship_unpack(td_storage *region, td_storage *ref);
+/* The structure alone, for transports that move the leaves' bytes themselves
+ * (tensordict.dist): the same meta as td_ship_pack's, data offsets included, with no
+ * data after it; its header counts the data bytes the leaves take.
+ * meta_size: the bytes pack_meta writes. leaves: the tensors whose bytes td_ship_pack
+ * would copy, in that order, with their byte offsets in the data and their entries'
+ * kinds (TD_ENTRY_TENSOR, or TD_ENTRY_VALUES for a stack of values' positions); fills
+ * up to cap and returns how many there are. data_bytes: the data bytes a structure
+ * region's leaves need (checked). unpack_meta: a new container whose leaves view data,
+ * a storage of at least data_bytes bytes (their bytes arrive there separately). */
+int64_t td_ship_meta_size(const td_dict *d);
+int64_t td_ship_pack_meta(const td_dict *d, td_storage *region);
+int64_t td_ship_leaves(const td_dict *d, const td_tensor **leaves, int64_t *offsets,
+                       int32_t *kinds, int64_t cap);
+int64_t td_ship_data_bytes(const td_storage *meta);
+td_dict *td_ship_unpack_meta(td_storage *meta, td_storage *data);
 
 /* A pool of forked workers, each with a socket to the parent and two shared regions
  * (memfds made before the fork). The Lua engine (lua/tensordict/workers.lua) drives it. */

@@ -19,7 +19,7 @@
 
 #include <stdint.h>
 
-#define TD_MPI_ABI_VERSION 1
+#define TD_MPI_ABI_VERSION 2
 
 #ifdef __cplusplus
 extern "C" {
@@ -76,6 +76,37 @@ int32_t td_mpi_test(td_mpi_request *r);
  * pending and may be waited on again or freed). */
 int32_t td_mpi_wait(td_mpi_request *r, double timeout);
 void td_mpi_request_free(td_mpi_request *r);
+
+/* A TensorDict from one rank to another (mpi_dict.c): its structure in one message,
+ * then its leaves' bytes straight from the sender's leaves into the receiver's (like's
+ * leaves when like has the message's structure and C-contiguous writable leaves, else
+ * one new storage the received container views). isend posts every message at once;
+ * irecv posts nothing until tested or waited on, then goes through the stages below.
+ * Receives from one (source, tag) must take the structure in the order they were
+ * made: start the next only once this one's stage reaches TD_MPI_STAGE_DATA. */
+typedef struct td_mpi_transfer td_mpi_transfer;
+struct td_dict; /* tensordict.h's container */
+enum td_mpi_stage {
+  TD_MPI_STAGE_UNMATCHED = 0, /* receive: its structure not probed yet */
+  TD_MPI_STAGE_STRUCTURE = 1, /* receive: the structure's message is posted */
+  TD_MPI_STAGE_DATA = 2,      /* the data messages are posted */
+  TD_MPI_STAGE_DONE = 3
+};
+td_mpi_transfer *td_mpi_isend_dict(const struct td_dict *d, int32_t dst, int32_t tag);
+td_mpi_transfer *td_mpi_irecv_dict(int32_t src, int32_t tag, struct td_dict *like);
+/* 1 when done, 0 when not yet, negative on error (the transfer is then dead). */
+int32_t td_mpi_transfer_test(td_mpi_transfer *x);
+/* 0 when done; TD_MPI_ETIMEOUT when the deadline passed (wait again, or free it). */
+int32_t td_mpi_transfer_wait(td_mpi_transfer *x, double timeout);
+int32_t td_mpi_transfer_stage(const td_mpi_transfer *x);
+/* root's container d on every rank (blocking; a collective). Elsewhere d is NULL or a
+ * container to fill in place (used when it has the message's structure; else the
+ * result is a new container). *out: the done transfer (free it), NULL on error. */
+int32_t td_mpi_bcast_dict(struct td_dict *d, int32_t root, double timeout, td_mpi_transfer **out);
+/* A done receive's container (a new reference), or NULL when it went into like. */
+struct td_dict *td_mpi_transfer_result(td_mpi_transfer *x);
+/* Frees x; what is still posted is cancelled (a cancelled send may still arrive). */
+void td_mpi_transfer_free(td_mpi_transfer *x);
 
 /* Collectives (every rank calls them in the same order). */
 int32_t td_mpi_bcast(void *buf, int64_t nbytes, int32_t root, double timeout);

@@ -132,24 +132,22 @@ TDM_EXPORT int32_t td_mpi_abort(int32_t code) {
 
 /* ------------------------------------------------------------------ waiting */
 
-static double now(void) {
+double tdm_now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-int32_t tdm_wait_all(MPI_Request *reqs, int n, double timeout, const char *call) {
-  if (timeout < 0) return tdm_check(MPI_Waitall(n, reqs, MPI_STATUSES_IGNORE), call);
-  double deadline = now() + timeout;
+int32_t tdm_poll(int32_t (*step)(void *arg), void *arg, double timeout, const char *call) {
+  double deadline = tdm_now() + timeout;
   /* Spin first (a message in flight on the same node arrives in microseconds), then
    * sleep in growing steps up to 1 ms, so a long wait does not burn a core. */
   long pause_ns = 0;
   for (int spins = 0;; spins++) {
-    int done = 0;
-    int32_t status = tdm_check(MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE), call);
-    if (status) return status;
-    if (done) return TD_MPI_OK;
-    if (now() >= deadline) {
+    int32_t status = step(arg);
+    if (status < 0) return status;
+    if (status > 0) return TD_MPI_OK;
+    if (tdm_now() >= deadline) {
       return tdm_fail(TD_MPI_ETIMEOUT, "%s: timed out after %g s (a peer is gone or never "
                       "made the matching call)", call, timeout);
     }
@@ -159,6 +157,25 @@ int32_t tdm_wait_all(MPI_Request *reqs, int n, double timeout, const char *call)
       nanosleep(&ts, NULL);
     }
   }
+}
+
+typedef struct requests {
+  MPI_Request *reqs;
+  int n;
+  const char *call;
+} requests;
+
+static int32_t test_all(void *arg) {
+  requests *r = arg;
+  int done = 0;
+  int32_t status = tdm_check(MPI_Testall(r->n, r->reqs, &done, MPI_STATUSES_IGNORE), r->call);
+  return status ? status : done;
+}
+
+int32_t tdm_wait_all(MPI_Request *reqs, int n, double timeout, const char *call) {
+  if (timeout < 0) return tdm_check(MPI_Waitall(n, reqs, MPI_STATUSES_IGNORE), call);
+  requests r = {reqs, n, call};
+  return tdm_poll(test_all, &r, timeout, call);
 }
 
 void tdm_abandon(MPI_Request *reqs, int n) {

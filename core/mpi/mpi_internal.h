@@ -30,6 +30,10 @@ int32_t tdm_require_init(const char *call);
 int32_t tdm_check_rank(const char *call, const char *what, int32_t rank);
 int32_t tdm_check_tag(const char *call, int32_t tag);
 
+double tdm_now(void); /* monotonic seconds */
+/* Calls step until it returns 1 (then 0) or < 0 (that status), or the deadline passes
+ * (TD_MPI_ETIMEOUT): spinning at first, then sleeping in growing steps up to 1 ms. */
+int32_t tdm_poll(int32_t (*step)(void *arg), void *arg, double timeout, const char *call);
 /* Completes n requests: MPI_Waitall when timeout < 0, else polls MPI_Testall until the
  * deadline (TD_MPI_ETIMEOUT, requests left pending). */
 int32_t tdm_wait_all(MPI_Request *reqs, int n, double timeout, const char *call);

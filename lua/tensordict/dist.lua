@@ -7,7 +7,6 @@ local ffi = require("ffi")
 local util = require("tensordict.util")
 local td_core = require("tensordict.td_core")
 local dist_lib = require("tensordict.dist_lib")
-local wire = require("tensordict.dist_wire")
 local requests = require("tensordict.dist_request")
 
 local M = {}
@@ -116,14 +115,14 @@ end
 function M.isend(td, dst, tag)
   need("isend")
   td_arg("isend", td)
-  return requests.send(wire.outgoing(td), rank_arg("isend", "destination", dst), tag_arg("isend", tag))
+  return requests.send(td, rank_arg("isend", "destination", dst), tag_arg("isend", tag), "isend")
 end
 
 -- like: receive in place into this container (same keys, dtypes and shapes).
 function M.irecv(src, tag, like)
   need("irecv")
   if like ~= nil then td_arg("irecv", like, "like") end
-  return requests.recv(rank_arg("irecv", "source", src), tag_arg("irecv", tag), like)
+  return requests.recv(rank_arg("irecv", "source", src), tag_arg("irecv", tag), like, "irecv")
 end
 
 -- The blocking forms: the request, waited on; a failed wait cancels it.
@@ -140,8 +139,7 @@ end
 function M.send(td, dst, tag, opts)
   need("send")
   td_arg("send", td)
-  local r = requests.send(wire.outgoing(td), rank_arg("send", "destination", dst), tag_arg("send", tag))
-  r.call = "send"
+  local r = requests.send(td, rank_arg("send", "destination", dst), tag_arg("send", tag), "send")
   finish("send", r, opts)
 end
 
@@ -151,8 +149,7 @@ function M.recv(src, tag, like, opts)
     like, opts = nil, like -- recv(src, tag, {timeout = ...})
   end
   if like ~= nil then td_arg("recv", like, "like") end
-  local r = requests.recv(rank_arg("recv", "source", src), tag_arg("recv", tag), like)
-  r.call = "recv"
+  local r = requests.recv(rank_arg("recv", "source", src), tag_arg("recv", tag), like, "recv")
   return finish("recv", r, opts)
 end
 

@@ -27,33 +27,20 @@ return function(M, x)
     need("broadcast")
     local MPI = x.mpi()
     root = rank_arg("broadcast", "root", root)
-    local left, total = clock(timeout_of("broadcast", opts))
-    if MPI.td_mpi_rank() == root then
-      td_arg("broadcast", td)
-      local out = wire.outgoing(td)
-      check("broadcast", MPI.td_mpi_bcast(out.header, 16, root, left()), total)
-      check("broadcast", MPI.td_mpi_bcast(wire.region_data(out.region), out.size, root, left()), total)
-      for _, t in ipairs(out.tensors) do
-        check("broadcast", MPI.td_mpi_bcast(wire.data(t), wire.nbytes(t), root, left()), total)
-      end
-      return td
-    end
-    if td ~= nil then td_arg("broadcast", td) end
-    local header = wire.header()
-    check("broadcast", MPI.td_mpi_bcast(header, 16, root, left()), total)
-    local region = wire.region(tonumber(header[0]))
-    check("broadcast", MPI.td_mpi_bcast(wire.region_data(region), tonumber(header[0]), root, left()), total)
-    local s, paths, leaves = wire.structure(region)
-    -- A mismatch with td is found before the leaves travel: this rank must still take
-    -- part in their broadcasts, so it receives them into new tensors, then raises.
-    local ok, targets = pcall(wire.targets, s, paths, leaves, td, function(msg) error(msg, 0) end)
-    local mismatch = not ok and targets
-    if mismatch then targets = wire.targets(s, paths, leaves, nil) end
-    for _, t in ipairs(targets.tensors) do
-      check("broadcast", MPI.td_mpi_bcast(wire.data(t), wire.nbytes(t), root, left()), total)
-    end
-    if mismatch then M.fail("broadcast", mismatch) end
-    return wire.finish(targets)
+    local timeout = timeout_of("broadcast", opts)
+    local is_root = MPI.td_mpi_rank() == root
+    if is_root or td ~= nil then td_arg("broadcast", td) end
+    local out = ffi.new("td_mpi_transfer *[1]")
+    check("broadcast", MPI.td_mpi_bcast_dict(td and td_core.D(td) or nil, root, timeout, out),
+      timeout >= 0 and timeout or nil)
+    local d = MPI.td_mpi_transfer_result(out[0])
+    MPI.td_mpi_transfer_free(out[0])
+    if is_root or d == nil then return td end -- sent, or received straight into td
+    -- Received into a new container: td (if any) did not take the bytes in place (a
+    -- strided leaf, other values) or does not match (this rank took part all the same).
+    local msg = wire.received(d)
+    if td == nil then return msg end
+    return wire.fill_like(msg, td, function(text) M.fail("broadcast", text) end)
   end
 
   local OPS = { sum = 0, max = 1, min = 2, mean = 0 }

@@ -1,14 +1,15 @@
--- dist_request.lua: the requests of dist.isend and dist.irecv (docs/dist.md).
+-- dist_request.lua: the requests of dist.isend and dist.irecv (docs/dist.md), over
+-- libtensordict_mpi's transfers (core/mpi/mpi_dict.c).
 --
--- A send posts all its messages at once (header, structure, leaves; dist_wire.lua).
--- A receive goes in stages, since each stage's sizes come with the one before:
---   1. the header; 2. the structure; 3. the leaves (into new tensors, or into `like`).
--- MPI matches messages from one rank on one tag in the order their receives are posted,
--- so two receives from the same (source, tag) must not interleave their stages: they
--- queue, and a receive posts its header only once the one before it has posted its
--- leaves. test() and wait() on any request drive the requests queued before it.
+-- A send posts all its messages at once. A receive posts nothing until driven (test or
+-- wait); it then probes for the container's structure and posts the leaves' receives.
+-- MPI matches messages from one rank on one tag in order, so two receives from the same
+-- (source, tag) must not interleave: they queue, and a receive is driven only once the
+-- ones before it have posted their leaves' receives (stage TD_MPI_STAGE_DATA). test()
+-- and wait() on any request drive the requests queued before it.
 local ffi = require("ffi")
 local util = require("tensordict.util")
+local td_core = require("tensordict.td_core")
 local wire = require("tensordict.dist_wire")
 
 local M = {}
@@ -16,122 +17,90 @@ local MPI, check
 
 function M.bind(C, checker) MPI, check = C, checker end
 
-local queues = {} -- "src:tag" -> receives not yet past stage 2, oldest first
+local queues = {} -- "src:tag" -> receives not yet past their structure, oldest first
 
 local Request = {}
 Request.__index = Request
 
-local function post(r, c_request)
-  if c_request == nil then check(r.call, -1) end
-  r.pending[#r.pending + 1] = ffi.gc(c_request, MPI.td_mpi_request_free)
-end
-
-local function new(call, fields)
-  fields.call, fields.pending, fields.done = call, {}, false
+local function new(call, x, fields)
+  if x == nil then check(call, -1) end
+  fields.call, fields.done = call, false
+  fields.x = ffi.gc(x, MPI.td_mpi_transfer_free)
   return setmetatable(fields, Request)
 end
 
----------------------------------------------------------------------------- sends
-
-function M.send(out, dst, tag)
-  local r = new("isend", { keep = out })
-  post(r, MPI.td_mpi_isend(out.header, 16, dst, tag))
-  post(r, MPI.td_mpi_isend(wire.region_data(out.region), out.size, dst, tag))
-  for _, t in ipairs(out.tensors) do
-    post(r, MPI.td_mpi_isend(wire.data(t), wire.nbytes(t), dst, tag))
-  end
-  r.advance = function(self) self.done = true end
-  r.started = true
-  return r
-end
-
-------------------------------------------------------------------------- receives
-
 local function dequeue(r)
+  if not r.queued then return end
+  r.queued = false
   local q = queues[r.key]
-  if q and q[1] == r then
-    table.remove(q, 1)
-  elseif q then
-    for i, x in ipairs(q) do if x == r then table.remove(q, i) break end end
-  end
+  for i, x in ipairs(q) do if x == r then table.remove(q, i) break end end
 end
 
--- Stage 3: the leaves go into new tensors or like's leaves.
-local function post_leaves(r)
-  local td, paths, leaves = wire.structure(r.region)
-  r.region = nil
-  -- A like that does not match still takes the message off the wire (into new
-  -- tensors), so the sender completes; the wait then raises.
-  local ok, targets = pcall(wire.targets, td, paths, leaves, r.like, function(msg) error(msg, 0) end)
-  if not ok then
-    r.mismatch = targets
-    targets = wire.targets(td, paths, leaves, nil)
-  end
-  r.targets = targets
-  for _, t in ipairs(r.targets.tensors) do
-    post(r, MPI.td_mpi_irecv(wire.data(t), wire.nbytes(t), r.src, r.tag))
-  end
-  r.result = r.targets.result
-  dequeue(r) -- the next receive from (src, tag) may post its header now
+-- Frees the transfer now (its hold on the leaves ends with it).
+local function drop(r)
+  if r.x then MPI.td_mpi_transfer_free(ffi.gc(r.x, nil)) end
+  r.x = nil
 end
 
-local function advance_recv(r)
-  r.stage = r.stage + 1
-  if r.stage == 1 then
-    r.header = wire.header()
-    post(r, MPI.td_mpi_irecv(r.header, 16, r.src, r.tag))
-  elseif r.stage == 2 then
-    local size = tonumber(r.header[0])
-    r.nleaves = tonumber(r.header[1])
-    r.region = wire.region(size)
-    post(r, MPI.td_mpi_irecv(wire.region_data(r.region), size, r.src, r.tag))
-  elseif r.stage == 3 then
-    post_leaves(r)
-  else
-    r.done = true
-    if r.mismatch then r:fail(r.mismatch) end
-    wire.finish(r.targets)
-  end
+function M.send(td, dst, tag, call)
+  return new(call, MPI.td_mpi_isend_dict(td_core.D(td), dst, tag), {})
 end
 
-function M.recv(src, tag, like)
-  local r = new("irecv", { src = src, tag = tag, like = like, stage = 0, key = src .. ":" .. tag })
-  r.advance = advance_recv
+function M.recv(src, tag, like, call)
+  local r = new(call, MPI.td_mpi_irecv_dict(src, tag, like and td_core.D(like) or nil), {
+    like = like, key = src .. ":" .. tag, queued = true })
   local q = queues[r.key] or {}
   queues[r.key] = q
   q[#q + 1] = r
   return r
 end
 
--------------------------------------------------------------------------- driving
-
-function Request:fail(msg)
-  self:cancel()
-  util.fail(("dist.%s: %s"):format(self.call, msg))
+-- (Its own function: a closure made in settle would keep settle from compiling.)
+local function fill_like(r, msg)
+  wire.fill_like(msg, r.like, function(text) r:fail(text) end)
+  r.result = r.like
 end
 
--- A receive starts (posts its header) when it heads its queue.
-local function can_start(r)
-  if r.started then return true end
-  local q = queues[r.key]
-  if q[1] ~= r then return false end
-  r.started = true
-  r:advance()
-  return true
+-- After driving r's transfer: leaves the queue once its leaves' receives are posted;
+-- when done, takes the result (filling like from it when the bytes could not go there
+-- directly; a like that does not match raises now, the message off the wire).
+local function settle(r)
+  local stage = MPI.td_mpi_transfer_stage(r.x)
+  if stage >= MPI.TD_MPI_STAGE_DATA then dequeue(r) end
+  if stage ~= MPI.TD_MPI_STAGE_DONE then return end
+  r.done = true
+  local d = MPI.td_mpi_transfer_result(r.x)
+  drop(r)
+  if r.key == nil then return end -- a send
+  if d == nil then r.result = r.like return end
+  local msg = wire.received(d)
+  if r.like then fill_like(r, msg) else r.result = msg end
+end
+
+-- A failed C call on r: dead unless it only timed out (then the request stays usable).
+local function failed(r, status, call, timeout)
+  if status ~= MPI.TD_MPI_ETIMEOUT then r:cancel() end -- cancelling keeps the error's text
+  check(call or r.call, status, timeout)
+end
+
+-- The receive queued ahead of r, if any.
+local function ahead(r)
+  local q = r.queued and queues[r.key]
+  return q and q[1] ~= r and q[1] or nil
 end
 
 -- Moves r on without blocking: true when done.
 local function poll(r)
   while not r.done do
-    if not can_start(r) then
-      if not poll(queues[r.key][1]) and not can_start(r) then return false end
+    local head = ahead(r)
+    if head then
+      poll(head)
+      if ahead(r) == head then return false end -- head still waits for its structure
     else
-      for i = #r.pending, 1, -1 do
-        local st = check(r.call, MPI.td_mpi_test(r.pending[i]))
-        if st == 0 then return false end
-        r.pending[i] = nil
-      end
-      r:advance()
+      local st = MPI.td_mpi_transfer_test(r.x)
+      if st < 0 then failed(r, st) end
+      settle(r)
+      if st == 0 then return false end
     end
   end
   return true
@@ -141,24 +110,25 @@ function Request:test()
   return poll(self)
 end
 
+-- Seconds left before deadline (nil: no deadline, -1).
+local function left_until(deadline)
+  if not deadline then return -1 end
+  return math.max(0, deadline - util.now())
+end
+
 -- wait({timeout = s}): raises "timed out" when the deadline passes (the request stays
 -- pending: wait again, or cancel).
 function Request:wait(opts, call)
   local timeout = opts and opts.timeout or -1
   local deadline = timeout >= 0 and util.now() + timeout or nil
-  local function left()
-    if not deadline then return -1 end
-    return math.max(0, deadline - util.now())
-  end
   while not self.done do
-    if not can_start(self) then
-      queues[self.key][1]:wait({ timeout = left() }, call)
+    local head = ahead(self)
+    if head then
+      head:wait({ timeout = left_until(deadline) }, call)
     else
-      while #self.pending > 0 do
-        check(call or self.call, MPI.td_mpi_wait(self.pending[#self.pending], left()), timeout)
-        self.pending[#self.pending] = nil
-      end
-      self:advance()
+      local st = MPI.td_mpi_transfer_wait(self.x, left_until(deadline))
+      if st < 0 then failed(self, st, call, timeout) end
+      settle(self)
     end
   end
   return self.result
@@ -166,13 +136,14 @@ end
 
 -- Cancels what is posted and leaves the queue (a cancelled send may still arrive).
 function Request:cancel()
-  for i = #self.pending, 1, -1 do
-    local p = self.pending[i]
-    self.pending[i] = nil
-    MPI.td_mpi_request_free(ffi.gc(p, nil))
-  end
-  if self.key then dequeue(self) end
+  drop(self)
+  dequeue(self)
   self.done = true
+end
+
+function Request:fail(msg)
+  self:cancel()
+  util.fail(("dist.%s: %s"):format(self.call, msg))
 end
 
 return M

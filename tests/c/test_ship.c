@@ -107,6 +107,64 @@ static void test_ref(void) {
   td_dict_release(d);
 }
 
+/* The structure alone, its leaves' bytes moved separately (tensordict.dist's transport). */
+static void test_split(void) {
+  td_dict *d = sample(6);
+  int64_t size = td_ship_meta_size(d);
+  CHECK(size > 32);
+  td_storage *meta = td_storage_new_heap(size);
+  CHECK_EQ_I(td_ship_pack_meta(d, meta), size);
+  /* The same structure as td_ship_pack's, without the data. */
+  int64_t whole = td_ship_size(d, NULL);
+  int64_t data = td_ship_data_bytes(meta);
+  CHECK(data > 0 && data < whole && size < whole);
+  int64_t n = td_ship_leaves(d, NULL, NULL, NULL, 0);
+  CHECK(n > 2);
+  const td_tensor *leaves[256];
+  int64_t offsets[256];
+  int32_t kinds[256];
+  CHECK(n <= 256);
+  CHECK_EQ_I(td_ship_leaves(d, leaves, offsets, kinds, n), n);
+  int values = 0;
+  td_storage *bytes = td_storage_new_heap(data);
+  for (int64_t i = 0; i < n; i++) {
+    CHECK(offsets[i] % 64 == 0 && offsets[i] < data);
+    if (i > 0) CHECK(offsets[i] > offsets[i - 1] || td_tensor_numel(leaves[i - 1]) == 0);
+    values += kinds[i] == TD_ENTRY_VALUES;
+    CHECK(kinds[i] == TD_ENTRY_TENSOR || kinds[i] == TD_ENTRY_VALUES);
+    /* The leaf's bytes, C order, where the structure says they go. */
+    td_tensor *c = td_tensor_contiguous(leaves[i]);
+    memcpy((char *)td_storage_data_borrow(bytes) + offsets[i], td_tensor_data_borrow(c),
+           (size_t)(td_tensor_numel(c) * c->itemsize));
+    td_tensor_release(c);
+  }
+  CHECK_EQ_I(values, 1); /* "tags": its positions travel as data */
+  td_dict *u = td_ship_unpack_meta(meta, bytes);
+  CHECK(u != NULL);
+  CHECK(u && equal(d, u));
+  CHECK(u && leaf(u, "float32_1")->storage == bytes);
+  CHECK(u && strcmp(text(u, "n", 0), "42") == 0);
+  if (u) td_dict_release(u);
+  /* Fewer leaves than there are: a count, and the first cap filled. */
+  CHECK_EQ_I(td_ship_leaves(d, leaves, offsets, kinds, 1), n);
+  /* Too small a region, too little data, a corrupt structure: errors. */
+  td_storage *small = td_storage_new_heap(size - 8);
+  CHECK(td_ship_pack_meta(d, small) < 0);
+  CHECK_ERROR("region holds");
+  td_storage_release(small);
+  td_storage *few = td_storage_new_heap(data - 1);
+  CHECK(td_ship_unpack_meta(meta, few) == NULL);
+  CHECK_ERROR("data region holds");
+  td_storage_release(few);
+  ((int64_t *)td_storage_data_borrow(meta))[1] = 99;
+  CHECK(td_ship_data_bytes(meta) < 0);
+  CHECK_ERROR("corrupt region");
+  CHECK(td_ship_unpack_meta(meta, bytes) == NULL);
+  td_storage_release(bytes);
+  td_storage_release(meta);
+  td_dict_release(d);
+}
+
 /* Two workers that double every leaf (and one that errors on job 3). */
 static void test_workers(void) {
   td_workers *w = td_workers_new(2);
@@ -182,6 +240,7 @@ int main(void) {
   test_round_trip(6);
   test_round_trip(0);
   test_ref();
+  test_split();
   test_workers();
   CHECK_SUMMARY();
 }

@@ -1,5 +1,7 @@
 -- p2p_spec.lua: send, recv, isend, irecv of TensorDicts between ranks (run by
 -- scripts/run-mpi-tests.sh under mpirun with 2 and 3 ranks).
+local ffi = require("ffi")
+local C = require("tensordict.lib").C
 local H = require("harness")
 local T, dist = H.T, H.dist
 
@@ -110,6 +112,41 @@ H.test("irecv wait with a timeout leaves the request usable", function()
   local s = dist.isend(T.TensorDict({ v = T.tensor({ rank }) }, {}), to, 21)
   H.eq(r:wait({ timeout = 30 }).v:tolist()[1], from, "late message")
   s:wait()
+end)
+
+H.test("recv into a like of the same structure writes its leaves in place", function()
+  local rank, size = dist.rank(), dist.size()
+  local to, from = ring(rank, size)
+  local function make(r)
+    return T.TensorDict({ a = T.full({ 3, 4 }, r, "float32"), n = T.TensorDict({ i = T.full({ 3 }, 10 * r, "int64") }, { 3 }),
+      tag = "same" }, { 3 })
+  end
+  local like = make(-1)
+  local a, i = like.a, like:get({ "n", "i" })
+  local addr = tonumber(ffi.cast("intptr_t", C.td_tensor_data_borrow(a.h)))
+  local r = dist.isend(make(rank), to, 31)
+  assert(rawequal(dist.recv(from, 31, like), like), "recv returns like")
+  r:wait()
+  H.same(like, make(from), "filled")
+  H.eq(a:sum(), 12 * from, "like's leaf object holds the message")
+  H.eq(i:sum(), 30 * from, "nested leaf object")
+  H.eq(tonumber(ffi.cast("intptr_t", C.td_tensor_data_borrow(like.a.h))), addr, "same memory")
+end)
+
+H.test("a sent container may change before the send completes", function()
+  local rank, size = dist.rank(), dist.size()
+  local to, from = ring(rank, size)
+  local td = T.TensorDict({ v = T.full({ 100000 }, rank, "float64"), w = T.arange(6):reshape(2, 3):t() }, {})
+  local r = dist.irecv(from, 33)
+  local s = dist.isend(td, to, 33)
+  td:set("v", T.zeros(1)) -- the old leaf is dropped here: the send holds its memory
+  td:set("w", T.zeros(1))
+  collectgarbage()
+  collectgarbage()
+  local got = r:wait()
+  s:wait()
+  H.eq(got.v:sum(), 100000 * from, "the leaf as it was sent")
+  H.same(T.TensorDict({ w = got.w }, {}), T.TensorDict({ w = T.arange(6):reshape(2, 3):t() }, {}), "strided leaf")
 end)
 
 H.test("bad arguments raise with the call's name", function()
