@@ -751,6 +751,9 @@ const char *td_csv_column_name_borrow(const td_csv *r, int32_t col);
 int64_t td_csv_line(const td_csv *r);
 /* Data rows in the whole file (one scan of its own; the reader does not move). */
 int64_t td_csv_count_rows(const td_csv *r);
+/* Moves past up to n data rows without parsing their cells (quotes still respected);
+ * returns the rows skipped (fewer at the end of the file) or a negative TD_E* code. */
+int64_t td_csv_skip_rows(td_csv *r, int64_t n);
 /* Parses up to max_rows records; field columns[i] (0-based) of row k goes to
  * outs[i][k] (1-D) or outs[i][k, out_cols[i]] (2-D), parsed for that tensor's dtype
  * (floats, or integers exactly with a range check). Returns the rows read (0 at the

@@ -471,6 +471,19 @@ TD_EXPORT int64_t td_csv_count_rows(const td_csv *r) {
   return r->has_header && rows > 0 ? rows - 1 : rows;
 }
 
+TD_EXPORT int64_t td_csv_skip_rows(td_csv *r, int64_t n) {
+  if (!r) return td_fail(TD_EINVAL, "csv_skip_rows: the reader is NULL");
+  if (n < 0) return td_fail(TD_EINVAL, "csv_skip_rows: %lld rows is negative", (long long)n);
+  int64_t rows = 0;
+  while (rows < n) {
+    int32_t st = next_record(r, false);
+    if (st < 0) return st;
+    if (st == REC_END) break;
+    rows++;
+  }
+  return rows;
+}
+
 /* The failing cell, for messages: its text (shortened), its column's name. */
 static int32_t cell_error(const td_csv *r, const csv_span *s, int32_t col, const char *what) {
   char *text = span_text(r, s);

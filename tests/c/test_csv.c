@@ -59,6 +59,30 @@ static void test_basic(void) {
   td_tensor_release(g);
 }
 
+/* Skipping rows (a rank's share under mpirun): records, not lines; cells unparsed. */
+static void test_skip(void) {
+  const char *p = WRITE("skip.csv", "id,note\n1,\"a\nb\"\n2,x\nbad,\"c,\r\nd\"\n4,y\n");
+  td_csv *r = td_csv_open(p, ',', 1);
+  CHECK(r != NULL);
+  CHECK_EQ_I(td_csv_skip_rows(r, 0), 0);
+  CHECK_EQ_I(td_csv_skip_rows(r, 3), 3); /* "bad" is skipped, never parsed */
+  td_tensor *a = vec(4, TD_INT64);
+  td_tensor *outs[1] = {a};
+  int32_t cols[1] = {0};
+  int64_t ocols[1] = {0};
+  CHECK_EQ_I(td_csv_read(r, 4, 1, cols, outs, ocols), 1);
+  CHECK(I64(a, 0) == 4);
+  CHECK_EQ_I(td_csv_skip_rows(r, 5), 0); /* at the end */
+  CHECK(td_csv_skip_rows(r, -1) < 0);
+  CHECK_ERROR("negative");
+  CHECK(td_csv_skip_rows(NULL, 1) < 0);
+  td_csv_close(r);
+  r = td_csv_open(p, ',', 1);
+  CHECK_EQ_I(td_csv_skip_rows(r, 10), 4); /* fewer than asked */
+  td_csv_close(r);
+  td_tensor_release(a);
+}
+
 static void test_quotes_and_line_ends(void) {
   /* A quoted header spanning two lines, doubled quotes, a lone \r, a BOM. */
   const char *p =
@@ -218,6 +242,7 @@ int main(void) {
   test_empty();
   test_large();
   test_errors();
+  test_skip();
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);

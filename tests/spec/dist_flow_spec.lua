@@ -83,6 +83,35 @@ describe("tdflow run under mpirun", function()
     helpers.rmtree(base)
   end)
 
+  it("a CSV source: each rank reads its share of the rows (2 and 3 ranks give the 1-rank rows)", function()
+    if not have_mpi() then pending("mpirun or libtensordict_mpi.so missing") return end
+    local dir = helpers.tmpdir()
+    -- a text column (not read) whose quoted cells hold line ends: skipping counts records
+    local lines = { "id,x,note" }
+    for i = 1, 101 do lines[#lines + 1] = ("%d,%g,\"line %d\nand, more\""):format(i, i * 0.5, i) end
+    helpers.write(dir .. "/data.csv", table.concat(lines, "\n") .. "\n")
+    local got = {}
+    for _, ranks in ipairs({ 0, 2, 3 }) do
+      helpers.write(dir .. "/csv.json", ([[{
+  "batch_size": 10,
+  "source": { "use": "CsvSource", "path": "%s/data.csv", "batch_size": 10,
+              "columns": { "id": "int64", "x": "float64" } },
+  "sink": { "use": "MemmapSink", "path": "%s/out%d", "existsok": true }
+}]]):format(dir, dir, ranks))
+      local rc, out = tdflow(ranks, dir .. "/csv.json -q")
+      assert.are.equal(0, rc, out)
+      got[ranks] = T.load_memmap(("%s/out%d"):format(dir, ranks))
+    end
+    local ids = {}
+    for i = 1, 101 do ids[i] = i end
+    assert.are.same(ids, got[0]:get("id"):tolist())
+    for _, ranks in ipairs({ 2, 3 }) do
+      assert.are.same(ids, got[ranks]:get("id"):tolist())
+      assert.are.same(got[0]:get("x"):tolist(), got[ranks]:get("x"):tolist())
+    end
+    helpers.rmtree(dir)
+  end)
+
   it("a rank killed mid-run: the others fail within --timeout and nothing is committed", function()
     if not have_mpi() then pending("mpirun or libtensordict_mpi.so missing") return end
     local dir = helpers.tmpdir()

@@ -9,6 +9,7 @@ local create = require("tensordict.create")
 local dtypes = require("tensordict.dtype")
 local td_core = require("tensordict.td_core")
 local core = require("tensordict.flow.core")
+local shard_rows = require("tensordict.flow.sources").shard_rows
 
 local describe = util.describe
 local is_tensor, is_td, H = tensor.is_tensor, td_core.is_td, tensor.handle
@@ -200,11 +201,23 @@ end
 
 -- A fresh pass over the file each call. Each pass holds its reader in a state table
 -- that close() can empty, so an iterator used after close() ends instead of reading a
--- closed reader.
-function CsvSource:iter()
+-- closed reader. Under ctx.dist (mpirun) each rank reads its share of the rows
+-- (sources.shard_rows): it skips the rows before its range without parsing them.
+function CsvSource:iter(ctx)
   local state = { r = open_reader(self) }
   self.readers[state] = true
   local leaves, b = self.leaves, self.p.batch_size
+  local left = math.huge -- rows this pass may still read
+  if ctx and ctx.dist and ctx.dist.size > 1 then
+    local lo, hi = shard_rows(self:len(), ctx)
+    if C.td_csv_skip_rows(state.r, lo - 1) < 0 then
+      local msg = ffi.string(C.td_last_error()):gsub("^csv: ", "")
+      self.readers[state] = nil
+      close_reader(state.r)
+      self:fail("%s", msg)
+    end
+    left = hi - lo + 1
+  end
   local cols, outs, offs, ndest = self.dest_cols, self.dest_outs, self.dest_offs, self.ndest
   local function finish()
     self.readers[state] = nil
@@ -214,6 +227,10 @@ function CsvSource:iter()
   return function()
     local r = state.r
     if r == nil then return nil end
+    if left <= 0 then
+      finish()
+      return nil
+    end
     local tensors, j = {}, 0
     for i, leaf in ipairs(leaves) do
       local t = leaf.grouped and create.empty({ b, #leaf.cols }, leaf.dtype) or create.empty({ b }, leaf.dtype)
@@ -223,13 +240,14 @@ function CsvSource:iter()
         j = j + 1
       end
     end
-    local n = C.td_csv_read(r, b, ndest, cols, outs, offs)
+    local n = C.td_csv_read(r, math.min(b, left), ndest, cols, outs, offs)
     if n < 0 then
       local msg = ffi.string(C.td_last_error()):gsub("^csv: ", "")
       finish()
       self:fail("%s", msg)
     end
     n = tonumber(n)
+    left = left - n
     if n == 0 then
       finish()
       return nil
