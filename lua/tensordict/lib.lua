@@ -52,6 +52,7 @@ return require("tensordict.once")("lib", function()
       .. ". Build it with 'make' or set TENSORDICT_LIB", 3)
   end
 
+  require("tensordict.blas_core").prepare() -- before OpenBLAS loads with libtensordict
   local C, path = open()
   local abi = C.td_abi_version()
   if abi ~= cdefs.abi_version then

@@ -118,8 +118,8 @@ H.test("recv into a like of the same structure writes its leaves in place", func
   local rank, size = dist.rank(), dist.size()
   local to, from = ring(rank, size)
   local function make(r)
-    return T.TensorDict({ a = T.full({ 3, 4 }, r, "float32"), n = T.TensorDict({ i = T.full({ 3 }, 10 * r, "int64") }, { 3 }),
-      tag = "same" }, { 3 })
+    local n = T.TensorDict({ i = T.full({ 3 }, 10 * r, "int64") }, { 3 })
+    return T.TensorDict({ a = T.full({ 3, 4 }, r, "float32"), n = n, tag = "same" }, { 3 })
   end
   local like = make(-1)
   local a, i = like.a, like:get({ "n", "i" })
