@@ -411,6 +411,10 @@ td_tensor *td_index_from_one_based(const td_tensor *index, int64_t size, const c
                                    int32_t dim1);
 td_tensor *td_index_select(const td_tensor *a, int32_t dim, const td_tensor *index);
 td_tensor *td_gather(const td_tensor *a, int32_t dim, const td_tensor *index);
+/* The same taking Lua's 1-based int64 or int32 values (negative from the end), checked
+ * and converted in the pass that makes the offsets (td_index_from_one_based's messages). */
+td_tensor *td_index_select_one_based(const td_tensor *a, int32_t dim, const td_tensor *index);
+td_tensor *td_gather_one_based(const td_tensor *a, int32_t dim, const td_tensor *index);
 int32_t td_scatter_(td_tensor *a, int32_t dim, const td_tensor *index, const td_tensor *src);
 int32_t td_index_add_(td_tensor *a, int32_t dim, const td_tensor *index, const td_tensor *src);
 /* A bool mask over a's leading mask->ndim dims: the rows where it is true, as a

@@ -42,7 +42,7 @@ static bool same_ndim(const char *call, const td_tensor *a, const char *aname,
   return false;
 }
 
-TD_EXPORT td_tensor *td_index_select(const td_tensor *a, int32_t dim, const td_tensor *index) {
+static td_tensor *index_select(const td_tensor *a, int32_t dim, const td_tensor *index, bool one_based) {
   const char *call = "index_select";
   int32_t d;
   if (!a || !index)
@@ -56,7 +56,8 @@ TD_EXPORT td_tensor *td_index_select(const td_tensor *a, int32_t dim, const td_t
                         (long long)n);
   td_tensor a1;
   td_as_1d_at_least(a, &a1);
-  td_tensor *offs = td_index_offsets(call, index, a1.shape[d], d, a1.strides[d] * a1.itemsize);
+  td_tensor *offs = one_based ? td_index_offsets_one_based(call, index, a1.shape[d], d + 1, a1.strides[d] * a1.itemsize)
+                              : td_index_offsets(call, index, a1.shape[d], d, a1.strides[d] * a1.itemsize);
   if (!offs) return NULL;
   int64_t shape[TD_MAX_DIMS];
   for (int32_t k = 0; k < a1.ndim; k++) shape[k] = k == d ? n : a1.shape[k];
@@ -72,7 +73,15 @@ TD_EXPORT td_tensor *td_index_select(const td_tensor *a, int32_t dim, const td_t
   return out;
 }
 
-TD_EXPORT td_tensor *td_gather(const td_tensor *a, int32_t dim, const td_tensor *index) {
+TD_EXPORT td_tensor *td_index_select(const td_tensor *a, int32_t dim, const td_tensor *index) {
+  return index_select(a, dim, index, false);
+}
+
+TD_EXPORT td_tensor *td_index_select_one_based(const td_tensor *a, int32_t dim, const td_tensor *index) {
+  return index_select(a, dim, index, true);
+}
+
+static td_tensor *gather(const td_tensor *a, int32_t dim, const td_tensor *index, bool one_based) {
   const char *call = "gather";
   int32_t d;
   if (!a || !index)
@@ -92,7 +101,9 @@ TD_EXPORT td_tensor *td_gather(const td_tensor *a, int32_t dim, const td_tensor 
                         call, td_format_shape(si, sizeof si, index->ndim, index->shape),
                         td_format_shape(sa, sizeof sa, a->ndim, a->shape), (int)k, (int)d);
   }
-  td_tensor *offs = td_index_offsets(call, index, a1.shape[d], d, a1.strides[d] * a1.itemsize);
+  if (one_based && td_take_1d_one_based_fits(&a1, index)) return td_take_1d_one_based(call, &a1, index, d + 1);
+  td_tensor *offs = one_based ? td_index_offsets_one_based(call, index, a1.shape[d], d + 1, a1.strides[d] * a1.itemsize)
+                              : td_index_offsets(call, index, a1.shape[d], d, a1.strides[d] * a1.itemsize);
   if (!offs) return NULL;
   td_tensor *out = td_tensor_empty(index->ndim, index->shape, a->dtype);
   if (out) {
@@ -104,6 +115,14 @@ TD_EXPORT td_tensor *td_gather(const td_tensor *a, int32_t dim, const td_tensor 
   }
   td_tensor_release(offs);
   return out;
+}
+
+TD_EXPORT td_tensor *td_gather(const td_tensor *a, int32_t dim, const td_tensor *index) {
+  return gather(a, dim, index, false);
+}
+
+TD_EXPORT td_tensor *td_gather_one_based(const td_tensor *a, int32_t dim, const td_tensor *index) {
+  return gather(a, dim, index, true);
 }
 
 TD_EXPORT int32_t td_scatter_(td_tensor *a, int32_t dim, const td_tensor *index,

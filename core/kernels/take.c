@@ -20,6 +20,8 @@ typedef struct offs_ctx {
   int64_t size, stride; /* the dim's size, bytes per step along it */
   int64_t bad_value;    /* the first value out of range, when bad */
   bool bad;
+  int64_t hi, lo;       /* one-based: the extreme values and whether 0 was seen, */
+  bool zero;            /* for td_index_from_one_based's message */
 } offs_ctx;
 
 /* Out-of-range values are recorded (the first only) and written as offset 0, so the
@@ -42,6 +44,31 @@ typedef struct offs_ctx {
 DEF_OFFS(offs_from_i64, int64_t)
 DEF_OFFS(offs_from_i32, int32_t)
 
+/* Lua's 1-based values (negative from the end) in the same pass: 0 and values out of
+ * range are bad; the extremes are kept so the message names the value
+ * td_index_from_one_based would. */
+#define DEF_OFFS1(NAME, IT)                                                        \
+  static void NAME(char **p, const int64_t *s, int64_t n, void *vctx) {            \
+    offs_ctx *c = vctx;                                                            \
+    const int64_t size = c->size, stride = c->stride;                              \
+    int64_t hi = c->hi, lo = c->lo;                                                \
+    bool bad = false;                                                              \
+    for (int64_t k = 0; k < n; k++) {                                              \
+      int64_t v = *(const IT *)(p[1] + k * s[1]);                                  \
+      hi = v > hi ? v : hi;                                                        \
+      lo = v < lo ? v : lo;                                                        \
+      int64_t w = v > 0 ? v - 1 : v + size;                                        \
+      bool out = (uint64_t)w >= (uint64_t)size || v == 0;                          \
+      bad |= out;                                                                  \
+      *(int64_t *)(p[0] + k * s[0]) = out ? 0 : w * stride;                        \
+    }                                                                              \
+    c->hi = hi;                                                                    \
+    c->lo = lo;                                                                    \
+    c->bad |= bad;                                                                 \
+  }
+DEF_OFFS1(offs1_from_i64, int64_t)
+DEF_OFFS1(offs1_from_i32, int32_t)
+
 typedef struct offs_job {
   const td_iter *it;
   td_inner_loop loop;
@@ -53,8 +80,20 @@ static void offs_chunk(int64_t begin, int64_t end, void *arg) {
   td_iter_run_range(j->it, begin, end, j->loop, &j->chunks[begin / TD_GRAIN]);
 }
 
-td_tensor *td_index_offsets(const char *call, const td_tensor *index, int64_t size,
-                            int32_t dim, int64_t stride_bytes) {
+/* A bad 1-based index, as td_index_from_one_based says it: the largest value past the
+ * end, else the smallest before the start, else the 0. */
+static int32_t one_based_error(const char *call, int64_t hi, int64_t lo, int64_t size, int32_t dim1) {
+  int64_t worst = hi > size ? hi : lo < -size ? lo : 0;
+  if (worst != 0)
+    return td_fail(TD_EINDEX,
+                   "%s: index %lld is out of range for dim %d of size %lld (valid: 1..%lld or -%lld..-1)",
+                   call, (long long)worst, (int)dim1, (long long)size, (long long)size, (long long)size);
+  return td_fail(TD_EINDEX, "%s: index 0 in dim %d: indices are 1-based (negative from the end)", call,
+                 (int)dim1);
+}
+
+static td_tensor *index_offsets(const char *call, const td_tensor *index, int64_t size,
+                                int32_t dim, int64_t stride_bytes, bool one_based) {
   if (index->dtype != TD_INT64 && index->dtype != TD_INT32)
     return td_fail_null(TD_EDTYPE, "%s: index dtype %s is not int64 or int32", call,
                         td_dtype_name(index->dtype));
@@ -69,11 +108,18 @@ td_tensor *td_index_offsets(const char *call, const td_tensor *index, int64_t si
     td_tensor_release(out);
     return td_fail_null(TD_ENOMEM, "%s: out of memory", call);
   }
-  for (int64_t c = 0; c < nchunks; c++) chunks[c] = (offs_ctx){size, stride_bytes, 0, false};
-  offs_job job = {&it, index->dtype == TD_INT64 ? offs_from_i64 : offs_from_i32, chunks};
+  for (int64_t c = 0; c < nchunks; c++) chunks[c] = (offs_ctx){size, stride_bytes, 0, false, INT64_MIN, INT64_MAX, false};
+  td_inner_loop loop = one_based ? (index->dtype == TD_INT64 ? offs1_from_i64 : offs1_from_i32)
+                                 : (index->dtype == TD_INT64 ? offs_from_i64 : offs_from_i32);
+  offs_job job = {&it, loop, chunks};
   td_parallel_for(it.numel, TD_GRAIN, offs_chunk, &job);
+  int64_t hi = INT64_MIN, lo = INT64_MAX;
+  bool bad = false;
   for (int64_t c = 0; c < nchunks; c++) {
-    if (!chunks[c].bad) continue;
+    hi = chunks[c].hi > hi ? chunks[c].hi : hi;
+    lo = chunks[c].lo < lo ? chunks[c].lo : lo;
+    bad |= chunks[c].bad;
+    if (!chunks[c].bad || one_based) continue;
     td_fail(TD_EINDEX, "%s: index %lld is out of range for dim %d of size %lld", call,
             (long long)chunks[c].bad_value, (int)dim, (long long)size);
     td_tensor_release(out);
@@ -81,6 +127,106 @@ td_tensor *td_index_offsets(const char *call, const td_tensor *index, int64_t si
     break;
   }
   free(chunks);
+  if (one_based && bad) {
+    td_tensor_release(out);
+    return one_based_error(call, hi, lo, size, dim), NULL;
+  }
+  return out;
+}
+
+td_tensor *td_index_offsets(const char *call, const td_tensor *index, int64_t size,
+                            int32_t dim, int64_t stride_bytes) {
+  return index_offsets(call, index, size, dim, stride_bytes, false);
+}
+
+td_tensor *td_index_offsets_one_based(const char *call, const td_tensor *index, int64_t size,
+                                      int32_t dim1, int64_t stride_bytes) {
+  return index_offsets(call, index, size, dim1, stride_bytes, true);
+}
+
+/* ---- gather along a 1-D source from 1-based values, in one pass ---------------------
+ * out[k] = src[index[k]] with the check and the shift done as each value is read: no
+ * offsets tensor, one pass over the index (gather of a 1-D tensor, the common case). */
+
+typedef struct take1_job {
+  char *out;
+  const char *src, *index;
+  int64_t src_stride, size; /* bytes per step, elements */
+  offs_ctx *chunks;
+  void (*loop)(const struct take1_job *j, int64_t begin, int64_t end, offs_ctx *c);
+} take1_job;
+
+#define DEF_TAKE1(NAME, T, IT)                                                     \
+  static void NAME(const take1_job *j, int64_t begin, int64_t end, offs_ctx *c) {  \
+    T *restrict out = (T *)j->out;                                                 \
+    const IT *restrict ix = (const IT *)j->index;                                  \
+    const char *src = j->src;                                                      \
+    const int64_t size = j->size, step = j->src_stride;                            \
+    int64_t hi = c->hi, lo = c->lo;                                                \
+    bool bad = false;                                                              \
+    for (int64_t k = begin; k < end; k++) {                                        \
+      int64_t v = ix[k];                                                           \
+      hi = v > hi ? v : hi;                                                        \
+      lo = v < lo ? v : lo;                                                        \
+      int64_t w = v > 0 ? v - 1 : v + size;                                        \
+      bool wrong = (uint64_t)w >= (uint64_t)size || v == 0;                        \
+      bad |= wrong;                                                                \
+      out[k] = *(const T *)(src + (wrong ? 0 : w) * step);                         \
+    }                                                                              \
+    c->hi = hi;                                                                    \
+    c->lo = lo;                                                                    \
+    c->bad |= bad;                                                                 \
+  }
+DEF_TAKE1(take1_1_i64, uint8_t, int64_t)
+DEF_TAKE1(take1_2_i64, uint16_t, int64_t)
+DEF_TAKE1(take1_4_i64, uint32_t, int64_t)
+DEF_TAKE1(take1_8_i64, uint64_t, int64_t)
+DEF_TAKE1(take1_1_i32, uint8_t, int32_t)
+DEF_TAKE1(take1_2_i32, uint16_t, int32_t)
+DEF_TAKE1(take1_4_i32, uint32_t, int32_t)
+DEF_TAKE1(take1_8_i32, uint64_t, int32_t)
+
+static void take1_chunk(int64_t begin, int64_t end, void *arg) {
+  const take1_job *j = arg;
+  j->loop(j, begin, end, &j->chunks[begin / TD_GRAIN]);
+}
+
+bool td_take_1d_one_based_fits(const td_tensor *src, const td_tensor *index) {
+  return src->ndim == 1 && src->shape[0] > 0 && (index->dtype == TD_INT64 || index->dtype == TD_INT32) &&
+         td_tensor_is_contiguous(index) == 1;
+}
+
+td_tensor *td_take_1d_one_based(const char *call, const td_tensor *src, const td_tensor *index, int32_t dim1) {
+  td_tensor *out = td_tensor_empty(index->ndim, index->shape, src->dtype);
+  if (!out) return NULL;
+  int64_t n = td_tensor_numel(index);
+  int64_t nchunks = td_parallel_chunks(n, TD_GRAIN);
+  offs_ctx *chunks = calloc((size_t)(nchunks > 0 ? nchunks : 1), sizeof *chunks);
+  if (!chunks) {
+    td_tensor_release(out);
+    return td_fail_null(TD_ENOMEM, "%s: out of memory", call);
+  }
+  for (int64_t c = 0; c < nchunks; c++) chunks[c] = (offs_ctx){.hi = INT64_MIN, .lo = INT64_MAX};
+  bool i64 = index->dtype == TD_INT64;
+  static void (*const loops[2][4])(const take1_job *, int64_t, int64_t, offs_ctx *) = {
+      {take1_1_i32, take1_2_i32, take1_4_i32, take1_8_i32},
+      {take1_1_i64, take1_2_i64, take1_4_i64, take1_8_i64}};
+  int which = src->itemsize == 1 ? 0 : src->itemsize == 2 ? 1 : src->itemsize == 4 ? 2 : 3;
+  take1_job job = {td_tensor_ptr(out), td_tensor_ptr(src), td_tensor_ptr(index),
+                   src->strides[0] * src->itemsize, src->shape[0], chunks, loops[i64][which]};
+  td_parallel_for(n, TD_GRAIN, take1_chunk, &job);
+  int64_t hi = INT64_MIN, lo = INT64_MAX;
+  bool bad = false;
+  for (int64_t c = 0; c < nchunks; c++) {
+    hi = chunks[c].hi > hi ? chunks[c].hi : hi;
+    lo = chunks[c].lo < lo ? chunks[c].lo : lo;
+    bad |= chunks[c].bad;
+  }
+  free(chunks);
+  if (bad) {
+    td_tensor_release(out);
+    return one_based_error(call, hi, lo, src->shape[0], dim1), NULL;
+  }
   return out;
 }
 

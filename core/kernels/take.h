@@ -23,6 +23,16 @@
  * NULL. The first bad value in row-major order is the one named. */
 td_tensor *td_index_offsets(const char *call, const td_tensor *index, int64_t size,
                             int32_t dim, int64_t stride_bytes);
+/* The same from Lua's 1-based values (negative from the end; 0 is an error), in one
+ * pass: the messages are td_index_from_one_based's, naming the 1-based dim1. */
+td_tensor *td_index_offsets_one_based(const char *call, const td_tensor *index, int64_t size,
+                                      int32_t dim1, int64_t stride_bytes);
+
+/* gather of a 1-D src (size > 0) by a contiguous int64 or int32 index of Lua's 1-based
+ * values, checked and shifted as they are read, in one pass: a new tensor of index's
+ * shape, or NULL with td_index_offsets_one_based's message. _fits: whether it applies. */
+bool td_take_1d_one_based_fits(const td_tensor *src, const td_tensor *index);
+td_tensor *td_take_1d_one_based(const char *call, const td_tensor *src, const td_tensor *index, int32_t dim1);
 
 /* out[p] = *(src + offs[p]) for every p of out's shape; src (same dtype as out) and
  * offs (int64) already have out's shape. Split over the thread pool. */

@@ -80,10 +80,19 @@ function Tensor.nonzero(self)
   return positions
 end
 
+-- An int64 or int32 index tensor that C may take 1-based as it is, with h, on the host
+-- (checked and shifted in the pass that makes the offsets: no converted copy).
+local function takes_one_based(h, index)
+  if not is_tensor(index) or device.on_device(h) then return false end
+  local ih = H(index)
+  return (ih.dtype == C.TD_INT64 or ih.dtype == C.TD_INT32) and not device.on_device(ih)
+end
+
 -- The converted index is freed at once: the GC would keep one per call alive for a while.
 function Tensor.index_select(self, dim, index)
   local h = H(self)
   local d, size = dim_and_size("index_select", h, dim)
+  if takes_one_based(h, index) then return adopt(C.td_index_select_one_based(h, d, H(index))) end
   local idx = index_for(h, index, size, dim, "index_select")
   local r = device.pick("index_select", h, idx.h).td_index_select(h, d, idx.h)
   idx:free()
@@ -93,6 +102,7 @@ end
 function Tensor.gather(self, dim, index)
   local h = H(self)
   local d, size = dim_and_size("gather", h, dim)
+  if takes_one_based(h, index) then return adopt(C.td_gather_one_based(h, d, H(index))) end
   local idx = index_for(h, index, size, dim, "gather")
   local r = device.pick("gather", h, idx.h).td_gather(h, d, idx.h)
   idx:free()

@@ -83,6 +83,58 @@ describe("index_select, gather, scatter_, index_add_", function()
   end)
 end)
 
+describe("int64 and int32 index tensors, taken 1-based by C as they are", function()
+  local t = T.arange(1, 12):view(4, 3) -- {{1,2,3},{4,5,6},{7,8,9},{10,11,12}}
+
+  it("index_select and gather give what Lua arrays give, negatives from the end", function()
+    for _, dt in ipairs({ "int64", "int32" }) do
+      local rows = t:index_select(1, T.tensor({ 4, 1, -1, -4, 2 }, dt))
+      assert.are.same(t:index_select(1, { 4, 1, -1, -4, 2 }):totable(), rows:totable())
+      assert.are.same({ { 10, 11, 12 }, { 1, 2, 3 }, { 10, 11, 12 }, { 1, 2, 3 }, { 4, 5, 6 } }, rows:totable())
+      assert.are.same({ { 3, 1 }, { 6, 4 }, { 9, 7 }, { 12, 10 } },
+        t:index_select(2, T.tensor({ -1, 1 }, dt)):totable())
+      assert.are.same({ { 3, 1, 2 }, { 4, 4, 6 } }, t:gather(2, T.tensor({ { 3, 1, -2 }, { 1, -3, 3 } }, dt)):totable())
+      -- a strided index (a column of a [n, 2] tensor)
+      local idx = T.tensor({ { 2, 0 }, { 3, 0 }, { 1, 0 } }, dt)[{ {}, 1 }]
+      assert.are.same({ { 4, 5, 6 }, { 7, 8, 9 }, { 1, 2, 3 } }, t:index_select(1, idx):totable())
+      assert.are.equal(t:dtype(), t:index_select(1, T.tensor({ 1 }, dt)):dtype())
+    end
+  end)
+
+  it("gather of a 1-D tensor, any element size, strided, in one pass", function()
+    for _, dt in ipairs({ "uint8", "int16", "float16", "float32", "int64", "float64" }) do
+      local src = T.tensor({ 5, 6, 7, 8 }, dt)
+      for _, it in ipairs({ "int64", "int32" }) do
+        local got = src:gather(1, T.tensor({ 4, -4, 2, -1, 3 }, it))
+        assert.are.equal(dt, got:dtype())
+        assert.are.same({ 8, 5, 6, 8, 7 }, got:tolist())
+      end
+    end
+    local col = T.arange(1, 12):view(4, 3)[{ {}, 2 }] -- {2, 5, 8, 11}, stride 3
+    assert.are.same({ 11, 2, 8 }, col:gather(1, T.tensor({ 4, 1, -2 }, "int64")):tolist())
+    assert.are.same({ 0 }, col:gather(1, T.tensor({}, "int64")):shape())
+    H.raises(function() T.tensor({}, "float32"):gather(1, T.tensor({ 1 }, "int64")) end,
+      "gather: index 1 is out of range for dim 1 of size 0")
+  end)
+
+  it("bad values are named as for Lua arrays: the largest past the end, else the smallest, else 0", function()
+    for _, dt in ipairs({ "int64", "int32" }) do
+      H.raises(function() t:index_select(1, T.tensor({ 1, 7, 5, -9 }, dt)) end,
+        "index_select: index 7 is out of range for dim 1 of size 4 (valid: 1..4 or -4..-1)")
+      H.raises(function() t:index_select(2, T.tensor({ 1, -4, 0 }, dt)) end,
+        "index_select: index -4 is out of range for dim 2 of size 3 (valid: 1..3 or -3..-1)")
+      H.raises(function() t:gather(1, T.tensor({ { 1, 0, 2 } }, dt)) end,
+        "gather: index 0 in dim 1: indices are 1-based (negative from the end)")
+    end
+    -- past the thread pool's grain: the chunks' extremes are combined
+    local big = T.ones(70000, "int64")
+    big[{ { 40000, 40000 } }] = 5
+    big[{ { 69999, 69999 } }] = -6
+    H.raises(function() T.zeros(4):gather(1, big) end, "gather: index 5 is out of range for dim 1 of size 4")
+    assert.are.equal(70000, T.arange(1, 5):gather(1, T.ones(70000, "int64")):sum())
+  end)
+end)
+
 describe("mask and index entries of the grammar", function()
   it("t[mask] selects rows where the mask is true, as a copy", function()
     local t = T.arange(1, 6):view(3, 2)
