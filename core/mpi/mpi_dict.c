@@ -50,6 +50,10 @@ struct td_mpi_transfer {
   int64_t nheld;
   MPI_Request *reqs; /* the messages of the current stage */
   int nreqs;
+  /* Most transfers fit these, so they allocate no arrays (measured: ~15% of a small
+   * container's send and receive went to malloc and free). */
+  span held_inline[32];
+  MPI_Request reqs_inline[4];
 };
 
 /* A failed core call inside ours: its message under our call's name. */
@@ -77,16 +81,16 @@ static td_mpi_transfer *transfer_new(int kind, int32_t peer, int32_t tag, const 
 
 static void release_held(td_mpi_transfer *x) {
   for (int64_t i = 0; i < x->nheld; i++) td_storage_release(x->held[i].storage);
-  free(x->held);
+  if (x->held != x->held_inline) free(x->held);
   x->held = NULL;
   x->nheld = 0;
 }
 
 /* Room for n requests of the next stage (the previous stage's are complete). */
 static int32_t reserve_reqs(td_mpi_transfer *x, int n) {
-  free(x->reqs);
+  if (x->reqs != x->reqs_inline) free(x->reqs);
   x->nreqs = 0;
-  x->reqs = malloc(sizeof *x->reqs * (size_t)(n ? n : 1));
+  x->reqs = n <= 4 ? x->reqs_inline : malloc(sizeof *x->reqs * (size_t)n);
   if (!x->reqs) return tdm_fail(TD_MPI_ENOMEM, "%s: out of memory for %d requests", x->call, n);
   return TD_MPI_OK;
 }
@@ -117,7 +121,8 @@ static int32_t hold_leaves(td_mpi_transfer *x, const td_dict *d, bool copy_strid
       status = core_fail(x->call);
     }
   }
-  if (!status && !(x->held = calloc((size_t)(n ? n : 1), sizeof *x->held))) {
+  x->held = n <= 32 ? x->held_inline : calloc((size_t)n, sizeof *x->held);
+  if (!status && !x->held) {
     status = tdm_fail(TD_MPI_ENOMEM, "%s: out of memory for %lld leaves", x->call, (long long)n);
   }
   if (all_direct) *all_direct = true;
@@ -175,11 +180,14 @@ static int32_t post_data(td_mpi_transfer *x) {
   int64_t total = data_bytes(x), n = x->nheld;
   int nmsg = data_messages(x);
   int first = x->kind == SEND ? 1 : 0; /* a send's slot 0 is its structure */
-  int *lens = malloc(sizeof *lens * (size_t)(n ? n : 1));
-  MPI_Aint *disps = malloc(sizeof *disps * (size_t)(n ? n : 1));
+  enum { ON_STACK = 64 };
+  int lens_s[ON_STACK];
+  MPI_Aint disps_s[ON_STACK];
+  int *lens = n <= ON_STACK ? lens_s : malloc(sizeof *lens * (size_t)n);
+  MPI_Aint *disps = n <= ON_STACK ? disps_s : malloc(sizeof *disps * (size_t)n);
   if (!lens || !disps) {
-    free(lens);
-    free(disps);
+    if (lens != lens_s) free(lens);
+    if (disps != disps_s) free(disps);
     return tdm_fail(TD_MPI_ENOMEM, "%s: out of memory for %lld leaves", x->call, (long long)n);
   }
   int32_t status = TD_MPI_OK;
@@ -213,8 +221,8 @@ static int32_t post_data(td_mpi_transfer *x) {
     }
     if (!status) x->nreqs = first + m + 1;
   }
-  free(lens);
-  free(disps);
+  if (lens != lens_s) free(lens);
+  if (disps != disps_s) free(disps);
   return status;
 }
 
@@ -453,7 +461,7 @@ TDM_EXPORT void td_mpi_transfer_free(td_mpi_transfer *x) {
   if (x->kind == BCAST && x->stage != TD_MPI_STAGE_DONE && x->nreqs) return;
   if (x->stage != TD_MPI_STAGE_DONE && x->nreqs && td_mpi_is_initialized()) tdm_abandon(x->reqs, x->nreqs);
   release_held(x);
-  free(x->reqs);
+  if (x->reqs != x->reqs_inline) free(x->reqs);
   if (x->meta) td_storage_release(x->meta);
   if (x->like) td_dict_release(x->like);
   if (x->result) td_dict_release(x->result);
