@@ -140,18 +140,23 @@ static bool keys_reserve(td_keys *k, int32_t need) {
   return true;
 }
 
+/* Room for extra more bytes of names (a constructor reserves all of its names at once). */
+static bool keys_reserve_names(td_keys *k, int64_t extra) {
+  if (k->arena_len + extra <= k->arena_cap) return true;
+  int64_t cap = k->arena_cap * 2;
+  while (cap < k->arena_len + extra) cap *= 2;
+  char *a = realloc(k->arena, (size_t)cap);
+  if (!a) return false;
+  k->arena = a;
+  k->arena_cap = cap;
+  return true;
+}
+
 /* Appends a NUL-terminated copy of key to the arena; *off receives where. Names are
  * never freed one by one (a deleted or renamed key leaves its bytes until the key set
  * goes), so adding a key is one copy, not a malloc. */
 static bool keys_store_name(td_keys *k, const char *key, int64_t len, int64_t *off) {
-  if (k->arena_len + len + 1 > k->arena_cap) {
-    int64_t cap = k->arena_cap * 2;
-    while (cap < k->arena_len + len + 1) cap *= 2;
-    char *a = realloc(k->arena, (size_t)cap);
-    if (!a) return false;
-    k->arena = a;
-    k->arena_cap = cap;
-  }
+  if (!keys_reserve_names(k, len + 1)) return false;
   *off = k->arena_len;
   memcpy(k->arena + k->arena_len, key, (size_t)len);
   k->arena[k->arena_len + len] = '\0';
@@ -678,6 +683,7 @@ TD_EXPORT int32_t td_dict_set_tensors(td_dict *d, int32_t n, const char *const *
     st = td_fail(TD_ENOMEM, "TensorDict: out of memory");
     goto done;
   }
+  int64_t name_bytes = 0;
   for (int32_t j = 0; j < n; j++) {
     if (!keys[j] || lens[j] < 0) {
       st = td_fail(TD_EINVAL, "TensorDict: key %d is NULL", (int)j);
@@ -691,12 +697,13 @@ TD_EXPORT int32_t td_dict_set_tensors(td_dict *d, int32_t n, const char *const *
      * miss per leaf, a quarter of the time of a 256-leaf construction unhidden). */
     __builtin_prefetch(tensors[j]->storage, 1);
     items[j] = (sort_item){key_prefix(keys[j], lens[j]), j};
+    name_bytes += lens[j] + 1;
   }
   sort_keys sk = {keys, lens};
   sort_items(&sk, items, tmp, n);
   /* Room for every key at once, so the loop below only appends. */
   if (!own_keys(d) || !keys_reserve(d->keys, d->keys->n + n) ||
-      !entries_reserve(d, d->keys->n + n, true)) {
+      !keys_reserve_names(d->keys, name_bytes) || !entries_reserve(d, d->keys->n + n, true)) {
     st = td_fail(TD_ENOMEM, "TensorDict: out of memory");
     goto done;
   }
