@@ -11,7 +11,46 @@
 
 /* Handles compare a container's version only with itself, so a per-container count is
  * enough (no shared atomic counter). A double counts exactly to 2^53 changes. */
-void td_dict_touch(td_dict *d) { d->head.version += 1; }
+void td_dict_touch(td_dict *d) {
+  d->head.version += 1;
+  /* Views made from now on borrow the new leaves: the old set stays with the views
+   * already made. */
+  if (atomic_load_explicit(&d->lent, memory_order_relaxed))
+    td_leaf_refs_release(atomic_exchange(&d->lent, NULL));
+}
+
+/* ------------------------------------------------------------- lent references */
+
+void td_leaf_refs_release(td_leaf_refs *r) {
+  if (!r || atomic_fetch_sub(&r->refcount, 1) != 1) return;
+  for (int32_t i = 0; i < r->n; i++)
+    if (r->s[i]) td_storage_release(r->s[i]);
+  free(r);
+}
+
+/* The set is a cache of what d holds, so d stays logically const: concurrent readers
+ * may both make one; the first installed stays and the other serves its own caller. */
+td_leaf_refs *td_dict_lent(const td_dict *cd) {
+  td_dict *d = (td_dict *)cd;
+  td_leaf_refs *r = atomic_load_explicit(&d->lent, memory_order_acquire);
+  if (r) {
+    atomic_fetch_add_explicit(&r->refcount, 1, memory_order_relaxed);
+    return r;
+  }
+  int32_t n = d->keys->n;
+  r = malloc(sizeof *r + sizeof *r->s * (size_t)n);
+  if (!r) return NULL;
+  r->n = n;
+  for (int32_t i = 0; i < n; i++) {
+    r->s[i] = d->entries[i].t.storage; /* NULL for containers and single values */
+    td_storage_retain(r->s[i]);
+  }
+  atomic_init(&r->refcount, 2); /* d's and the caller's */
+  td_leaf_refs *none = NULL;
+  if (!atomic_compare_exchange_strong(&d->lent, &none, r))
+    atomic_store_explicit(&r->refcount, 1, memory_order_relaxed);
+  return r;
+}
 
 /* ------------------------------------------------------------------------- key sets */
 
@@ -101,18 +140,23 @@ static bool keys_reserve(td_keys *k, int32_t need) {
   return true;
 }
 
+/* Room for extra more bytes of names (a constructor reserves all of its names at once). */
+static bool keys_reserve_names(td_keys *k, int64_t extra) {
+  if (k->arena_len + extra <= k->arena_cap) return true;
+  int64_t cap = k->arena_cap * 2;
+  while (cap < k->arena_len + extra) cap *= 2;
+  char *a = realloc(k->arena, (size_t)cap);
+  if (!a) return false;
+  k->arena = a;
+  k->arena_cap = cap;
+  return true;
+}
+
 /* Appends a NUL-terminated copy of key to the arena; *off receives where. Names are
  * never freed one by one (a deleted or renamed key leaves its bytes until the key set
  * goes), so adding a key is one copy, not a malloc. */
 static bool keys_store_name(td_keys *k, const char *key, int64_t len, int64_t *off) {
-  if (k->arena_len + len + 1 > k->arena_cap) {
-    int64_t cap = k->arena_cap * 2;
-    while (cap < k->arena_len + len + 1) cap *= 2;
-    char *a = realloc(k->arena, (size_t)cap);
-    if (!a) return false;
-    k->arena = a;
-    k->arena_cap = cap;
-  }
+  if (!keys_reserve_names(k, len + 1)) return false;
   *off = k->arena_len;
   memcpy(k->arena + k->arena_len, key, (size_t)len);
   k->arena[k->arena_len + len] = '\0';
@@ -149,6 +193,7 @@ static void entries_init(td_entry *e, int32_t from, int32_t to) {
   for (int32_t i = from; i < to; i++) {
     e[i].kind = TD_ENTRY_TENSOR;
     e[i].pinned = 0;
+    e[i].borrowed = 0;
     e[i].t.storage = NULL;
     e[i].t.ndim = 0;
     e[i].child = NULL;
@@ -171,6 +216,7 @@ static td_dict *dict_alloc(int32_t cap) {
   if (!d) return NULL;
   memset(d, 0, sizeof *d);
   atomic_init(&d->refcount, 1);
+  atomic_init(&d->lent, NULL);
   d->entries = cap > 0 ? inline_entries(d) : NULL;
   entries_init(d->entries, 0, cap);
   d->cap = cap;
@@ -229,11 +275,13 @@ TD_EXPORT void td_dict_release(td_dict *d) {
   if (!d || atomic_fetch_sub(&d->refcount, 1) != 1) return;
   for (int32_t i = 0; i < d->keys->n; i++) { /* dying: nothing borrows any more */
     td_entry *e = &d->entries[i];
-    if (e->t.storage) td_storage_release(e->t.storage);
+    if (e->t.storage && !e->borrowed) td_storage_release(e->t.storage);
     if (e->child) td_dict_release(e->child);
     if (e->values) td_values_release(e->values);
   }
   for (int32_t i = 0; i < d->nretired; i++) td_storage_release(d->retired[i]);
+  td_leaf_refs_release(d->held);
+  td_leaf_refs_release(atomic_load_explicit(&d->lent, memory_order_relaxed));
   if (d->head.has_names)
     for (int32_t i = 0; i < TD_MAX_DIMS; i++) free(d->names[i]);
   keys_release(d->keys);
@@ -241,6 +289,15 @@ TD_EXPORT void td_dict_release(td_dict *d) {
   free(d->prefix);
   if (d->entries != inline_entries(d)) free(d->entries);
   free(d);
+}
+
+/* One call per GC cycle: a call from the sweep (a finaliser, so interpreted Lua) cost
+ * ~0.2 us per container, as much as the rest of the cycle's work for it. */
+TD_EXPORT void td_dict_release_slots(td_dict **ds, const int32_t *slots, int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    td_dict_release(ds[slots[i]]);
+    ds[slots[i]] = NULL;
+  }
 }
 
 TD_EXPORT const td_dict_head *td_dict_head_borrow(const td_dict *d) { return &d->head; }
@@ -281,7 +338,8 @@ static void retire(td_dict *d, td_storage *s) {
 }
 
 void td_entry_clear(td_dict *d, td_entry *e) {
-  if (e->t.storage) {
+  /* A borrowed storage stays with d->held until d dies, pinned or not. */
+  if (e->t.storage && !e->borrowed) {
     if (e->pinned)
       retire(d, e->t.storage);
     else
@@ -291,6 +349,7 @@ void td_entry_clear(td_dict *d, td_entry *e) {
   td_values_release(e->values);
   e->kind = TD_ENTRY_TENSOR;
   e->pinned = 0;
+  e->borrowed = 0;
   e->t.storage = NULL;
   e->t.ndim = 0;
   e->child = NULL;
@@ -308,6 +367,7 @@ void td_entry_share(td_entry *dst, const td_entry *src) {
   dst->child = src->child;
   dst->values = src->values;
   dst->pinned = 0;
+  dst->borrowed = 0;
   if (dst->t.storage) td_storage_retain(dst->t.storage);
   td_dict_retain(dst->child);
   td_values_retain(dst->values);
@@ -456,7 +516,9 @@ static bool check_tensor(const char *call, const td_dict *d, const char *key,
  * Returns its index or a negative code. */
 /* Room for need entries: at least need, at least double (at least 4) when growing. An
  * empty container's entries hold nothing to keep, so a fresh block skips realloc's copy
- * of the old one. */
+ * of the old one. exact: exactly need, and the new entries are left for the caller to
+ * fill (td_dict_set_tensors writes each whole: a second pass over a 256-leaf container's
+ * 80 KB of entries cost 10% of its construction). */
 static bool entries_reserve(td_dict *d, int32_t need, bool exact) {
   if (need <= d->cap) return true;
   int32_t cap = exact ? need : d->cap < 4 ? 4 : d->cap * 2;
@@ -471,7 +533,7 @@ static bool entries_reserve(td_dict *d, int32_t need, bool exact) {
   } else if (inline_now) {
     memcpy(e, d->entries, sizeof *e * (size_t)d->cap);
   }
-  entries_init(e, d->cap, cap);
+  if (!exact) entries_init(e, d->cap, cap);
   d->entries = e;
   d->cap = cap;
   return true;
@@ -621,6 +683,7 @@ TD_EXPORT int32_t td_dict_set_tensors(td_dict *d, int32_t n, const char *const *
     st = td_fail(TD_ENOMEM, "TensorDict: out of memory");
     goto done;
   }
+  int64_t name_bytes = 0;
   for (int32_t j = 0; j < n; j++) {
     if (!keys[j] || lens[j] < 0) {
       st = td_fail(TD_EINVAL, "TensorDict: key %d is NULL", (int)j);
@@ -630,27 +693,37 @@ TD_EXPORT int32_t td_dict_set_tensors(td_dict *d, int32_t n, const char *const *
       st = td_last_status();
       goto done;
     }
+    /* Each storage's count is written below: start bringing its line in now (one
+     * miss per leaf, a quarter of the time of a 256-leaf construction unhidden). */
+    __builtin_prefetch(tensors[j]->storage, 1);
     items[j] = (sort_item){key_prefix(keys[j], lens[j]), j};
+    name_bytes += lens[j] + 1;
   }
   sort_keys sk = {keys, lens};
   sort_items(&sk, items, tmp, n);
   /* Room for every key at once, so the loop below only appends. */
   if (!own_keys(d) || !keys_reserve(d->keys, d->keys->n + n) ||
-      !entries_reserve(d, d->keys->n + n, true)) {
+      !keys_reserve_names(d->keys, name_bytes) || !entries_reserve(d, d->keys->n + n, true)) {
     st = td_fail(TD_ENOMEM, "TensorDict: out of memory");
     goto done;
   }
+  /* Every reference first, in a pass of their own: a locked increment waits for the
+   * stores before it, and interleaved with the writes of fresh entries each one waited
+   * for its entry's cache misses (a quarter of a 256-leaf construction). */
+  for (int32_t j = 0; j < n; j++) td_storage_retain(tensors[j]->storage);
   /* Append each key in order: the checks are done, room is reserved, and the tensors
    * cannot alias this container's entries (a caller passing its own pinned headers
    * would go through td_dict_set_tensor). Existing keys take the slow path. */
   td_keys *k = d->keys;
-  for (int32_t j = 0; j < n && st >= 0; j++) {
+  int32_t j = 0;
+  for (; j < n && st >= 0; j++) {
     int32_t src = items[j].index;
     const char *key = keys[src];
     int64_t len = lens[src];
     uint64_t h = hash_key(key, len);
     if (d->head.locked || keys_find(k, key, len, h) >= 0) {
-      st = td_dict_set_tensor(d, key, len, tensors[src]);
+      st = td_dict_set_tensor(d, key, len, tensors[src]); /* takes its own reference */
+      td_storage_release(tensors[src]->storage);
       continue;
     }
     int32_t i = keys_append(k, key, len, h);
@@ -658,9 +731,11 @@ TD_EXPORT int32_t td_dict_set_tensors(td_dict *d, int32_t n, const char *const *
       st = td_fail(TD_ENOMEM, "TensorDict: out of memory");
       break;
     }
-    td_entry *e = &d->entries[i]; /* empty (entries_init): kind TENSOR, nothing held */
-    td_hold_view(&e->t, tensors[src]);
+    td_entry *e = &d->entries[i]; /* reserved, not yet initialised: written whole here */
+    entries_init(e, 0, 1);
+    td_header_copy(&e->t, tensors[src]); /* with the reference taken above */
   }
+  for (; j < n; j++) td_storage_release(tensors[items[j].index]->storage); /* not used */
   d->head.nkeys = k->n;
   td_dict_touch(d);
   if (st > 0) st = 0;

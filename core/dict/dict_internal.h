@@ -35,12 +35,27 @@ typedef struct td_values {
   char **texts;
 } td_values;
 
+/* The storage references of a container's leaves, taken once and shared by the views
+ * made of them (td[i], slices, shape ops): such a view's entries borrow their storages
+ * from it instead of taking a reference each (two atomic operations a leaf, a third of
+ * td[i] on a small container). s[i] is entry i's storage when the set was made (NULL
+ * for entries without one). */
+typedef struct td_leaf_refs {
+  atomic_int_fast64_t refcount;
+  int32_t n;
+  td_storage *s[];
+} td_leaf_refs;
+
+/* The fields every walk reads (kind, the flags, child, values and the header's storage
+ * and rank) share the entry's first cache line; the header's shape and strides follow. */
 typedef struct td_entry {
-  int32_t kind;     /* enum td_entry_kind */
-  int32_t pinned;   /* a header was handed out: keep its storage until the dict dies */
-  td_tensor t;      /* TENSOR: the leaf; VALUES: positions. Holds a storage reference. */
-  td_dict *child;   /* DICT */
+  int32_t kind;      /* enum td_entry_kind */
+  int16_t pinned;    /* a header was handed out: keep its storage until the dict dies */
+  int16_t borrowed;  /* t's storage is held by the container's `held` set, not by t */
+  td_dict *child;    /* DICT */
   td_values *values; /* VALUE, VALUES */
+  td_tensor t;       /* TENSOR: the leaf; VALUES: positions. Holds a storage reference
+                        unless borrowed. */
 } td_entry;
 
 struct td_dict {
@@ -53,6 +68,10 @@ struct td_dict {
   char *prefix;
   td_storage **retired; /* storages of pinned leaves that were replaced */
   int32_t nretired, retired_cap;
+  /* The references of this container's leaves that views of it borrow (made by the
+   * first view, dropped by the next change: td_dict_touch). */
+  _Atomic(td_leaf_refs *) lent;
+  td_leaf_refs *held; /* what this container's borrowed entries live on (a view's) */
 };
 
 /* Copies a header's fields and its ndim sizes and strides (not the unused tail: a full
@@ -65,6 +84,13 @@ static inline void td_header_copy(td_tensor *dst, const td_tensor *src) {
   dst->itemsize = src->itemsize;
   dst->ndim = src->ndim;
   dst->dtype = src->dtype;
+  if (src->ndim <= 4) {
+    /* Fixed sizes compile to a few moves; the loop below becomes two memmove calls,
+     * 7% of constructing a 256-leaf container. Slots past ndim carry no meaning. */
+    memcpy(dst->shape, src->shape, sizeof dst->shape[0] * 4);
+    memcpy(dst->strides, src->strides, sizeof dst->strides[0] * 4);
+    return;
+  }
   for (int32_t i = 0; i < src->ndim; i++) {
     dst->shape[i] = src->shape[i];
     dst->strides[i] = src->strides[i];
@@ -113,11 +139,18 @@ const char *td_key_path_text(const td_key_path *p, char *buf);
 /* td_dict_fail_key with the path of p. */
 int32_t td_dict_fail_at(int32_t status, const char *call, const td_key_path *p);
 
+/* d's leaf references for views of d to borrow, made on first use and kept until d
+ * changes; retained for the caller. NULL when out of memory (views then hold their own). */
+td_leaf_refs *td_dict_lent(const td_dict *d);
+void td_leaf_refs_release(td_leaf_refs *r);
+
 /* ---- dict_map.c: the walk every batch operation uses ---- */
 /* A leaf operation: in is a tensor whose dims [0, op_ndim) are the top-level batch dims
  * the operation refers to (the rest are trailing: nested batch dims and feature dims).
  * It writes the result into out holding a storage reference (td_take_owned or
- * td_hold_view). */
+ * td_hold_view) and returns 0, or writes a view of in's storage without a reference and
+ * returns TD_LEAF_VIEW (the walk then borrows it from in's container, or takes one). */
+enum { TD_LEAF_VIEW = 1 };
 typedef struct td_leaf_op td_leaf_op;
 struct td_leaf_op {
   const char *call;

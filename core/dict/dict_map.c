@@ -51,6 +51,14 @@ static td_dict *map_level(const td_dict *d, const td_leaf_op *op, int32_t new_nd
     }
     o->kind = e->kind;
     int32_t st = op->fn(op, &e->t, &o->t);
+    if (st == TD_LEAF_VIEW) {
+      st = 0;
+      if (!r->held) r->held = td_dict_lent(d);
+      if (r->held && i < r->held->n && r->held->s[i] == o->t.storage)
+        o->borrowed = 1;
+      else
+        td_storage_retain(o->t.storage);
+    }
     if (st) {
       memset(&o->t, 0, sizeof o->t);
       td_dict_fail_at(st, op->call, &here);
@@ -226,10 +234,7 @@ static int32_t index_leaf(const td_leaf_op *op, const td_tensor *in, td_tensor *
     return td_fail(TD_ESHAPE, "index: the result would have more than %d dims", TD_MAX_DIMS);
   td_tensor view;
   run_plan(c, in, c->adv ? &view : out);
-  if (!c->adv) {
-    td_storage_retain(out->storage);
-    return 0;
-  }
+  if (!c->adv) return TD_LEAF_VIEW;
   if (c->adv->dtype == TD_INT64)
     return td_take_owned(out, td_index_select(&view, c->adv_dim, c->adv));
   td_tensor front, rows_view;
@@ -565,8 +570,7 @@ static int32_t view_leaf(const td_leaf_op *op, const td_tensor *in, td_tensor *o
   int32_t n = with_trailing(op, in, shape);
   if (n < 0) return n;
   int32_t st = td_tensor_view(in, n, shape, out);
-  if (!st) td_hold_view(out, out);
-  return st;
+  return st ? st : TD_LEAF_VIEW;
 }
 
 static int32_t reshape_leaf(const td_leaf_op *op, const td_tensor *in, td_tensor *out) {
@@ -581,8 +585,7 @@ static int32_t expand_leaf(const td_leaf_op *op, const td_tensor *in, td_tensor 
   int32_t n = with_trailing(op, in, shape);
   if (n < 0) return n;
   int32_t st = td_tensor_expand(in, n, shape, out);
-  if (!st) td_hold_view(out, out);
-  return st;
+  return st ? st : TD_LEAF_VIEW;
 }
 
 static int32_t permute_leaf(const td_leaf_op *op, const td_tensor *in, td_tensor *out) {
@@ -590,15 +593,13 @@ static int32_t permute_leaf(const td_leaf_op *op, const td_tensor *in, td_tensor
   int32_t perm[TD_MAX_DIMS];
   for (int32_t i = 0; i < in->ndim; i++) perm[i] = i < op->op_ndim ? c->dims[i] : i;
   int32_t st = td_tensor_permute(in, perm, out);
-  if (!st) td_hold_view(out, out);
-  return st;
+  return st ? st : TD_LEAF_VIEW;
 }
 
 static int32_t unsqueeze_leaf(const td_leaf_op *op, const td_tensor *in, td_tensor *out) {
   const shape_ctx *c = op->ctx;
   int32_t st = td_tensor_unsqueeze(in, c->a, out);
-  if (!st) td_hold_view(out, out);
-  return st;
+  return st ? st : TD_LEAF_VIEW;
 }
 
 /* Squeezes the batch dims listed in dims[0..a) (descending, all of size 1). */
@@ -610,8 +611,8 @@ static int32_t squeeze_leaf(const td_leaf_op *op, const td_tensor *in, td_tensor
     int32_t st = td_tensor_squeeze(&cur, c->dims[k], &cur);
     if (st) return st;
   }
-  td_hold_view(out, &cur);
-  return 0;
+  *out = cur;
+  return TD_LEAF_VIEW;
 }
 
 static int32_t flatten_leaf(const td_leaf_op *op, const td_tensor *in, td_tensor *out) {
@@ -622,8 +623,7 @@ static int32_t flatten_leaf(const td_leaf_op *op, const td_tensor *in, td_tensor
 static int32_t unflatten_leaf(const td_leaf_op *op, const td_tensor *in, td_tensor *out) {
   const shape_ctx *c = op->ctx;
   int32_t st = td_tensor_unflatten(in, c->a, c->b, c->shape + c->a, out);
-  if (!st) td_hold_view(out, out);
-  return st;
+  return st ? st : TD_LEAF_VIEW;
 }
 
 static td_dict *run_shape_op(const td_dict *d, const char *call,
@@ -774,8 +774,8 @@ static bool is_floating(int32_t dtype) {
 static int32_t cast_leaf(const td_leaf_op *op, const td_tensor *in, td_tensor *out) {
   const copy_ctx *c = op->ctx;
   if (c->floating_only && !is_floating(in->dtype)) {
-    td_hold_view(out, in);
-    return 0;
+    td_header_copy(out, in);
+    return TD_LEAF_VIEW;
   }
   return td_take_owned(out, td_tensor_to_dtype(in, c->dtype));
 }

@@ -527,6 +527,9 @@ typedef struct td_dict_head {
 td_dict *td_dict_new(int32_t ndim, const int64_t *batch);
 void td_dict_retain(td_dict *d);
 void td_dict_release(td_dict *d);
+/* Releases ds[slots[i]] for i in [0, n) and sets those entries to NULL: the containers
+ * of the handles one GC cycle found dead, in one call (as td_tensor_release_slots). */
+void td_dict_release_slots(td_dict **ds, const int32_t *slots, int64_t n);
 const td_dict_head *td_dict_head_borrow(const td_dict *d);
 
 /* The entry index of key (len bytes), or -1. */

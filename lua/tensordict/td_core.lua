@@ -50,15 +50,9 @@ local state = require("tensordict.once")("dict_type", function()
   -- reads the head before checking the handle sees no keys and no dims.
   local dead = ffi.new("td_dict_head")
   dead.version = -2
-  local Cl = require("tensordict.lib").C
-  -- Runs in the sweep (a finaliser): plain calls, no trace.
-  local function release(ptrs, dead_slots, n)
-    for i = 0, n - 1 do
-      local slot = dead_slots[i]
-      Cl.td_dict_release(ptrs[slot])
-      ptrs[slot] = nil
-    end
-  end
+  -- The sweep runs in a finaliser, interpreted: the dead containers go back to C in one
+  -- call (one FFI call per container cost ~0.2 us each there).
+  local release = require("tensordict.lib").C.td_dict_release_slots
   return { mt = mt, Ref = ffi.metatype("td_dict_ref", mt), caches = {}, versions = {},
            dead_head = dead, handles = slots.new("td_dict *", release) }
 end)

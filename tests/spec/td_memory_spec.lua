@@ -67,4 +67,36 @@ describe("TensorDict lifetime", function()
     assert.are.equal(2, row.x:item())
     assert.are.same({ 1, 3 }, sel.x:totable())
   end)
+
+  -- Views hold one shared set of their source's leaf references (core/dict/dict.c,
+  -- td_dict_lent), made by the first view and dropped when the source changes.
+  it("keeps the leaves a view was made from when its source changes, and frees them after", function()
+    full_collect()
+    local base = T.live_bytes()
+    do
+      local td = T.TensorDict({ a = T.zeros(8, 1000), b = T.arange(1, 8),
+                                n = { c = T.full({ 8, 2 }, 5) } }, { 8 })
+      local before = { td[2], td[{ { 3, 5 } }], td:unsqueeze(1) }
+      local old_a = before[1].a
+      td.a = T.ones(8, 1000) -- replaced in the source: the views keep the zeros
+      td.n.c = T.full({ 8, 2 }, 7)
+      assert.are.equal(0, before[1].a:sum())
+      assert.are.equal(0, before[2].a:sum())
+      assert.are.equal(0, old_a:sum())
+      assert.are.same({ 5, 5 }, before[1].n.c:totable())
+      -- views made after the change see the new leaves
+      assert.are.equal(1000, td[2].a:sum())
+      assert.are.same({ 7, 7 }, td[2].n.c:totable())
+      -- a view's own entries can still be replaced and deleted
+      before[2].b = T.tensor({ 9, 9, 9 })
+      before[2]:del("a")
+      assert.are.same({ 9, 9, 9 }, before[2].b:totable())
+      assert.is_false(before[2]:has("a"))
+      assert.are.same({ 2, 3, 4 }, before[3][{ 1, { 2, 4 } }].b:totable())
+      before[1]:free()
+      assert.are.same({ 3, 4, 5 }, td[{ { 3, 5 } }].b:totable())
+    end
+    full_collect()
+    assert.are.equal(base, T.live_bytes())
+  end)
 end)
