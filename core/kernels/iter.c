@@ -126,5 +126,5 @@ static void run_chunk(int64_t begin, int64_t end, void *arg) {
 
 void td_iter_run_parallel(const td_iter *it, td_inner_loop loop, void *ctx) {
   parallel_job j = {it, loop, ctx};
-  td_parallel_for(it->numel, TD_GRAIN, run_chunk, &j);
+  td_parallel_for(it->numel, td_parallel_even_grain(it->numel), run_chunk, &j);
 }

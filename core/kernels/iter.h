@@ -32,8 +32,9 @@ void td_iter_run(const td_iter *it, td_inner_loop loop, void *ctx);
  * either end are handed to the loop like whole ones. */
 void td_iter_run_range(const td_iter *it, int64_t begin, int64_t end, td_inner_loop loop,
                        void *ctx);
-/* td_iter_run split across the thread pool in chunks of TD_GRAIN elements. Only for
- * loops whose elements are independent (each writes its own output element). */
+/* td_iter_run split across the thread pool in chunks of td_parallel_even_grain elements
+ * (they depend on the thread count). Only for loops whose elements are independent
+ * (each writes its own output element, the same bits wherever a chunk starts). */
 void td_iter_run_parallel(const td_iter *it, td_inner_loop loop, void *ctx);
 
 #endif
