@@ -92,6 +92,19 @@ static int32_t one_based_error(const char *call, int64_t hi, int64_t lo, int64_t
                  (int)dim1);
 }
 
+/* The chunks' extremes and whether any saw a bad value. */
+static bool merge_chunks(const offs_ctx *chunks, int64_t n, int64_t *hi, int64_t *lo) {
+  bool bad = false;
+  *hi = INT64_MIN;
+  *lo = INT64_MAX;
+  for (int64_t c = 0; c < n; c++) {
+    *hi = chunks[c].hi > *hi ? chunks[c].hi : *hi;
+    *lo = chunks[c].lo < *lo ? chunks[c].lo : *lo;
+    bad |= chunks[c].bad;
+  }
+  return bad;
+}
+
 static td_tensor *index_offsets(const char *call, const td_tensor *index, int64_t size,
                                 int32_t dim, int64_t stride_bytes, bool one_based) {
   if (index->dtype != TD_INT64 && index->dtype != TD_INT32)
@@ -113,13 +126,10 @@ static td_tensor *index_offsets(const char *call, const td_tensor *index, int64_
                                  : (index->dtype == TD_INT64 ? offs_from_i64 : offs_from_i32);
   offs_job job = {&it, loop, chunks};
   td_parallel_for(it.numel, TD_GRAIN, offs_chunk, &job);
-  int64_t hi = INT64_MIN, lo = INT64_MAX;
-  bool bad = false;
-  for (int64_t c = 0; c < nchunks; c++) {
-    hi = chunks[c].hi > hi ? chunks[c].hi : hi;
-    lo = chunks[c].lo < lo ? chunks[c].lo : lo;
-    bad |= chunks[c].bad;
-    if (!chunks[c].bad || one_based) continue;
+  int64_t hi, lo;
+  bool bad = merge_chunks(chunks, nchunks, &hi, &lo);
+  for (int64_t c = 0; c < nchunks && !one_based; c++) {
+    if (!chunks[c].bad) continue;
     td_fail(TD_EINDEX, "%s: index %lld is out of range for dim %d of size %lld", call,
             (long long)chunks[c].bad_value, (int)dim, (long long)size);
     td_tensor_release(out);
@@ -215,13 +225,8 @@ td_tensor *td_take_1d_one_based(const char *call, const td_tensor *src, const td
   take1_job job = {td_tensor_ptr(out), td_tensor_ptr(src), td_tensor_ptr(index),
                    src->strides[0] * src->itemsize, src->shape[0], chunks, loops[i64][which]};
   td_parallel_for(n, TD_GRAIN, take1_chunk, &job);
-  int64_t hi = INT64_MIN, lo = INT64_MAX;
-  bool bad = false;
-  for (int64_t c = 0; c < nchunks; c++) {
-    hi = chunks[c].hi > hi ? chunks[c].hi : hi;
-    lo = chunks[c].lo < lo ? chunks[c].lo : lo;
-    bad |= chunks[c].bad;
-  }
+  int64_t hi, lo;
+  bool bad = merge_chunks(chunks, nchunks, &hi, &lo);
   free(chunks);
   if (bad) {
     td_tensor_release(out);

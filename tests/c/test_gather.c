@@ -838,52 +838,44 @@ static void test_threads(void) {
   td_tensor_release(a);
 }
 
+/* Whether the 1-based form of op (index_select or gather) equals the 0-based one on a
+ * along dim d, with some_indices for int64 and int32 index tensors. */
+static bool one_based_matches(const td_tensor *a, int32_t d, bool gather) {
+  int64_t idx0[8], idx1[8];
+  int64_t n = some_indices(a->shape[d], idx0);
+  for (int64_t k = 0; k < n; k++) idx1[k] = idx0[k] >= 0 ? idx0[k] + 1 : idx0[k];
+  bool ok = true;
+  for (int32_t it = 0; it < 2; it++) {
+    td_tensor *i0 = index_of(it ? TD_INT32 : TD_INT64, n, idx0);
+    td_tensor *i1 = index_of(it ? TD_INT32 : TD_INT64, n, idx1);
+    td_tensor *want = gather ? td_gather(a, d, i0) : td_index_select(a, d, i0);
+    td_tensor *got = gather ? td_gather_one_based(a, d, i1) : td_index_select_one_based(a, d, i1);
+    ok = ok && want && got && same_bytes(want, got);
+    td_tensor_release(want);
+    td_tensor_release(got);
+    td_tensor_release(i0);
+    td_tensor_release(i1);
+  }
+  return ok;
+}
+
 /* The 1-based forms equal the 0-based ones on every dtype, layout and dim (gather of a
  * 1-D tensor takes the one-pass path), and name bad values in 1-based terms. */
 static void test_one_based(void) {
-  const int64_t shape[3] = {5, 4, 3};
+  const int64_t shape[3] = {5, 4, 3}, n1 = 9;
   int64_t bad = 0;
   for (int di = 0; di < TD_NUM_DTYPES; di++)
-    for (int lay = 0; lay < NUM_LAYOUTS; lay++)
-      for (int32_t d = 0; d < 3; d++) {
-        td_tensor *a = make(3, shape, all_dtypes[di], lay, di);
-        int64_t idx0[8], idx1[8];
-        int64_t n = some_indices(shape[d], idx0);
-        for (int64_t k = 0; k < n; k++) idx1[k] = idx0[k] >= 0 ? idx0[k] + 1 : idx0[k];
-        for (int32_t it = 0; it < 2; it++) {
-          td_tensor *i0 = index_of(it ? TD_INT32 : TD_INT64, n, idx0);
-          td_tensor *i1 = index_of(it ? TD_INT32 : TD_INT64, n, idx1);
-          td_tensor *want = td_index_select(a, d, i0), *got = td_index_select_one_based(a, d, i1);
-          bad += !want || !got || !same_bytes(want, got);
-          td_tensor_release(want);
-          td_tensor_release(got);
-          td_tensor_release(i0);
-          td_tensor_release(i1);
-        }
-        td_tensor_release(a);
-      }
-  for (int di = 0; di < TD_NUM_DTYPES; di++)
     for (int lay = 0; lay < NUM_LAYOUTS; lay++) {
-      const int64_t n1 = 9;
-      td_tensor *a = make(1, &n1, all_dtypes[di], lay, di);
-      int64_t idx0[8], idx1[8];
-      int64_t n = some_indices(n1, idx0);
-      for (int64_t k = 0; k < n; k++) idx1[k] = idx0[k] >= 0 ? idx0[k] + 1 : idx0[k];
-      for (int32_t it = 0; it < 2; it++) {
-        td_tensor *i0 = index_of(it ? TD_INT32 : TD_INT64, n, idx0);
-        td_tensor *i1 = index_of(it ? TD_INT32 : TD_INT64, n, idx1);
-        td_tensor *want = td_gather(a, 0, i0), *got = td_gather_one_based(a, 0, i1);
-        bad += !want || !got || !same_bytes(want, got);
-        td_tensor_release(want);
-        td_tensor_release(got);
-        td_tensor_release(i0);
-        td_tensor_release(i1);
-      }
+      td_tensor *a = make(3, shape, all_dtypes[di], lay, di);
+      for (int32_t d = 0; d < 3; d++) bad += !one_based_matches(a, d, false);
+      td_tensor_release(a);
+      a = make(1, &n1, all_dtypes[di], lay, di);
+      bad += !one_based_matches(a, 0, true);
       td_tensor_release(a);
     }
   CHECK_EQ_I(bad, 0);
-  const int64_t n1 = 6, wrong[3] = {2, 9, -8}, zero[2] = {1, 0};
-  td_tensor *a = make(1, &n1, TD_FLOAT32, 0, 1);
+  const int64_t n6 = 6, wrong[3] = {2, 9, -8}, zero[2] = {1, 0};
+  td_tensor *a = make(1, &n6, TD_FLOAT32, 0, 1);
   td_tensor *iw = index_of(TD_INT64, 3, wrong), *iz = index_of(TD_INT32, 2, zero);
   CHECK(td_gather_one_based(a, 0, iw) == NULL);
   CHECK_ERROR("gather: index 9 is out of range for dim 1 of size 6 (valid: 1..6 or -6..-1)");
