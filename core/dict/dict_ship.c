@@ -218,6 +218,7 @@ typedef struct reader {
   int64_t words, pos;
   td_storage *region, *ref;
   int64_t data_off, data_bytes;
+  bool data_later; /* td_ship_unpack_meta: the leaves' bytes are not there yet */
 } reader;
 
 static int32_t corrupt(const char *what) {
@@ -233,7 +234,7 @@ static bool get(reader *r, int64_t *v) {
 
 /* A string's bytes (NUL-terminated in the region) and length. */
 static const char *get_str(reader *r, int64_t *len) {
-  if (!get(r, len) || *len < 0) return NULL;
+  if (!get(r, len) || *len < 0 || *len >= (r->words - r->pos) * 8) return NULL; /* no overflow below */
   int64_t padded = align_up(*len + 1, 8) / 8;
   if (padded > r->words - r->pos) return NULL;
   const char *s = r->meta + r->pos * 8;
@@ -264,6 +265,19 @@ static td_tensor *get_tensor(reader *r) {
   if (at % itemsize || at > r->data_bytes) return corrupt("offset"), NULL;
   int64_t off = (r->data_off + at) / itemsize;
   return td_tensor_from_storage(r->region, off, (int32_t)ndim, shape, NULL, (int32_t)dtype);
+}
+
+/* Every position of a stack of values names one of its n texts (a corrupt region must
+ * not leave a position that td_dict_value_borrow answers with NULL). */
+static int32_t check_positions(const td_tensor *pos, int64_t n) {
+  td_tensor *c = td_tensor_contiguous(pos);
+  if (!c) return td_last_status();
+  const int64_t *p = td_tensor_data_borrow(c);
+  int64_t m = td_tensor_numel(c);
+  bool ok = true;
+  for (int64_t k = 0; k < m; k++) ok &= p[k] >= 0 && p[k] < n;
+  td_tensor_release(c);
+  return ok ? 0 : corrupt("a stacked value's position");
 }
 
 static td_dict *get_dict(reader *r, int depth);
@@ -311,7 +325,8 @@ static int32_t get_entry(reader *r, td_dict *d, const char *key, int64_t len, in
         free(texts);
         return td_last_status();
       }
-      rc = td_dict_set_values(d, key, len, n, texts, pos);
+      rc = r->data_later || pos->dtype != TD_INT64 ? 0 : check_positions(pos, n);
+      if (rc == 0) rc = td_dict_set_values(d, key, len, n, texts, pos);
       td_tensor_release(pos);
       free(texts);
       return rc;
@@ -394,8 +409,25 @@ TD_EXPORT td_dict *td_ship_unpack_meta(td_storage *meta, td_storage *data) {
     return td_fail_null(TD_EINVAL, "ship: the structure's leaves need %lld bytes, the data region "
                         "holds %lld", (long long)bytes, (long long)data->nbytes);
   reader r = {.meta = meta->data + SHIP_HEADER, .words = words, .region = data,
-              .data_off = 0, .data_bytes = bytes};
+              .data_off = 0, .data_bytes = bytes, .data_later = true};
   return get_dict(&r, 0);
+}
+
+static int32_t check_dict(const td_dict *d, int depth) {
+  if (depth > TD_MM_MAX_DEPTH) return corrupt("nesting");
+  for (int32_t i = 0; i < d->keys->n; i++) {
+    const td_entry *e = &d->entries[i];
+    int32_t rc = 0;
+    if (e->kind == TD_ENTRY_VALUES) rc = check_positions(&e->t, e->values->n);
+    else if (e->kind == TD_ENTRY_DICT) rc = check_dict(e->child, depth + 1);
+    if (rc < 0) return rc;
+  }
+  return 0;
+}
+
+TD_EXPORT int32_t td_ship_check(const td_dict *d) {
+  if (!d) return td_fail(TD_EINVAL, "ship: container is NULL");
+  return check_dict(d, 0);
 }
 
 TD_EXPORT td_dict *td_ship_unpack(td_storage *region, td_storage *ref) {

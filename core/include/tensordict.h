@@ -879,6 +879,9 @@ int64_t td_ship_leaves(const td_dict *d, const td_tensor **leaves, int64_t *offs
                        int32_t *kinds, int64_t cap);
 int64_t td_ship_data_bytes(const td_storage *meta);
 td_dict *td_ship_unpack_meta(td_storage *meta, td_storage *data);
+/* Once an unpack_meta container's bytes have arrived: what only they can tell (every
+ * stacked value's position names one of its texts); 0, or an error (corrupt region). */
+int32_t td_ship_check(const td_dict *d);
 
 /* A pool of forked workers, each with a socket to the parent and two shared regions
  * (memfds made before the fork). The Lua engine (lua/tensordict/workers.lua) drives it. */

@@ -339,11 +339,17 @@ static int32_t place_leaves(td_mpi_transfer *x) {
   return status;
 }
 
-/* The current stage's messages are complete: go to the next. */
+/* The current stage's messages are complete: go to the next. A received container is
+ * checked once its bytes are in (a stacked value's positions travel as data). */
 static int32_t advance(td_mpi_transfer *x) {
   if (x->stage == TD_MPI_STAGE_STRUCTURE) return place_leaves(x);
   x->stage = TD_MPI_STAGE_DONE;
   release_held(x);
+  if (x->result && td_ship_check(x->result) < 0) {
+    td_dict_release(x->result);
+    x->result = NULL;
+    return core_fail(x->call);
+  }
   return TD_MPI_OK;
 }
 

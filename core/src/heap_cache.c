@@ -47,12 +47,14 @@ typedef struct tier {
   int64_t bytes, limit;
 } tier;
 
-/* medium: [64 KiB, 1 MiB) in 64 KiB steps, one stack per size (a pipeline's per-batch
+/* medium: requests in [64 KiB, 1 MiB), rounded up to 64 KiB steps (up to 1 MiB), one stack per size (a pipeline's per-batch
  * temporaries: a 512 KiB result otherwise costs 128 page faults, several times the work
  * of an add), at most a sixteenth of the large limit in all; a collection cycle frees
  * hundreds of them at once, so each size keeps up to MEDIUM_SLOTS. large: 1 MiB and
  * more in 2 MiB steps, best fit. */
-enum { MEDIUM_CLASSES = 15, MEDIUM_SLOTS = 512 };
+/* 16 classes: a request just under 1 MiB rounds up to 1 MiB itself, the 16th step (15
+ * classes let such a block index past the arrays; found by tests/fuzz/fuzz_ship.c). */
+enum { MEDIUM_CLASSES = 16, MEDIUM_SLOTS = 512 };
 
 /* small: blocks of at most TD_SMALL_BLOCK bytes, in classes of 64-byte steps up to
  * 1 KiB, then four per doubling (at most a fifth wasted); each class a stack linked
@@ -221,8 +223,9 @@ void td_heap_free(void *data, int64_t capacity) {
   if (capacity >= MEDIUM_BLOCK) {
     pthread_once(&limit_once, read_limit);
     pthread_mutex_lock(&cache.lock);
-    bool kept = capacity >= LARGE_BLOCK ? tier_put(&cache.large, data, capacity)
-                                        : medium_put(data, capacity);
+    /* Large blocks are whole 2 MiB steps; a medium one may be 1 MiB itself. */
+    bool kept = capacity >= HUGE_PAGE ? tier_put(&cache.large, data, capacity)
+                                      : medium_put(data, capacity);
     pthread_mutex_unlock(&cache.lock);
     if (kept) return;
   }

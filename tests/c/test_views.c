@@ -516,6 +516,20 @@ static void test_heap_cache(void) {
   td_storage *small = td_storage_new_heap(100); /* small blocks go straight back */
   td_storage_release(small);
   CHECK_EQ_I(td_cached_bytes(), 0);
+  /* Medium sizes up to just under 1 MiB (rounded up to 1 MiB itself: the last class) are
+   * kept and handed back. */
+  int64_t sizes[3] = {64 << 10, (1 << 20) - 100, (1 << 20) - 64};
+  for (int k = 0; k < 3; k++) {
+    td_storage *m = td_storage_new_heap(sizes[k]);
+    void *at = td_storage_data_borrow(m);
+    td_storage_release(m);
+    CHECK(td_cached_bytes() >= sizes[k]);
+    m = td_storage_new_heap(sizes[k]);
+    CHECK(td_storage_data_borrow(m) == at);
+    td_storage_release(m);
+  }
+  td_release_cached_memory();
+  CHECK_EQ_I(td_cached_bytes(), 0);
 }
 
 int main(void) {
