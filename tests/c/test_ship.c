@@ -64,6 +64,23 @@ static void test_round_trip(int64_t rows) {
   CHECK(td_ship_pack(d, small, NULL) < 0);
   CHECK_ERROR("region holds");
   td_storage_release(small);
+  if (rows > 0) { /* a stacked value's position past its texts */
+    const td_tensor *leaves[256];
+    int64_t offsets[256];
+    int32_t kinds[256];
+    int64_t n = td_ship_leaves(d, leaves, offsets, kinds, 256);
+    int64_t words = ((int64_t *)td_storage_data_borrow(region))[2];
+    int64_t data_off = (32 + words * 8 + 63) / 64 * 64;
+    for (int64_t i = 0; i < n && i < 256; i++) {
+      if (kinds[i] != TD_ENTRY_VALUES) continue;
+      int64_t *pos = (int64_t *)((char *)td_storage_data_borrow(region) + data_off + offsets[i]);
+      int64_t keep = pos[0];
+      pos[0] = -1;
+      CHECK(td_ship_unpack(region, NULL) == NULL);
+      CHECK_ERROR("corrupt region (a stacked value's position)");
+      pos[0] = keep;
+    }
+  }
   ((int64_t *)td_storage_data_borrow(region))[0] = 0;
   CHECK(td_ship_unpack(region, NULL) == NULL);
   CHECK_ERROR("corrupt region");
@@ -141,10 +158,24 @@ static void test_split(void) {
   CHECK_EQ_I(values, 1); /* "tags": its positions travel as data */
   td_dict *u = td_ship_unpack_meta(meta, bytes);
   CHECK(u != NULL);
+  CHECK(u && td_ship_check(u) == 0);
   CHECK(u && equal(d, u));
   CHECK(u && leaf(u, "float32_1")->storage == bytes);
   CHECK(u && strcmp(text(u, "n", 0), "42") == 0);
   if (u) td_dict_release(u);
+  /* A position past the stack's texts arriving with the bytes: td_ship_check says so. */
+  for (int64_t i = 0; i < n; i++) {
+    if (kinds[i] != TD_ENTRY_VALUES) continue;
+    int64_t *pos = (int64_t *)((char *)td_storage_data_borrow(bytes) + offsets[i]);
+    int64_t keep = pos[0];
+    pos[0] = 2; /* "tags" has 2 texts: 0 and 1 */
+    td_dict *v = td_ship_unpack_meta(meta, bytes);
+    CHECK(v != NULL);
+    CHECK(v && td_ship_check(v) < 0);
+    CHECK_ERROR("corrupt region (a stacked value's position)");
+    if (v) td_dict_release(v);
+    pos[0] = keep;
+  }
   /* Fewer leaves than there are: a count, and the first cap filled. */
   CHECK_EQ_I(td_ship_leaves(d, leaves, offsets, kinds, 1), n);
   /* Too small a region, too little data, a corrupt structure: errors. */
