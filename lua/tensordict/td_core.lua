@@ -181,13 +181,24 @@ M.check_key = check_key
 -- dims past the first k along which every value is the same collapse, as Python's
 -- stacks of NonTensorData do (stacking {s = "a"} and {s = "b"} of batch [3] gives
 -- {"a", "b"}, and its [2] gives "b").
+-- The text at pos of entry i (C answers NULL for a position it does not hold, which
+-- ffi.string would dereference).
+local function value_text(d, i, pos)
+  local p = C.td_dict_value_borrow(d, i, pos)
+  if p == nil then
+    util.fail(("get: the non-tensor value '%s' has no text at position %s (of %d)"):format(
+      ffi.string(C.td_dict_key_borrow(d, i, nil)), tostring(pos), tonumber(C.td_dict_value_count(d, i))))
+  end
+  return ffi.string(p)
+end
+
 local function value_of(self, d, i, kind)
-  if kind == KIND_VALUE then return json.decode(ffi.string(C.td_dict_value_borrow(d, i, 0))) end
+  if kind == KIND_VALUE then return json.decode(value_text(d, i, 0)) end
   local h = Header()
   ffi.copy(h, C.td_dict_tensor_pin(d, i), HEADER_BYTES)
   local flat = new_tensor(h, self):reshape(-1):totable()
   local texts = {}
-  for j, pos in ipairs(flat) do texts[j] = ffi.string(C.td_dict_value_borrow(d, i, pos)) end
+  for j, pos in ipairs(flat) do texts[j] = value_text(d, i, pos) end
   local ndim, shape = h.ndim, {}
   for j = 1, ndim do shape[j] = tonumber(h.shape[j - 1]) end
   local depth, block = ndim, 1 -- the smallest depth whose blocks are constant

@@ -463,3 +463,17 @@ describe("td:unlocked(fn)", function()
     H.raises(function() td:unlocked(3) end, "unlocked: expected a function, got")
   end)
 end)
+
+describe("a stacked value whose positions name no text", function()
+  it("raises on get instead of reading a NULL text", function()
+    local ffi = require("ffi")
+    local C = require("tensordict.lib").C
+    local D = require("tensordict.td_core").D
+    local td = T.TensorDict({}, { 2 })
+    local texts = ffi.new("const char *[2]", '"a"', '"b"')
+    local positions = T.tensor({ 0, 5 }, "int64") -- 5: there are 2 texts (C API misuse)
+    assert.are.equal(0, C.td_dict_set_values(D(td), "tag", 3, 2, texts, positions.h))
+    H.raises(function() local _ = td:get("tag") end,
+      "get: the non-tensor value 'tag' has no text at position 5 (of 2)")
+  end)
+end)
