@@ -30,11 +30,6 @@ local function leaves(td)
 end
 M.leaves = leaves
 
-function M.nbytes(t)
-  local h = t.h
-  return tonumber(C.td_tensor_numel(h)) * tonumber(h.itemsize)
-end
-
 -- Same dtype and shape.
 local function same_layout(a, b)
   local ha, hb = a.h, b.h

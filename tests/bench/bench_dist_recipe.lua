@@ -59,7 +59,7 @@ end
 -- The machine's own ceiling, in the same run: a plain LuaJIT loop (no library, no MPI)
 -- alone and two side by side, best of 3. On a shared VM two cores rarely give 2x.
 local function ceiling()
-  local loop = "luajit -e 'local x = 0 for i = 1, 3e8 do x = x + i %% 7 end'"
+  local loop = "luajit -e 'local x = 0 for i = 1, 3e8 do x = x + i % 7 end'"
   local function timed(cmd)
     local best = math.huge
     for _ = 1, 3 do
@@ -69,8 +69,8 @@ local function ceiling()
     end
     return best
   end
-  local one = timed(loop:format())
-  local two = timed(("%s & %s; wait"):format(loop:format(), loop:format()))
+  local one = timed(loop)
+  local two = timed(("%s & %s; wait"):format(loop, loop))
   return one, two, 2 * one / two
 end
 

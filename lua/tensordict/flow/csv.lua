@@ -207,22 +207,22 @@ function CsvSource:iter(ctx)
   local state = { r = open_reader(self) }
   self.readers[state] = true
   local leaves, b = self.leaves, self.p.batch_size
-  local left = math.huge -- rows this pass may still read
-  if ctx and ctx.dist and ctx.dist.size > 1 then
-    local lo, hi = shard_rows(self:len(), ctx)
-    if C.td_csv_skip_rows(state.r, lo - 1) < 0 then
-      local msg = ffi.string(C.td_last_error()):gsub("^csv: ", "")
-      self.readers[state] = nil
-      close_reader(state.r)
-      self:fail("%s", msg)
-    end
-    left = hi - lo + 1
-  end
   local cols, outs, offs, ndest = self.dest_cols, self.dest_outs, self.dest_offs, self.ndest
   local function finish()
     self.readers[state] = nil
     close_reader(state.r)
     state.r = nil
+  end
+  local function fail_with_c_error()
+    local msg = ffi.string(C.td_last_error()):gsub("^csv: ", "")
+    finish()
+    self:fail("%s", msg)
+  end
+  local left = math.huge -- rows this pass may still read
+  if ctx and ctx.dist and ctx.dist.size > 1 then
+    local lo, hi = shard_rows(self:len(), ctx)
+    if C.td_csv_skip_rows(state.r, lo - 1) < 0 then fail_with_c_error() end
+    left = hi - lo + 1
   end
   return function()
     local r = state.r
@@ -241,11 +241,7 @@ function CsvSource:iter(ctx)
       end
     end
     local n = C.td_csv_read(r, math.min(b, left), ndest, cols, outs, offs)
-    if n < 0 then
-      local msg = ffi.string(C.td_last_error()):gsub("^csv: ", "")
-      finish()
-      self:fail("%s", msg)
-    end
+    if n < 0 then fail_with_c_error() end
     n = tonumber(n)
     left = left - n
     if n == 0 then
