@@ -941,6 +941,7 @@ TD_EXPORT int32_t td_dict_set_names(td_dict *d, const char *const *names) {
     d->names[i] = copies[i];
   }
   d->head.has_names = names != NULL;
+  td_dict_touch(d); /* names are part of a container's structure (shipped, planned) */
   for (int32_t i = 0; i < d->keys->n; i++) {
     td_dict *child = d->entries[i].kind == TD_ENTRY_DICT ? d->entries[i].child : NULL;
     if (!child) continue;

@@ -99,6 +99,7 @@ TDM_EXPORT int32_t td_mpi_is_initialized(void) { return ready; }
 
 TDM_EXPORT int32_t td_mpi_finalize(void) {
   if (!ready) return finalised ? TD_MPI_OK : tdm_require_init("finalize");
+  tdm_plan_cache_clear(); /* their datatypes, and the containers the cache held */
   tdm_ops_free();
   MPI_Comm_free(&tdm_own_comm);
   MPI_Comm_free(&tdm_comm);

@@ -12,6 +12,8 @@
  *      storage that the received container's leaves view. Each side builds its own
  *      datatypes over its own addresses; both cut at the same byte positions, so
  *      message i carries the same bytes.
+ * The structure, the spans and the datatypes of a container are its plan
+ * (mpi_plan.c), kept between transfers for small containers.
  * Why (tests/bench/bench_dist.lua; a C ping-pong of 25 leaves on one node): one
  * hindexed message is faster than a message per leaf at every size (4 KiB leaves: 22
  * vs 77 us; 4 MiB: 28 vs 48 ms) and than packing into one buffer (a copy per byte on
@@ -30,37 +32,20 @@
 
 enum { SEND = 0, RECV = 1, BCAST = 2 }; /* BCAST: peer is the root */
 
-/* A leaf's bytes, its storage held (a reference) while messages use them. */
-typedef struct span {
-  td_storage *storage;
-  char *data;
-  int64_t nbytes;
-} span;
-
 struct td_mpi_transfer {
   int kind;
   int32_t stage; /* enum td_mpi_stage */
   int32_t peer, tag;
   const char *call;
-  td_storage *meta;  /* the structure sent or received */
+  td_storage *meta;  /* receive: the structure received */
   int64_t meta_bytes;
   td_dict *like;     /* receive: fill this one in place (retained) */
   td_dict *result;   /* receive: the received container, unless it went into like */
-  span *held;        /* the leaves' memory the data messages use */
-  int64_t nheld;
+  tdm_plan *plan;    /* the leaves the data messages use (and a send's structure) */
   MPI_Request *reqs; /* the messages of the current stage */
   int nreqs;
-  /* Most transfers fit these, so they allocate no arrays (measured: ~15% of a small
-   * container's send and receive went to malloc and free). */
-  span held_inline[32];
-  MPI_Request reqs_inline[4];
+  MPI_Request reqs_inline[4]; /* most transfers: no array to allocate */
 };
-
-/* A failed core call inside ours: its message under our call's name. */
-static int32_t core_fail(const char *call) {
-  return tdm_fail(td_last_status() == TD_ENOMEM ? TD_MPI_ENOMEM : TD_MPI_EINVAL, "%s: %s", call,
-                  td_last_error());
-}
 
 static int32_t check_peer(const char *call, const char *what, int32_t peer, int32_t tag) {
   int32_t status = tdm_require_init(call);
@@ -79,13 +64,6 @@ static td_mpi_transfer *transfer_new(int kind, int32_t peer, int32_t tag, const 
   return x;
 }
 
-static void release_held(td_mpi_transfer *x) {
-  for (int64_t i = 0; i < x->nheld; i++) td_storage_release(x->held[i].storage);
-  if (x->held != x->held_inline) free(x->held);
-  x->held = NULL;
-  x->nheld = 0;
-}
-
 /* Room for n requests of the next stage (the previous stage's are complete). */
 static int32_t reserve_reqs(td_mpi_transfer *x, int n) {
   if (x->reqs != x->reqs_inline) free(x->reqs);
@@ -93,65 +71,6 @@ static int32_t reserve_reqs(td_mpi_transfer *x, int n) {
   x->reqs = n <= 4 ? x->reqs_inline : malloc(sizeof *x->reqs * (size_t)n);
   if (!x->reqs) return tdm_fail(TD_MPI_ENOMEM, "%s: out of memory for %d requests", x->call, n);
   return TD_MPI_OK;
-}
-
-/* The leaves of d in ship order (x->held), as memory we may send from or receive into:
- * d's own leaf's bytes when C-contiguous, else (copy_strided, sending) a contiguous
- * copy's. all_direct (may be NULL): every leaf C-contiguous and writable; has_values
- * (may be NULL): a stack of values among them. */
-static int32_t hold_leaves(td_mpi_transfer *x, const td_dict *d, bool copy_strided, bool *all_direct,
-                           bool *has_values) {
-  enum { ON_STACK = 64 }; /* most containers: one walk and no allocation for the list */
-  const td_tensor *leaves_s[ON_STACK];
-  int64_t offsets_s[ON_STACK];
-  int32_t kinds_s[ON_STACK];
-  const td_tensor **leaves = leaves_s;
-  int64_t *offsets = offsets_s;
-  int32_t *kinds = kinds_s;
-  int64_t n = td_ship_leaves(d, leaves, offsets, kinds, ON_STACK);
-  if (n < 0) return core_fail(x->call);
-  int32_t status = TD_MPI_OK;
-  if (n > ON_STACK) {
-    leaves = malloc(sizeof *leaves * (size_t)n);
-    offsets = malloc(sizeof *offsets * (size_t)n);
-    kinds = malloc(sizeof *kinds * (size_t)n);
-    if (!leaves || !offsets || !kinds) {
-      status = tdm_fail(TD_MPI_ENOMEM, "%s: out of memory for %lld leaves", x->call, (long long)n);
-    } else if (td_ship_leaves(d, leaves, offsets, kinds, n) != n) {
-      status = core_fail(x->call);
-    }
-  }
-  x->held = n <= 32 ? x->held_inline : calloc((size_t)n, sizeof *x->held);
-  if (!status && !x->held) {
-    status = tdm_fail(TD_MPI_ENOMEM, "%s: out of memory for %lld leaves", x->call, (long long)n);
-  }
-  if (all_direct) *all_direct = true;
-  if (has_values) *has_values = false;
-  for (int64_t i = 0; !status && i < n; i++) {
-    const td_tensor *t = leaves[i];
-    bool direct = td_tensor_is_contiguous(t) == 1;
-    if (all_direct && (!direct || td_tensor_is_writable(t) != 1)) *all_direct = false;
-    if (has_values && kinds[i] == TD_ENTRY_VALUES) *has_values = true;
-    td_tensor *copy = direct || !copy_strided ? NULL : td_tensor_contiguous(t);
-    if (!direct && copy_strided && !copy) {
-      status = core_fail(x->call);
-      break;
-    }
-    const td_tensor *from = copy ? copy : t;
-    span *h = &x->held[i];
-    h->storage = from->storage;
-    h->data = td_tensor_data_borrow(from);
-    h->nbytes = td_tensor_numel(from) * from->itemsize;
-    td_storage_retain(h->storage);
-    if (copy) td_tensor_release(copy);
-    x->nheld = i + 1;
-  }
-  if (leaves != leaves_s) {
-    free(leaves);
-    free(offsets);
-    free(kinds);
-  }
-  return status;
 }
 
 /* One message of the transfer's kind. */
@@ -162,105 +81,30 @@ static int32_t post(td_mpi_transfer *x, void *buf, int count, MPI_Datatype type,
   return tdm_check(code, x->call);
 }
 
-static int64_t data_bytes(const td_mpi_transfer *x) {
-  int64_t total = 0;
-  for (int64_t i = 0; i < x->nheld; i++) total += x->held[i].nbytes;
-  return total;
-}
-
-/* The data messages of x->held's bytes. */
-static int data_messages(const td_mpi_transfer *x) {
-  int64_t total = data_bytes(x);
-  return total ? tdm_chunks(total) : 0;
-}
-
-/* Posts the data messages over x->held: their bytes in order, cut every tdm_chunk
- * bytes, one hindexed datatype per message (a plain byte message when it is one span). */
+/* Posts the plan's data messages after the nreqs already posted (reqs has room). */
 static int32_t post_data(td_mpi_transfer *x) {
-  int64_t total = data_bytes(x), n = x->nheld;
-  int nmsg = data_messages(x);
-  int first = x->kind == SEND ? 1 : 0; /* a send's slot 0 is its structure */
-  enum { ON_STACK = 64 };
-  int lens_s[ON_STACK];
-  MPI_Aint disps_s[ON_STACK];
-  int *lens = n <= ON_STACK ? lens_s : malloc(sizeof *lens * (size_t)n);
-  MPI_Aint *disps = n <= ON_STACK ? disps_s : malloc(sizeof *disps * (size_t)n);
-  if (!lens || !disps) {
-    if (lens != lens_s) free(lens);
-    if (disps != disps_s) free(disps);
-    return tdm_fail(TD_MPI_ENOMEM, "%s: out of memory for %lld leaves", x->call, (long long)n);
-  }
-  int32_t status = TD_MPI_OK;
-  int64_t leaf = 0, at = 0; /* the next byte to place: leaf's byte at */
-  for (int m = 0; m < nmsg && !status; m++) {
-    int64_t want = total - (int64_t)m * tdm_chunk < tdm_chunk ? total - (int64_t)m * tdm_chunk : tdm_chunk;
-    int nb = 0;
-    char *start = NULL;
-    while (want > 0) {
-      int64_t size = x->held[leaf].nbytes;
-      if (at == size) { leaf++; at = 0; continue; } /* an empty leaf, or one used up */
-      int64_t take = size - at < want ? size - at : want;
-      char *p = x->held[leaf].data + at;
-      if (nb == 0) start = p;
-      MPI_Get_address(p, &disps[nb]);
-      lens[nb++] = (int)take;
-      at += take;
-      want -= take;
-    }
-    MPI_Request *r = &x->reqs[first + m];
-    if (nb == 1) {
-      status = post(x, start, lens[0], MPI_BYTE, r);
-    } else {
-      MPI_Datatype type;
-      status = tdm_check(MPI_Type_create_hindexed(nb, lens, disps, MPI_BYTE, &type), x->call);
-      if (!status) status = tdm_check(MPI_Type_commit(&type), x->call);
-      if (!status) {
-        status = post(x, MPI_BOTTOM, 1, type, r);
-        MPI_Type_free(&type); /* MPI keeps it until the message completes */
-      }
-    }
-    if (!status) x->nreqs = first + m + 1;
-  }
-  if (lens != lens_s) free(lens);
-  if (disps != disps_s) free(disps);
-  return status;
-}
-
-/* ------------------------------------------------------------------ sending */
-
-/* x->meta: d's structure (one message: at most tdm_int_limit bytes). */
-static int32_t pack_structure(td_mpi_transfer *x, const td_dict *d) {
-  /* Packed into a guess first, so that most containers take one walk. */
-  enum { GUESS = 4096 };
-  if (!(x->meta = td_storage_new_heap(GUESS))) return core_fail(x->call);
-  int64_t size = td_ship_pack_meta(d, x->meta);
-  if (size < 0) {
-    int64_t need = td_ship_meta_size(d);
-    if (need <= GUESS) return core_fail(x->call); /* not a matter of room */
-    td_storage_release(x->meta);
-    if (!(x->meta = td_storage_new_heap(need)) || (size = td_ship_pack_meta(d, x->meta)) != need) {
-      return core_fail(x->call);
-    }
-  }
-  x->meta_bytes = size;
-  if (size > tdm_int_limit) {
-    return tdm_fail(TD_MPI_EINVAL, "%s: the structure takes %lld bytes (more than %lld)", x->call,
-                    (long long)size, (long long)tdm_int_limit);
+  for (int m = 0; m < x->plan->nmsgs; m++) {
+    const tdm_msg *msg = &x->plan->msgs[m];
+    int32_t status = post(x, msg->buf, msg->count, msg->type, &x->reqs[x->nreqs]);
+    if (status) return status;
+    x->nreqs++;
   }
   return TD_MPI_OK;
 }
+
+/* ------------------------------------------------------------------ sending */
 
 TDM_EXPORT td_mpi_transfer *td_mpi_isend_dict(const td_dict *d, int32_t dst, int32_t tag) {
   if (check_peer("isend", "destination", dst, tag)) return NULL;
   if (!d) { tdm_fail(TD_MPI_EINVAL, "isend: container is NULL"); return NULL; }
   td_mpi_transfer *x = transfer_new(SEND, dst, tag, "isend");
   if (!x) return NULL;
-  int32_t status = pack_structure(x, d);
-  if (!status) status = hold_leaves(x, d, true, NULL, NULL);
-  if (!status) status = reserve_reqs(x, 1 + data_messages(x));
+  /* The cache keeps a reference on d; sending never changes it. */
+  x->plan = tdm_plan_get((td_dict *)d, TDM_PLAN_STRUCTURE | TDM_PLAN_COPY_STRIDED | TDM_PLAN_CACHED, "isend");
+  int32_t status = x->plan ? reserve_reqs(x, 1 + x->plan->nmsgs) : TD_MPI_EINVAL;
   if (!status) {
-    status = tdm_check(MPI_Isend(td_storage_data_borrow(x->meta), (int)x->meta_bytes, MPI_BYTE, dst, tag,
-                                 tdm_comm, &x->reqs[0]), "isend");
+    status = tdm_check(MPI_Isend(td_storage_data_borrow(x->plan->meta), (int)x->plan->meta_bytes, MPI_BYTE,
+                                 dst, tag, tdm_comm, &x->reqs[0]), "isend");
     if (!status) x->nreqs = 1;
   }
   if (!status) status = post_data(x);
@@ -292,7 +136,7 @@ static int32_t take_structure(td_mpi_transfer *x, MPI_Message *msg, MPI_Status *
   if (status) return status;
   x->meta = td_storage_new_heap(count > 0 ? count : 1);
   x->meta_bytes = count;
-  if (!x->meta) return core_fail(x->call);
+  if (!x->meta) return tdm_core_fail(x->call);
   status = tdm_check(MPI_Imrecv(td_storage_data_borrow(x->meta), count, MPI_BYTE, msg, &x->reqs[0]), x->call);
   if (status) return status;
   x->nreqs = 1;
@@ -302,38 +146,38 @@ static int32_t take_structure(td_mpi_transfer *x, MPI_Message *msg, MPI_Status *
 
 /* like has the message's structure when its own packs to the same bytes (keys, batch,
  * names, values, dtypes, shapes, hence offsets), holds no stack of values (whose
- * positions would be overwritten in place) and every leaf can be written in place. */
+ * positions would be overwritten in place) and every leaf can be written in place.
+ * Then x->plan is like's. */
 static bool like_takes_it(td_mpi_transfer *x) {
-  td_storage *mine = td_storage_new_heap(x->meta_bytes);
-  if (!mine) return false;
-  bool same = td_ship_pack_meta(x->like, mine) == x->meta_bytes &&
-              memcmp(td_storage_data_borrow(mine), td_storage_data_borrow(x->meta), (size_t)x->meta_bytes) == 0;
-  td_storage_release(mine);
-  if (!same) return false;
-  bool direct, values;
-  if (hold_leaves(x, x->like, false, &direct, &values) == TD_MPI_OK && direct && !values) return true;
-  release_held(x);
+  tdm_plan *p = tdm_plan_get(x->like, TDM_PLAN_STRUCTURE | TDM_PLAN_CACHED, x->call);
+  if (p && p->meta_bytes == x->meta_bytes && p->contiguous && p->writable && !p->values &&
+      memcmp(td_storage_data_borrow(p->meta), td_storage_data_borrow(x->meta), (size_t)x->meta_bytes) == 0) {
+    x->plan = p;
+    return true;
+  }
+  tdm_plan_release(p); /* a failure here only means like is not filled directly */
   return false;
 }
 
-/* The structure arrived: where its leaves go (x->held): like's leaves, or those of a
+/* The structure arrived: where its leaves go (x->plan): like's leaves, or those of a
  * new container (x->result) viewing one new storage. */
 static int32_t choose_targets(td_mpi_transfer *x) {
   int64_t data = td_ship_data_bytes(x->meta);
-  if (data < 0) return core_fail(x->call);
+  if (data < 0) return tdm_core_fail(x->call);
   if (x->like && like_takes_it(x)) return TD_MPI_OK;
   td_storage *s = td_storage_new_heap(data > 0 ? data : 1);
-  if (!s) return core_fail(x->call);
+  if (!s) return tdm_core_fail(x->call);
   x->result = td_ship_unpack_meta(x->meta, s);
   td_storage_release(s); /* the result's leaves hold it */
-  if (!x->result) return core_fail(x->call);
-  return hold_leaves(x, x->result, false, NULL, NULL);
+  if (!x->result) return tdm_core_fail(x->call);
+  x->plan = tdm_plan_get(x->result, 0, x->call);
+  return x->plan ? TD_MPI_OK : TD_MPI_EINVAL;
 }
 
 /* The structure arrived: post the leaves' messages. */
 static int32_t place_leaves(td_mpi_transfer *x) {
   int32_t status = choose_targets(x);
-  if (!status) status = reserve_reqs(x, data_messages(x));
+  if (!status) status = reserve_reqs(x, x->plan->nmsgs);
   if (!status) status = post_data(x);
   if (!status) x->stage = TD_MPI_STAGE_DATA;
   return status;
@@ -344,11 +188,12 @@ static int32_t place_leaves(td_mpi_transfer *x) {
 static int32_t advance(td_mpi_transfer *x) {
   if (x->stage == TD_MPI_STAGE_STRUCTURE) return place_leaves(x);
   x->stage = TD_MPI_STAGE_DONE;
-  release_held(x);
+  tdm_plan_release(x->plan); /* the cache may keep it */
+  x->plan = NULL;
   if (x->result && td_ship_check(x->result) < 0) {
     td_dict_release(x->result);
     x->result = NULL;
-    return core_fail(x->call);
+    return tdm_core_fail(x->call);
   }
   return TD_MPI_OK;
 }
@@ -431,22 +276,26 @@ TDM_EXPORT int32_t td_mpi_bcast_dict(struct td_dict *d, int32_t root, double tim
   double deadline = tdm_now() + timeout;
 #define LEFT (timeout < 0 ? -1 : (deadline > tdm_now() ? deadline - tdm_now() : 0))
   int64_t size = 0;
-  if (is_root) status = pack_structure(x, d);
+  if (is_root) {
+    x->plan = tdm_plan_get(d, TDM_PLAN_STRUCTURE | TDM_PLAN_COPY_STRIDED | TDM_PLAN_CACHED, "broadcast");
+    if (!x->plan) status = TD_MPI_EINVAL;
+    else td_storage_retain(x->meta = x->plan->meta), x->meta_bytes = x->plan->meta_bytes;
+  }
   if (!status) size = x->meta_bytes;
   if (!status) status = td_mpi_bcast(&size, sizeof size, root, LEFT);
   if (!status && !is_root) {
     if (size < 32 || size > tdm_int_limit) {
       status = tdm_fail(TD_MPI_EINVAL, "broadcast: the root announced a %lld-byte structure", (long long)size);
     } else if (!(x->meta = td_storage_new_heap(size))) {
-      status = core_fail("broadcast");
+      status = tdm_core_fail("broadcast");
     }
     x->meta_bytes = size;
     if (d) td_dict_retain(d);
     x->like = d;
   }
   if (!status) status = td_mpi_bcast(td_storage_data_borrow(x->meta), size, root, LEFT);
-  if (!status) status = is_root ? hold_leaves(x, d, true, NULL, NULL) : choose_targets(x);
-  if (!status) status = reserve_reqs(x, data_messages(x));
+  if (!status && !is_root) status = choose_targets(x);
+  if (!status) status = reserve_reqs(x, x->plan->nmsgs);
   if (!status) status = post_data(x);
   if (!status) x->stage = TD_MPI_STAGE_DATA;
   if (!status) status = tdm_wait_all(x->reqs, x->nreqs, LEFT, "broadcast");
@@ -466,7 +315,7 @@ TDM_EXPORT void td_mpi_transfer_free(td_mpi_transfer *x) {
    * its buffers must outlive it, so they are left allocated. */
   if (x->kind == BCAST && x->stage != TD_MPI_STAGE_DONE && x->nreqs) return;
   if (x->stage != TD_MPI_STAGE_DONE && x->nreqs && td_mpi_is_initialized()) tdm_abandon(x->reqs, x->nreqs);
-  release_held(x);
+  tdm_plan_release(x->plan);
   if (x->reqs != x->reqs_inline) free(x->reqs);
   if (x->meta) td_storage_release(x->meta);
   if (x->like) td_dict_release(x->like);

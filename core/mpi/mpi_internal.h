@@ -56,4 +56,64 @@ void tdm_ops_free(void);
 /* The MPI datatype and op of a core dtype and a td_mpi_op (mpi_ops.c). */
 int32_t tdm_reduction(int32_t dtype, int32_t op, MPI_Datatype *type, MPI_Op *mop, const char *call);
 
+/* ---- transfer plans (mpi_plan.c) ---- */
+#include <stdbool.h>
+
+struct td_dict;
+struct td_storage;
+
+/* A leaf's bytes, its storage held (a reference) while messages use them. */
+typedef struct tdm_span {
+  struct td_storage *storage;
+  char *data;
+  int64_t nbytes;
+} tdm_span;
+
+/* One data message: count of type at buf (MPI_BYTE at the span's start, or a committed
+ * hindexed datatype at MPI_BOTTOM, owned by the plan). */
+typedef struct tdm_msg {
+  void *buf;
+  int count;
+  MPI_Datatype type;
+} tdm_msg;
+
+typedef struct tdm_nested {
+  struct td_dict *dict;
+  double version;
+} tdm_nested;
+
+/* What sending a container, or receiving into it, needs besides the bytes. */
+typedef struct tdm_plan {
+  int refs;
+  struct td_storage *meta; /* the packed structure (with TDM_PLAN_STRUCTURE) */
+  int64_t meta_bytes;
+  tdm_span *spans;         /* the leaves in ship order */
+  int64_t nspans, data_bytes;
+  tdm_msg *msgs;           /* the data messages over the spans */
+  int nmsgs;
+  bool contiguous;         /* every leaf's own memory (no copy) */
+  bool writable;           /* every leaf may be written */
+  bool values;             /* a stack of non-tensor values among the leaves */
+  /* a cached plan: its container (held), and the versions that keep it valid */
+  struct td_dict *dict;
+  double version;
+  tdm_nested *nested;
+  int32_t nnested;
+  tdm_span spans_inline[32];
+  tdm_msg msgs_inline[1];
+} tdm_plan;
+
+enum {
+  TDM_PLAN_STRUCTURE = 1,     /* pack the structure too */
+  TDM_PLAN_COPY_STRIDED = 2,  /* a strided leaf travels from a contiguous copy (sending) */
+  TDM_PLAN_CACHED = 4         /* from, or into, the cache of small containers' plans */
+};
+/* d's plan (a reference: tdm_plan_release), or NULL with the error set under call. */
+tdm_plan *tdm_plan_get(struct td_dict *d, int flags, const char *call);
+void tdm_plan_release(tdm_plan *p);
+/* Drops every cached plan (finalize). */
+void tdm_plan_cache_clear(void);
+/* A failed core call inside ours: its message under call's name. */
+int32_t tdm_core_fail(const char *call);
+
 #endif

@@ -33,6 +33,7 @@ local function dequeue(r)
   if not r.queued then return end
   r.queued = false
   local q = queues[r.key]
+  if q[1] == r then table.remove(q, 1) return end -- the usual case, without a loop (JIT)
   for i, x in ipairs(q) do if x == r then table.remove(q, i) break end end
 end
 
@@ -116,21 +117,28 @@ local function left_until(deadline)
   return math.max(0, deadline - util.now())
 end
 
+-- One move of r's wait: the receive queued ahead of it, or r itself.
+local function wait_step(r, deadline, call, timeout)
+  local head = ahead(r)
+  if head then
+    head:wait({ timeout = left_until(deadline) }, call)
+  else
+    local st = MPI.td_mpi_transfer_wait(r.x, left_until(deadline))
+    if st < 0 then failed(r, st, call, timeout) end
+    settle(r)
+  end
+end
+
 -- wait({timeout = s}): raises "timed out" when the deadline passes (the request stays
 -- pending: wait again, or cancel).
 function Request:wait(opts, call)
+  if self.done then return self.result end
   local timeout = opts and opts.timeout or -1
   local deadline = timeout >= 0 and util.now() + timeout or nil
-  while not self.done do
-    local head = ahead(self)
-    if head then
-      head:wait({ timeout = left_until(deadline) }, call)
-    else
-      local st = MPI.td_mpi_transfer_wait(self.x, left_until(deadline))
-      if st < 0 then failed(self, st, call, timeout) end
-      settle(self)
-    end
-  end
+  -- One step first: usually all it takes, and a loop that runs once per call keeps the
+  -- caller's loop from compiling (LuaJIT: "inner loop in root trace").
+  wait_step(self, deadline, call, timeout)
+  while not self.done do wait_step(self, deadline, call, timeout) end
   return self.result
 end
 
