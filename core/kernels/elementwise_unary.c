@@ -16,6 +16,7 @@
 #include <math.h>
 
 #include "elementwise.h"
+#include "widest.h"
 
 /* ---- element functions ---------------------------------------------------------------- */
 
@@ -61,8 +62,8 @@ DEF_FLOAT_UN(DB, double, )
 
 /* ---- loops ------------------------------------------------------------------------------- */
 
-#define DEF_UN(OP, DN, IT, FAM, LD, OT, ST)                                               \
-  static void un_##OP##_##DN(char **p, const int64_t *s, int64_t n, void *ctx) {         \
+#define DEF_UN(ATTR, OP, DN, IT, FAM, LD, OT, ST)                                         \
+  ATTR static void un_##OP##_##DN(char **p, const int64_t *s, int64_t n, void *ctx) {         \
     (void)ctx;                                                                            \
     if (s[0] == (int64_t)sizeof(OT) && s[1] == (int64_t)sizeof(IT)) {                     \
       if (p[0] != p[1]) {                                                                 \
@@ -81,28 +82,41 @@ DEF_FLOAT_UN(DB, double, )
         *(OT *)d = ST(u_##OP##_##FAM(LD(*(const IT *)x)));                                \
     }                                                                                     \
   }
-#define DEF_SAME(OP, DN, IT, K, CT, FAM, ...) DEF_UN(OP, DN, IT, FAM, LOAD_##K, IT, STORE_##K)
-#define DEF_PRED(OP, DN, IT, K, CT, FAM, ...) DEF_UN(OP, DN, IT, FAM, LOAD_##K, uint8_t, STORE_B)
+/* The ops that are one exact or correctly rounded instruction per element (neg, abs,
+ * sqrt, rsqrt, relu, floor, ceil, round, sign) are compiled for AVX-512 and AVX2 too
+ * (WIDEST; same bits in every version), on the dtypes held natively: float16 and
+ * bfloat16 convert in software, where the clones only add code. The transcendentals
+ * of float32 and float64 go through SLEEF (elementwise_vecmath.c), with its own
+ * AVX2 and AVX-512 builds. */
+#define WIDEST_B WIDEST
+#define WIDEST_I WIDEST
+#define WIDEST_F WIDEST
+#define WIDEST_H
+#define WIDEST_BF
+#define DEF_SAME(OP, DN, IT, K, CT, FAM, ...) DEF_UN(, OP, DN, IT, FAM, LOAD_##K, IT, STORE_##K)
+#define DEF_FAST(OP, DN, IT, K, CT, FAM, ...) \
+  DEF_UN(WIDEST_##K, OP, DN, IT, FAM, LOAD_##K, IT, STORE_##K)
+#define DEF_PRED(OP, DN, IT, K, CT, FAM, ...) DEF_UN(, OP, DN, IT, FAM, LOAD_##K, uint8_t, STORE_B)
 
-TD_DTYPES_NUM(DEF_SAME, neg)
-TD_DTYPES_SINT(DEF_SAME, abs)
-TD_DTYPES_FLOAT(DEF_SAME, abs)
+TD_DTYPES_NUM(DEF_FAST, neg)
+TD_DTYPES_SINT(DEF_FAST, abs)
+TD_DTYPES_FLOAT(DEF_FAST, abs)
 TD_DTYPES_FLOAT(DEF_SAME, exp)
 TD_DTYPES_FLOAT(DEF_SAME, log)
 TD_DTYPES_FLOAT(DEF_SAME, log1p)
 TD_DTYPES_FLOAT(DEF_SAME, expm1)
-TD_DTYPES_FLOAT(DEF_SAME, sqrt)
-TD_DTYPES_FLOAT(DEF_SAME, rsqrt)
+TD_DTYPES_FLOAT(DEF_FAST, sqrt)
+TD_DTYPES_FLOAT(DEF_FAST, rsqrt)
 TD_DTYPES_FLOAT(DEF_SAME, sin)
 TD_DTYPES_FLOAT(DEF_SAME, cos)
 TD_DTYPES_FLOAT(DEF_SAME, tanh)
 TD_DTYPES_FLOAT(DEF_SAME, sigmoid)
-TD_DTYPES_SINT(DEF_SAME, relu)
-TD_DTYPES_FLOAT(DEF_SAME, relu)
-TD_DTYPES_FLOAT(DEF_SAME, floor)
-TD_DTYPES_FLOAT(DEF_SAME, ceil)
-TD_DTYPES_FLOAT(DEF_SAME, round)
-TD_DTYPES_NUM(DEF_SAME, sign)
+TD_DTYPES_SINT(DEF_FAST, relu)
+TD_DTYPES_FLOAT(DEF_FAST, relu)
+TD_DTYPES_FLOAT(DEF_FAST, floor)
+TD_DTYPES_FLOAT(DEF_FAST, ceil)
+TD_DTYPES_FLOAT(DEF_FAST, round)
+TD_DTYPES_NUM(DEF_FAST, sign)
 TD_DTYPES_ALL(DEF_PRED, logical_not)
 TD_DTYPES_FLOAT(DEF_PRED, isnan)
 TD_DTYPES_FLOAT(DEF_PRED, isinf)
