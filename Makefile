@@ -89,6 +89,10 @@ $(BUILD)/obj/%.o: %.c $(LIB_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(TD_CFLAGS) -c $< -o $@
 
+# Kernels never read errno: without it sqrt is one instruction and its loops vectorise
+# (sqrt of 1e5 float32, 1 thread: 101 -> 26 us; the same correctly rounded bits).
+$(BUILD)/obj/core/kernels/%.o: TD_CFLAGS += -fno-math-errno
+
 # The SLEEF loops for wider vectors are built for those instruction sets and only run
 # where the CPU has them (core/kernels/elementwise_vecmath.c chooses at run time).
 $(BUILD)/obj/core/kernels/elementwise_vecmath_avx2.o: TD_CFLAGS += -mavx2 -mfma
