@@ -93,27 +93,40 @@ TD_PHILOX_FN uint64_t td_philox_below(const uint32_t key[2], uint64_t block, int
   return hi;
 }
 
-/* Lane l as a uniform in [0, 1): 53 bits of words 0 and 1 (wide), else 24 of word 0. */
+/* A lane whose word 0 is x0 and word 1 is x1 as a uniform in [0, 1): 53 bits of both
+ * (wide), else 24 of x0. */
+TD_PHILOX_FN double td_philox_lane_uniform(uint32_t x0, uint32_t x1, int wide) {
+  return wide ? (double)(td_philox_join(x1, x0) >> 11) * 0x1p-53 : (double)(x0 >> 8) * 0x1p-24;
+}
+
+/* Lane l of a block whose words are w0, w1 as a uniform in [0, 1). */
 TD_PHILOX_FN double td_philox_uniform(const uint32_t w0[4], const uint32_t w1[4], int l,
                                       int wide) {
-  return wide ? (double)(td_philox_join(w1[l], w0[l]) >> 11) * 0x1p-53
-              : (double)(w0[l] >> 8) * 0x1p-24;
+  return td_philox_lane_uniform(w0[l], w1[l], wide);
 }
+
+/* Box-Muller's two uniforms from a lane pair: u1 in (0, 1] from the even lane (words
+ * e0, e1), u2 in [0, 1) from the odd one (o0, o1). */
+TD_PHILOX_FN void td_philox_pair_uniforms(uint32_t e0, uint32_t e1, uint32_t o0, uint32_t o1,
+                                          int wide, double *u1, double *u2) {
+  if (wide) {
+    *u1 = (double)((td_philox_join(e1, e0) >> 11) + 1) * 0x1p-53;
+    *u2 = (double)(td_philox_join(o1, o0) >> 11) * 0x1p-53;
+  } else {
+    *u1 = ((double)e0 + 1.0) * 0x1p-32;
+    *u2 = (double)o0 * 0x1p-32;
+  }
+}
+
+#define TD_PHILOX_TWO_PI 6.283185307179586476925286766559
 
 /* The four normal values of a block, mean a and std b (Box-Muller on lane pairs). */
 TD_PHILOX_FN void td_philox_normal4(const uint32_t w0[4], const uint32_t w1[4], int wide,
                                     double a, double b, double z[4]) {
-  const double two_pi = 6.283185307179586476925286766559;
   for (int p = 0; p < 4; p += 2) {
     double u1, u2;
-    if (wide) {
-      u1 = (double)((td_philox_join(w1[p], w0[p]) >> 11) + 1) * 0x1p-53;
-      u2 = (double)(td_philox_join(w1[p + 1], w0[p + 1]) >> 11) * 0x1p-53;
-    } else {
-      u1 = ((double)w0[p] + 1.0) * 0x1p-32;
-      u2 = (double)w0[p + 1] * 0x1p-32;
-    }
-    const double r = sqrt(-2.0 * log(u1)), t = two_pi * u2;
+    td_philox_pair_uniforms(w0[p], w1[p], w0[p + 1], w1[p + 1], wide, &u1, &u2);
+    const double r = sqrt(-2.0 * log(u1)), t = TD_PHILOX_TWO_PI * u2;
     z[p] = a + b * (r * cos(t));
     z[p + 1] = a + b * (r * sin(t));
   }

@@ -27,7 +27,8 @@
  *              r cos(2 pi u2) and the odd lane r sin(2 pi u2); value mean + std * z in
  *              double, rounded to the dtype. float64: u1 = ((x64 >> 11) + 1) * 2^-53,
  *              u2 = (x64 >> 11) * 2^-53; others: u1 = (x32 + 1) * 2^-32, u2 = x32 * 2^-32.
- *              (Bit-exact only where log, sqrt, sin and cos round alike.)
+ *              (Bit-exact only where log, sqrt, sin and cos round alike: the CPU
+ *              takes SLEEF's vector log, sin and cos, within an ulp like libm's.)
  * bernoulli_   1 when x32 * 2^-32 < p, else 0, for every output dtype.
  * randint_     r = high - low as uint64; Lemire's method: m = x * r (128-bit), starting
  *              from x = x64(i); while (m mod 2^64) < (2^64 - r) mod r, retry with attempt
@@ -44,11 +45,14 @@
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "../src/parallel.h"
 #include "dtypes.h"
+#include "elementwise.h"
 #include "iter.h"
 #include "philox.h"
+#include "widest.h"
 
 struct td_generator {
   uint64_t seed;
@@ -116,51 +120,85 @@ typedef struct draw_job {
   int64_t itemsize;
 } draw_job;
 
-/* Words 0 (and 1 when x64 is needed) of one block. */
-static inline void draw_words(const draw_job *j, uint64_t block, uint32_t w0[4],
-                              uint32_t w1[4]) {
-  td_philox_block(j->key, block, 0, w0);
-  if (j->need64) td_philox_block(j->key, block, 1, w1);
-}
+enum { DRAW_BUF = 256, DRAW_BLOCKS = DRAW_BUF / 4 + 1 }; /* a buffer's elements may span one more block */
 
-/* The value of lane l of a block whose words are w0, w1 (kinds other than normal). */
-static inline void lane_value(const draw_job *j, uint64_t block, int l, const uint32_t w0[4],
-                              const uint32_t w1[4], void *out) {
-  switch (j->kind) {
-    case DRAW_UNIFORM: {
-      const double v = j->a + j->b * td_philox_uniform(w0, w1, l, j->wide);
-      *(double *)out = v < j->top ? v : j->top;
-      break;
-    }
-    case DRAW_BERNOULLI:
-      *(int64_t *)out = (double)w0[l] * 0x1p-32 < j->a;
-      break;
-    default: /* DRAW_RANDINT */
-      *(int64_t *)out = (int64_t)((uint64_t)j->low +
-                                  td_philox_below(j->key, block, l, td_philox_join(w1[l], w0[l]),
-                                                  j->range));
-      break;
+/* Word `word` of the nb blocks from `first` on, in element order: words[4 * k + l] is
+ * lane l of block first + k. Blocks do not depend on each other, so the compiler runs
+ * this loop on vectors of blocks (WIDEST): 16 at a time with AVX-512, where one block
+ * at a time left each round's multiplies waiting on the last. */
+WIDEST static void philox_words(const uint32_t key[2], uint64_t first, int64_t nb, uint32_t word,
+                                uint32_t *restrict words) {
+  const uint32_t lo = (uint32_t)first, hi = (uint32_t)(first >> 32);
+  for (int64_t k = 0; k < nb; k++) {
+    const uint32_t c0 = lo + (uint32_t)k; /* block first + k: k < 2^32, one carry at most */
+    const uint32_t ctr[4] = {c0, hi + (c0 < lo), word, 0};
+    td_philox4x32_10(ctr, key, words + 4 * k);
   }
 }
 
-enum { DRAW_BUF = 256 };
+/* dst[k] = fn(src[k]) for n doubles: SLEEF's vector log, sin or cos (elementwise_vecmath). */
+static void vec_math(int32_t op, double *dst, const double *src, int64_t n) {
+  char *p[2] = {(char *)dst, (char *)src};
+  const int64_t s[2] = {8, 8};
+  td_ew_vecmath_loop(op, TD_FLOAT64)(p, s, n, NULL);
+}
 
-/* Elements [i0, i0 + n) into buf (doubles for uniform and normal, else int64). */
-static void draw_values(const draw_job *j, int64_t i0, int64_t n, void *buf) {
-  int64_t e = 0;
-  while (e < n) {
-    const int64_t i = i0 + e;
-    const uint64_t block = j->base + (uint64_t)(i / 4);
-    uint32_t w0[4], w1[4] = {0, 0, 0, 0};
-    draw_words(j, block, w0, w1);
-    int l = (int)(i % 4);
-    if (j->kind == DRAW_NORMAL) {
-      double z[4];
-      td_philox_normal4(w0, w1, j->wide, j->a, j->b, z);
-      for (; l < 4 && e < n; l++, e++) ((double *)buf)[e] = z[l];
-    } else {
-      for (; l < 4 && e < n; l++, e++) lane_value(j, block, l, w0, w1, (char *)buf + 8 * e);
-    }
+/* n normal values into buf from the lane pairs of w0, w1 (element order), the first
+ * value being element `skip` of them: Box-Muller on every pair at once, so log, sin and
+ * cos run as SLEEF's vector functions (u10: within an ulp, as libm's, which took 21 ns
+ * an element one pair at a time). The operations and their order are
+ * td_philox_normal4's. */
+WIDEST static void normal_values(const draw_job *j, const uint32_t *w0, const uint32_t *w1, int64_t skip,
+                          int64_t n, double *buf) {
+  enum { PAIRS = 2 * DRAW_BLOCKS };
+  double u1[PAIRS], u2[PAIRS], r[PAIRS], c[PAIRS], s[PAIRS], z[2 * PAIRS];
+  const int64_t np = (skip + n + 1) / 2;
+  for (int64_t p = 0; p < np; p++) {
+    td_philox_pair_uniforms(w0[2 * p], w1[2 * p], w0[2 * p + 1], w1[2 * p + 1], j->wide, &u1[p], &u2[p]);
+    u2[p] *= TD_PHILOX_TWO_PI;
+  }
+  vec_math(TD_UNARY_LOG, r, u1, np);
+  for (int64_t p = 0; p < np; p++) r[p] = sqrt(-2.0 * r[p]);
+  vec_math(TD_UNARY_COS, c, u2, np);
+  vec_math(TD_UNARY_SIN, s, u2, np);
+  for (int64_t p = 0; p < np; p++) {
+    z[2 * p] = r[p] * c[p];
+    z[2 * p + 1] = r[p] * s[p];
+  }
+  for (int64_t e = 0; e < n; e++) buf[e] = j->a + j->b * z[skip + e];
+}
+
+/* Elements [i0, i0 + n) into buf (doubles for uniform and normal, else int64), n at
+ * most DRAW_BUF: the words of their blocks first, then one loop per kind. */
+WIDEST static void draw_values(const draw_job *j, int64_t i0, int64_t n, void *buf) {
+  const int64_t k0 = i0 / 4, nb = (i0 + n - 1) / 4 - k0 + 1, skip = i0 - 4 * k0;
+  uint32_t w0[4 * DRAW_BLOCKS], w1[4 * DRAW_BLOCKS];
+  philox_words(j->key, j->base + (uint64_t)k0, nb, 0, w0);
+  if (j->need64) philox_words(j->key, j->base + (uint64_t)k0, nb, 1, w1);
+  else memset(w1, 0, sizeof w1);
+  const uint32_t *x0 = w0 + skip, *x1 = w1 + skip;
+  double *f = buf;
+  int64_t *v = buf;
+  switch (j->kind) {
+    case DRAW_NORMAL:
+      normal_values(j, w0, w1, skip, n, f);
+      break;
+    case DRAW_UNIFORM:
+      for (int64_t e = 0; e < n; e++) {
+        const double u = j->a + j->b * td_philox_lane_uniform(x0[e], x1[e], j->wide);
+        f[e] = u < j->top ? u : j->top;
+      }
+      break;
+    case DRAW_BERNOULLI:
+      for (int64_t e = 0; e < n; e++) v[e] = (double)x0[e] * 0x1p-32 < j->a;
+      break;
+    default: /* DRAW_RANDINT */
+      for (int64_t e = 0; e < n; e++) {
+        const int64_t i = i0 + e;
+        v[e] = (int64_t)((uint64_t)j->low + td_philox_below(j->key, j->base + (uint64_t)(i / 4), (int)(i % 4),
+                                                            td_philox_join(x1[e], x0[e]), j->range));
+      }
+      break;
   }
 }
 
