@@ -75,6 +75,7 @@
  */
 #include <math.h>
 
+#include "../src/parallel.h"
 #include "elementwise.h"
 
 static const char *const names[TD_BINARY_LOGICAL_XOR + 1] = {
@@ -225,12 +226,43 @@ static bool check_op(const char *call, int32_t op) {
 
 /* ---- public --------------------------------------------------------------------------- */
 
+/* The common case of a + b on small tensors: the same dtype (which the op computes in),
+ * the same shape, both C-contiguous, one chunk of work. The typed loop runs once over
+ * the flat data, which is what binary_impl's iterator ends up doing for these operands,
+ * without its promotion, broadcast, operand and iterator set-up (~40% of `a + b` on 100
+ * floats). Ops that can fail midway or take another loop (pow, integer division) stay
+ * on the general path. False: not this case; true: done, *result the result (NULL when
+ * it could not be allocated, the error set). */
+static bool binary_same_layout(const char *call, int32_t op, const td_tensor *a,
+                               const td_tensor *b, td_tensor **result) {
+  if (a->dtype != b->dtype || a->ndim != b->ndim || op == TD_BINARY_POW ||
+      op == TD_BINARY_FLOOR_DIVIDE || op == TD_BINARY_REMAINDER)
+    return false;
+  for (int32_t d = 0; d < a->ndim; d++)
+    if (a->shape[d] != b->shape[d]) return false;
+  const int64_t n = td_tensor_numel(a);
+  if (n > TD_GRAIN || td_tensor_is_contiguous(a) != 1 || td_tensor_is_contiguous(b) != 1) return false;
+  if (plan_dtype(call, op, (td_operand){a, 0, 0}, (td_operand){b, 0, 0}) != a->dtype) return false;
+  const td_inner_loop loop = td_ew_binary_loop(op, a->dtype);
+  if (!loop) return false;
+  td_tensor *out = td_tensor_empty(a->ndim, a->shape, op >= TD_BINARY_EQ ? TD_BOOL : a->dtype);
+  *result = out;
+  if (!out || n == 0) return true;
+  td_ew_ctx ctx;
+  td_ew_ctx_init(&ctx);
+  char *ptrs[3] = {td_tensor_ptr(out), td_tensor_ptr(a), td_tensor_ptr(b)};
+  const int64_t strides[3] = {out->itemsize, a->itemsize, b->itemsize};
+  loop(ptrs, strides, n, &ctx);
+  return true;
+}
+
 TD_EXPORT td_tensor *td_binary(int32_t op, const td_tensor *a, const td_tensor *b) {
   if (!check_op("binary", op)) return NULL;
   const char *call = names[op];
   if (!td_ew_check_tensor(call, a, "first tensor") || !td_ew_check_tensor(call, b, "second tensor"))
     return NULL;
   td_tensor *r = NULL;
+  if (binary_same_layout(call, op, a, b, &r)) return r;
   binary_impl(call, op, (td_operand){a, 0, 0}, (td_operand){b, 0, 0}, NULL, &r);
   return r;
 }
