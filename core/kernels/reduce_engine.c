@@ -6,14 +6,17 @@
  * one of two layouts:
  *  - inner: the reduced dims hold the input's smallest stride (reducing a contiguous
  *    row, or everything). Each output folds its elements with a row kernel. A reduction
- *    longer than RED_GRAIN is cut into pieces of RED_GRAIN elements folded separately.
+ *    longer than RED_GRAIN is cut into pieces of at most RED_GRAIN elements, all of
+ *    nearly one length, folded separately.
  *  - outer: a kept dim has the smallest stride (reducing dim 0 of a matrix). Outputs
  *    are handled a block of columns at a time: each row of the reduction is folded into
  *    all the columns' states at once, a contiguous vectorised pass, never a column
  *    walk with huge strides. Rows are cut into pieces when there are too few column
  *    blocks to keep the threads busy.
  * Pieces are fixed by the shapes alone; their partial states are merged in piece
- * order, so results are bit-identical for every thread count.
+ * order, so results are bit-identical for every thread count. They are cut to nearly
+ * equal lengths (even_piece): with 100K elements, pieces of 32K, 32K, 32K and 2K gave
+ * one of two threads 64K to fold and made 2 threads barely faster than 1.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +33,8 @@ enum {
                                narrower blocks allow more rows per piece, so fewer pieces */
   MIN_TASKS = 32,           /* outer reductions cut rows until there are this many tasks */
   TWO_PASS_ELEMS = 1 << 18, /* two-pass pieces stay small enough to re-read from cache */
-  COMBINE_GRAIN = 16384     /* partial states merged per combine task */
+  COMBINE_GRAIN = 16384,    /* partial states merged per combine task */
+  PIECE_ALIGN = 64          /* inner pieces start on whole 256-byte runs of float32 */
 };
 
 typedef struct plan {
@@ -48,6 +52,14 @@ typedef struct plan {
 static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 static inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* The length of the pieces that cut n items into as few as pieces of at most `most`
+ * allow, all nearly equal: a multiple of `align` (whole cache lines of float32 for
+ * `most` a multiple of it too), the last piece the shortest. Depends on n alone. */
+static int64_t even_piece(int64_t n, int64_t most, int64_t align) {
+  const int64_t pieces = ceil_div(n, most);
+  return min64(most, ceil_div(ceil_div(n, pieces), align) * align);
+}
 
 /* Pointers of every operand at position pos of it (row-major over its shape). */
 static void iter_at(const td_iter *it, int64_t pos, char **ptrs) {
@@ -311,8 +323,8 @@ int32_t td_reduce_run(const td_reduce_desc *d, const td_tensor *in, const bool *
       td_parallel_for(pl.O, max64(1, RED_GRAIN / max64(pl.R, 1)), inner_whole, &pl);
       return TD_OK;
     }
-    pl.piece = RED_GRAIN;
-    pl.npieces = ceil_div(pl.R, RED_GRAIN);
+    pl.piece = even_piece(pl.R, RED_GRAIN, PIECE_ALIGN);
+    pl.npieces = ceil_div(pl.R, pl.piece);
     if (alloc_partials(&pl) < 0) return TD_ENOMEM;
     td_parallel_for(pl.O * pl.npieces, 1, inner_pieces, &pl);
   } else {
@@ -328,7 +340,7 @@ int32_t td_reduce_run(const td_reduce_desc *d, const td_tensor *in, const bool *
     if (blocks < MIN_TASKS)
       piece = max64(ceil_div(pl.R, ceil_div(MIN_TASKS, blocks)), ceil_div(RED_GRAIN, w));
     if (d->family[1] >= 0) piece = min64(piece, max64(1, TWO_PASS_ELEMS / w));
-    pl.piece = piece;
+    pl.piece = even_piece(pl.R, piece, 1);
     pl.npieces = ceil_div(pl.R, piece);
     if (pl.npieces > 1 && alloc_partials(&pl) < 0) return TD_ENOMEM;
     /* Tasks are independent: grouping small ones changes no result. */
