@@ -216,12 +216,32 @@ static inline void col_set(const td_reduce_cols *c, int64_t j, td_reduce_acc s) 
   c->idx[j] = s.idx;
 }
 
+/* Writes a block's w final column states to its outputs (ptrs: the first output's).
+ * A plain double into float32 or float64 (sums and extremes over an outer dim) in one
+ * loop, the same conversion td_reduce_store makes; the rest through td_reduce_store. */
+static void store_cols(const plan *pl, char **ptrs, const td_reduce_cols *cols, int64_t w) {
+  const td_reduce_desc *d = pl->d;
+  const int32_t kin = pl->ki.ndim - 1;
+  const int64_t so = pl->ki.strides[1][kin];
+  const int32_t dt = d->out_dtype[0];
+  if (d->fin == RFIN_A && pl->nouts == 1 && dt == TD_FLOAT32) {
+    for (int64_t j = 0; j < w; j++) *(float *)(void *)(ptrs[1] + j * so) = (float)cols->a[j];
+  } else if (d->fin == RFIN_A && pl->nouts == 1 && dt == TD_FLOAT64) {
+    for (int64_t j = 0; j < w; j++) *(double *)(void *)(ptrs[1] + j * so) = cols->a[j];
+  } else {
+    for (int64_t j = 0; j < w; j++) {
+      td_reduce_acc s = col_get(cols, j);
+      char *outs[2] = {ptrs[1] + j * so, pl->nouts > 1 ? ptrs[2] + j * pl->ki.strides[2][kin] : NULL};
+      td_reduce_store(d, outs, &s, pl->R);
+    }
+  }
+}
+
 /* Tasks [b, e): task t is row piece t % npieces of column block t / npieces (blocks
  * numbered row-major over ki's outer positions, then blocks within a row). */
 static void outer_tasks(int64_t b, int64_t e, void *vpl) {
   const plan *pl = vpl;
   const td_reduce_desc *d = pl->d;
-  const int32_t kin = pl->ki.ndim - 1;
   td_iter ri = pl->ri;
   double a[COL_BLOCK], bb[COL_BLOCK]; /* 64 KiB of stack in all */
   int64_t iv[COL_BLOCK], idx[COL_BLOCK];
@@ -248,34 +268,39 @@ static void outer_tasks(int64_t b, int64_t e, void *vpl) {
       for (int64_t j = 0; j < w; j++) pl->partials[(o0 + j) * pl->npieces + c] = col_get(&cols, j);
       continue;
     }
-    for (int64_t j = 0; j < w; j++) {
-      td_reduce_acc s = col_get(&cols, j);
-      char *outs[2] = {ptrs[1] + j * pl->ki.strides[1][kin],
-                       pl->nouts > 1 ? ptrs[2] + j * pl->ki.strides[2][kin] : NULL};
-      td_reduce_store(d, outs, &s, pl->R);
-    }
+    store_cols(pl, ptrs, &cols, w);
   }
 }
 
 /* ---- merging pieces -------------------------------------------------------------------- */
 
+typedef struct combine_ctx {
+  const plan *pl;
+  int64_t o; /* the output the loop is at, in ki order */
+} combine_ctx;
+
+static void combine_loop(char **ptrs, const int64_t *strides, int64_t n, void *vctx) {
+  combine_ctx *c = vctx;
+  const plan *pl = c->pl;
+  for (int64_t i = 0; i < n; i++, c->o++) {
+    const td_reduce_acc *p = pl->partials + c->o * pl->npieces;
+    td_reduce_acc acc = p[0];
+    int64_t done = min64(pl->piece, pl->R);
+    for (int64_t k = 1; k < pl->npieces; k++) {
+      const int64_t len = min64(pl->piece, pl->R - k * pl->piece);
+      td_reduce_merge_acc(pl->d, &acc, done, &p[k], len);
+      done += len;
+    }
+    char *outs[2] = {ptrs[1] + i * strides[1], pl->nouts > 1 ? ptrs[2] + i * strides[2] : NULL};
+    td_reduce_store(pl->d, outs, &acc, pl->R);
+  }
+}
+
 /* Outputs [b, e) in ki order: their pieces merged in order, then stored. */
 static void combine(int64_t b, int64_t e, void *vpl) {
   const plan *pl = vpl;
-  for (int64_t o = b; o < e; o++) {
-    const td_reduce_acc *p = pl->partials + o * pl->npieces;
-    td_reduce_acc acc = p[0];
-    int64_t n = min64(pl->piece, pl->R);
-    for (int64_t c = 1; c < pl->npieces; c++) {
-      const int64_t len = min64(pl->piece, pl->R - c * pl->piece);
-      td_reduce_merge_acc(pl->d, &acc, n, &p[c], len);
-      n += len;
-    }
-    char *ptrs[TD_ITER_MAX_OPS];
-    iter_at(&pl->ki, o, ptrs);
-    char *outs[2] = {ptrs[1], pl->nouts > 1 ? ptrs[2] : NULL};
-    td_reduce_store(pl->d, outs, &acc, pl->R);
-  }
+  combine_ctx c = {pl, b};
+  td_iter_run_range(&pl->ki, b, e, combine_loop, &c);
 }
 
 /* ---- planning ---------------------------------------------------------------------------- */
