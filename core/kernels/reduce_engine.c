@@ -366,10 +366,10 @@ int32_t td_reduce_run(const td_reduce_desc *d, const td_tensor *in, const bool *
       piece = max64(ceil_div(pl.R, ceil_div(MIN_TASKS, blocks)), ceil_div(RED_GRAIN, w));
     if (d->family[1] >= 0) piece = min64(piece, max64(1, TWO_PASS_ELEMS / w));
     pl.piece = even_piece(pl.R, piece, 1);
-    pl.npieces = ceil_div(pl.R, piece);
+    pl.npieces = ceil_div(pl.R, pl.piece);
     if (pl.npieces > 1 && alloc_partials(&pl) < 0) return TD_ENOMEM;
     /* Tasks are independent: grouping small ones changes no result. */
-    td_parallel_for(blocks * pl.npieces, max64(1, RED_GRAIN / (w * piece)), outer_tasks, &pl);
+    td_parallel_for(blocks * pl.npieces, max64(1, RED_GRAIN / (w * pl.piece)), outer_tasks, &pl);
     if (pl.npieces == 1) return TD_OK;
   }
   td_parallel_for(pl.O, max64(1, COMBINE_GRAIN / pl.npieces), combine, &pl);
