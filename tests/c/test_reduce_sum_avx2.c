@@ -9,15 +9,8 @@
 #include <stdint.h>
 
 #include "check.h"
+#include "rng.h"
 #include "../../core/kernels/reduce_sum_avx2.c"
-
-static uint64_t rng_state = 0x853C49E6748FEA9Bull;
-static uint64_t rnd(void) { /* xorshift64* */
-  rng_state ^= rng_state >> 12;
-  rng_state ^= rng_state << 25;
-  rng_state ^= rng_state >> 27;
-  return rng_state * 2685821657736338717ull;
-}
 
 enum { MAX_N = 32768, OFFSETS = 3 };
 static float xf[MAX_N + OFFSETS];
@@ -35,6 +28,7 @@ static double generic_sum(int64_t off, int64_t n) {
 }
 
 int main(void) {
+  rng_state = 0x853C49E6748FEA9Bull; /* this test's own sequence */
   if (!__builtin_cpu_supports("avx2")) {
     printf("test_reduce_sum_avx2: this CPU has no AVX2; the kernel is never used here\n");
     CHECK(1);
