@@ -73,6 +73,10 @@ td_reduce_kernel td_reduce_kernel_for(int32_t family, int32_t dtype);
 /* Row kernels written with vector extensions for a few hot (family, dtype) pairs
  * (reduce_vec.c); NULL for the others. td_reduce_kernel_for already prefers them. */
 td_reduce_row_fn td_reduce_vec_row(int32_t family, int32_t dtype);
+/* The float32 sum's row kernel with AVX2 intrinsics (reduce_sum_avx2.c): the generic
+ * kernel's bits, faster; call only where the CPU has AVX2. */
+void td_reduce_sum_f32_avx2(td_reduce_acc *acc, const char *p, int64_t s, int64_t n,
+                            int64_t pos, double prm);
 
 /* The shift logsumexp subtracts: the max, or 0 when it is infinite (torch's rule, so
  * all -inf gives -inf and any +inf gives +inf) or NaN. */

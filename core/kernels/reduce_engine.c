@@ -6,14 +6,17 @@
  * one of two layouts:
  *  - inner: the reduced dims hold the input's smallest stride (reducing a contiguous
  *    row, or everything). Each output folds its elements with a row kernel. A reduction
- *    longer than RED_GRAIN is cut into pieces of RED_GRAIN elements folded separately.
+ *    longer than RED_GRAIN is cut into pieces of at most RED_GRAIN elements, all of
+ *    nearly one length, folded separately.
  *  - outer: a kept dim has the smallest stride (reducing dim 0 of a matrix). Outputs
  *    are handled a block of columns at a time: each row of the reduction is folded into
  *    all the columns' states at once, a contiguous vectorised pass, never a column
  *    walk with huge strides. Rows are cut into pieces when there are too few column
  *    blocks to keep the threads busy.
  * Pieces are fixed by the shapes alone; their partial states are merged in piece
- * order, so results are bit-identical for every thread count.
+ * order, so results are bit-identical for every thread count. They are cut to nearly
+ * equal lengths (even_piece): with 100K elements, pieces of 32K, 32K, 32K and 2K gave
+ * one of two threads 64K to fold and made 2 threads barely faster than 1.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +33,8 @@ enum {
                                narrower blocks allow more rows per piece, so fewer pieces */
   MIN_TASKS = 32,           /* outer reductions cut rows until there are this many tasks */
   TWO_PASS_ELEMS = 1 << 18, /* two-pass pieces stay small enough to re-read from cache */
-  COMBINE_GRAIN = 16384     /* partial states merged per combine task */
+  COMBINE_GRAIN = 16384,    /* partial states merged per combine task */
+  PIECE_ALIGN = 64          /* inner pieces start on whole 256-byte runs of float32 */
 };
 
 typedef struct plan {
@@ -48,6 +52,14 @@ typedef struct plan {
 static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 static inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* The length of the pieces that cut n items into as few as pieces of at most `most`
+ * allow, all nearly equal: a multiple of `align` (whole cache lines of float32 for
+ * `most` a multiple of it too), the last piece the shortest. Depends on n alone. */
+static int64_t even_piece(int64_t n, int64_t most, int64_t align) {
+  const int64_t pieces = ceil_div(n, most);
+  return min64(most, ceil_div(ceil_div(n, pieces), align) * align);
+}
 
 /* Pointers of every operand at position pos of it (row-major over its shape). */
 static void iter_at(const td_iter *it, int64_t pos, char **ptrs) {
@@ -204,12 +216,32 @@ static inline void col_set(const td_reduce_cols *c, int64_t j, td_reduce_acc s) 
   c->idx[j] = s.idx;
 }
 
+/* Writes a block's w final column states to its outputs (ptrs: the first output's).
+ * A plain double into float32 or float64 (sums and extremes over an outer dim) in one
+ * loop, the same conversion td_reduce_store makes; the rest through td_reduce_store. */
+static void store_cols(const plan *pl, char **ptrs, const td_reduce_cols *cols, int64_t w) {
+  const td_reduce_desc *d = pl->d;
+  const int32_t kin = pl->ki.ndim - 1;
+  const int64_t so = pl->ki.strides[1][kin];
+  const int32_t dt = d->out_dtype[0];
+  if (d->fin == RFIN_A && pl->nouts == 1 && dt == TD_FLOAT32) {
+    for (int64_t j = 0; j < w; j++) *(float *)(void *)(ptrs[1] + j * so) = (float)cols->a[j];
+  } else if (d->fin == RFIN_A && pl->nouts == 1 && dt == TD_FLOAT64) {
+    for (int64_t j = 0; j < w; j++) *(double *)(void *)(ptrs[1] + j * so) = cols->a[j];
+  } else {
+    for (int64_t j = 0; j < w; j++) {
+      td_reduce_acc s = col_get(cols, j);
+      char *outs[2] = {ptrs[1] + j * so, pl->nouts > 1 ? ptrs[2] + j * pl->ki.strides[2][kin] : NULL};
+      td_reduce_store(d, outs, &s, pl->R);
+    }
+  }
+}
+
 /* Tasks [b, e): task t is row piece t % npieces of column block t / npieces (blocks
  * numbered row-major over ki's outer positions, then blocks within a row). */
 static void outer_tasks(int64_t b, int64_t e, void *vpl) {
   const plan *pl = vpl;
   const td_reduce_desc *d = pl->d;
-  const int32_t kin = pl->ki.ndim - 1;
   td_iter ri = pl->ri;
   double a[COL_BLOCK], bb[COL_BLOCK]; /* 64 KiB of stack in all */
   int64_t iv[COL_BLOCK], idx[COL_BLOCK];
@@ -236,34 +268,39 @@ static void outer_tasks(int64_t b, int64_t e, void *vpl) {
       for (int64_t j = 0; j < w; j++) pl->partials[(o0 + j) * pl->npieces + c] = col_get(&cols, j);
       continue;
     }
-    for (int64_t j = 0; j < w; j++) {
-      td_reduce_acc s = col_get(&cols, j);
-      char *outs[2] = {ptrs[1] + j * pl->ki.strides[1][kin],
-                       pl->nouts > 1 ? ptrs[2] + j * pl->ki.strides[2][kin] : NULL};
-      td_reduce_store(d, outs, &s, pl->R);
-    }
+    store_cols(pl, ptrs, &cols, w);
   }
 }
 
 /* ---- merging pieces -------------------------------------------------------------------- */
 
+typedef struct combine_ctx {
+  const plan *pl;
+  int64_t o; /* the output the loop is at, in ki order */
+} combine_ctx;
+
+static void combine_loop(char **ptrs, const int64_t *strides, int64_t n, void *vctx) {
+  combine_ctx *c = vctx;
+  const plan *pl = c->pl;
+  for (int64_t i = 0; i < n; i++, c->o++) {
+    const td_reduce_acc *p = pl->partials + c->o * pl->npieces;
+    td_reduce_acc acc = p[0];
+    int64_t done = min64(pl->piece, pl->R);
+    for (int64_t k = 1; k < pl->npieces; k++) {
+      const int64_t len = min64(pl->piece, pl->R - k * pl->piece);
+      td_reduce_merge_acc(pl->d, &acc, done, &p[k], len);
+      done += len;
+    }
+    char *outs[2] = {ptrs[1] + i * strides[1], pl->nouts > 1 ? ptrs[2] + i * strides[2] : NULL};
+    td_reduce_store(pl->d, outs, &acc, pl->R);
+  }
+}
+
 /* Outputs [b, e) in ki order: their pieces merged in order, then stored. */
 static void combine(int64_t b, int64_t e, void *vpl) {
   const plan *pl = vpl;
-  for (int64_t o = b; o < e; o++) {
-    const td_reduce_acc *p = pl->partials + o * pl->npieces;
-    td_reduce_acc acc = p[0];
-    int64_t n = min64(pl->piece, pl->R);
-    for (int64_t c = 1; c < pl->npieces; c++) {
-      const int64_t len = min64(pl->piece, pl->R - c * pl->piece);
-      td_reduce_merge_acc(pl->d, &acc, n, &p[c], len);
-      n += len;
-    }
-    char *ptrs[TD_ITER_MAX_OPS];
-    iter_at(&pl->ki, o, ptrs);
-    char *outs[2] = {ptrs[1], pl->nouts > 1 ? ptrs[2] : NULL};
-    td_reduce_store(pl->d, outs, &acc, pl->R);
-  }
+  combine_ctx c = {pl, b};
+  td_iter_run_range(&pl->ki, b, e, combine_loop, &c);
 }
 
 /* ---- planning ---------------------------------------------------------------------------- */
@@ -311,8 +348,8 @@ int32_t td_reduce_run(const td_reduce_desc *d, const td_tensor *in, const bool *
       td_parallel_for(pl.O, max64(1, RED_GRAIN / max64(pl.R, 1)), inner_whole, &pl);
       return TD_OK;
     }
-    pl.piece = RED_GRAIN;
-    pl.npieces = ceil_div(pl.R, RED_GRAIN);
+    pl.piece = even_piece(pl.R, RED_GRAIN, PIECE_ALIGN);
+    pl.npieces = ceil_div(pl.R, pl.piece);
     if (alloc_partials(&pl) < 0) return TD_ENOMEM;
     td_parallel_for(pl.O * pl.npieces, 1, inner_pieces, &pl);
   } else {
@@ -328,11 +365,11 @@ int32_t td_reduce_run(const td_reduce_desc *d, const td_tensor *in, const bool *
     if (blocks < MIN_TASKS)
       piece = max64(ceil_div(pl.R, ceil_div(MIN_TASKS, blocks)), ceil_div(RED_GRAIN, w));
     if (d->family[1] >= 0) piece = min64(piece, max64(1, TWO_PASS_ELEMS / w));
-    pl.piece = piece;
-    pl.npieces = ceil_div(pl.R, piece);
+    pl.piece = even_piece(pl.R, piece, 1);
+    pl.npieces = ceil_div(pl.R, pl.piece);
     if (pl.npieces > 1 && alloc_partials(&pl) < 0) return TD_ENOMEM;
     /* Tasks are independent: grouping small ones changes no result. */
-    td_parallel_for(blocks * pl.npieces, max64(1, RED_GRAIN / (w * piece)), outer_tasks, &pl);
+    td_parallel_for(blocks * pl.npieces, max64(1, RED_GRAIN / (w * pl.piece)), outer_tasks, &pl);
     if (pl.npieces == 1) return TD_OK;
   }
   td_parallel_for(pl.O, max64(1, COMBINE_GRAIN / pl.npieces), combine, &pl);

@@ -8,7 +8,13 @@
  *
  * Contiguous rows fold into LANES independent accumulators that are joined in a fixed
  * order at the end: the compiler may not reorder a floating-point chain by itself, and
- * independent lanes let it use vector instructions and hide add latency. Blocks need
+ * independent lanes let it use vector instructions and hide add latency. The additive
+ * families (WIDE_<fam>) first run WIDE_LANES of them over rows that long: 8 lanes of
+ * double are one vector chain, bound by the add's latency (~2 elements a cycle), where
+ * 32 are four chains and the loop runs at the float32-to-double conversion's rate
+ * (~1.5x for float32, ~2.4x for float64 on rows in L2). The wide lanes fold into the
+ * 8 in a fixed tree, the 8-lane loop takes the rest, so rows under 32 elements fold
+ * exactly as before and every row in an order fixed by its length alone. Blocks need
  * no such trick: each column is its own chain and the loop over columns vectorises.
  * Both are compiled for AVX-512, AVX2 and the baseline (WIDEST): the order of the
  * operations is the one written, so every version gives the same bits.
@@ -20,7 +26,8 @@
 #include "reduce.h"
 #include "widest.h"
 
-enum { LANES = 8 };
+enum { LANES = 8, WIDE_LANES = 32 };
+_Static_assert(WIDE_LANES == 4 * LANES, "the wide lanes fold into LANES in a tree of four");
 
 /* How an element enters a family: as double, as int64, or as its natural type. */
 #define VALF(DK, x) ((double)LOAD_##DK(x))
@@ -33,6 +40,27 @@ enum { LANES = 8 };
 #define CLSE(a) td_reduce_lse_shift(a)
 
 /* STEP_<fam>(acc, v, c): one element; JOIN_<fam>(acc, lane): two accumulators. */
+/* WIDE_<fam>: 1 where the row kernel runs WIDE_LANES accumulators first (additive
+ * float families whose step is one or two vector instructions). */
+#define WIDE_F_SUM 1
+#define WIDE_F_PROD 0
+#define WIDE_F_MIN 0
+#define WIDE_F_MAX 0
+#define WIDE_F_SUMSQ 1
+#define WIDE_F_SUMABS 1
+#define WIDE_F_MAXABS 0
+#define WIDE_F_MINABS 0
+#define WIDE_F_CNTNZ 1
+#define WIDE_F_SUMPOW 0
+#define WIDE_F_SQDEV 1
+#define WIDE_F_LSEEXP 0
+#define WIDE_ALL 0
+#define WIDE_ANY 0
+#define WIDE_I_SUM 0
+#define WIDE_I_PROD 0
+#define WIDE_I_MIN 0
+#define WIDE_I_MAX 0
+
 #define STEP_F_SUM(m, v, c) ((m) + (v))
 #define JOIN_F_SUM(m, t) ((m) + (t))
 #define STEP_F_PROD(m, v, c) ((m) * (v))
@@ -107,6 +135,16 @@ enum { LANES = 8 };
       const DT *x = (const DT *)AT_PTR(p);                                              \
       AT t[LANES];                                                                      \
       for (int k = 0; k < LANES; k++) t[k] = (AT)(ID);                                  \
+      if (WIDE_##FAM && n >= WIDE_LANES) {                                              \
+        AT u[WIDE_LANES];                                                               \
+        for (int k = 0; k < WIDE_LANES; k++) u[k] = (AT)(ID);                           \
+        for (; i + WIDE_LANES <= n; i += WIDE_LANES)                                    \
+          for (int k = 0; k < WIDE_LANES; k++)                                          \
+            u[k] = STEP_##FAM(u[k], VAL(DK, x[i + k]), c);                              \
+        for (int k = 0; k < LANES; k++) /* lanes k, k+8, k+16, k+24: a fixed tree */    \
+          t[k] = JOIN_##FAM(JOIN_##FAM(u[k], u[k + LANES]),                             \
+                            JOIN_##FAM(u[k + 2 * LANES], u[k + 3 * LANES]));            \
+      }                                                                                 \
       for (; i + LANES <= n; i += LANES)                                                \
         for (int k = 0; k < LANES; k++) t[k] = STEP_##FAM(t[k], VAL(DK, x[i + k]), c);  \
       for (int k = 0; k < LANES; k++) r = JOIN_##FAM(r, t[k]);                          \

@@ -1,6 +1,7 @@
 /*
  * reduce_vec.c: row kernels for min, max, argmin and argmax of float32 and float64,
- * written with GCC/clang vector extensions.
+ * written with GCC/clang vector extensions; and the choice of the float32 sum's
+ * AVX2 kernel (reduce_sum_avx2.c) where the CPU has AVX2.
  *
  * Compilers do not vectorise a NaN-propagating extreme by themselves (it is not an
  * IEEE min/max, so all they make of it is a scalar select chain), yet these are among
@@ -98,6 +99,9 @@ td_reduce_row_fn td_reduce_vec_row(int32_t family, int32_t dtype) {
   const bool f32 = dtype == TD_FLOAT32;
   if (!f32 && dtype != TD_FLOAT64) return NULL;
   switch (family) {
+#if defined(__x86_64__) || defined(__i386__)
+    case RF_F_SUM: return f32 && __builtin_cpu_supports("avx2") ? td_reduce_sum_f32_avx2 : NULL;
+#endif
     case RF_F_MAX: return f32 ? row_max_f32 : row_max_f64;
     case RF_F_MIN: return f32 ? row_min_f32 : row_min_f64;
     case RF_F_ARGMAX: return f32 ? row_argmax_f32 : row_argmax_f64;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "check.h"
+#include "rng.h"
 
 typedef long double ld;
 
@@ -55,13 +56,6 @@ static bool next_index(int32_t ndim, const int64_t *shape, int64_t *index) {
 
 /* ---- values ------------------------------------------------------------------------------ */
 
-static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-static uint64_t rnd(void) { /* xorshift64* */
-  rng_state ^= rng_state >> 12;
-  rng_state ^= rng_state << 25;
-  rng_state ^= rng_state >> 27;
-  return rng_state * 2685821657736338717ull;
-}
 
 /* A value exactly representable in dtype: floats are multiples of 1/8 in [-8, 8) (ties
  * are common, which exercises first-occurrence rules); int64 reaches 2^62 so sums wrap. */
