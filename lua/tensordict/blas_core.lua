@@ -31,11 +31,35 @@ end
 
 pcall(ffi.cdef, "int setenv(const char *name, const char *value, int overwrite);")
 
--- Sets OPENBLAS_CORETYPE for this process when choose() says so and it is unset;
--- returns what it set (nil when nothing).
+local function unset(name)
+  local v = os.getenv(name)
+  return v == nil or v == ""
+end
+
+-- OpenBLAS's thread count at load, from TD_NUM_THREADS (nil: leave OpenBLAS's own).
+-- OpenBLAS starts a worker per extra core when it loads, and each spins on
+-- sched_yield for ~0.1 s before it sleeps: a process told to use one thread (each rank
+-- of an mpirun job on a 2-core machine, `make bench`'s recipe) lost a core to it at
+-- start. Only when the user set none of OpenBLAS's own variables; set_num_threads()
+-- still raises the count later.
+function M.threads(env)
+  env = env or os.getenv
+  for _, name in ipairs({ "OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS" }) do
+    local v = env(name)
+    if v ~= nil and v ~= "" then return nil end
+  end
+  local n = tonumber(env("TD_NUM_THREADS") or "")
+  if not n or n < 1 or n % 1 ~= 0 then return nil end
+  return n
+end
+
+-- Sets OPENBLAS_CORETYPE for this process when choose() says so and it is unset, and
+-- OPENBLAS_NUM_THREADS when threads() says so; returns the core type it set (nil when
+-- none).
 function M.prepare()
-  local set = os.getenv("OPENBLAS_CORETYPE")
-  if set and set ~= "" then return nil end
+  local n = M.threads()
+  if n then ffi.C.setenv("OPENBLAS_NUM_THREADS", tostring(n), 0) end
+  if not unset("OPENBLAS_CORETYPE") then return nil end
   local f = io.open("/proc/cpuinfo", "rb")
   if not f then return nil end
   local text = f:read(16384) -- the first CPU's block is enough

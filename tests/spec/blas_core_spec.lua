@@ -31,7 +31,48 @@ describe("blas_core.choose", function()
   end)
 end)
 
+describe("blas_core.threads", function()
+  local function env(t) return function(name) return t[name] end end
+
+  it("gives OpenBLAS TD_NUM_THREADS when the user set none of OpenBLAS's variables", function()
+    assert.are.equal(1, blas_core.threads(env({ TD_NUM_THREADS = "1" })))
+    assert.are.equal(3, blas_core.threads(env({ TD_NUM_THREADS = "3", OPENBLAS_NUM_THREADS = "" })))
+  end)
+
+  it("leaves OpenBLAS's own count without TD_NUM_THREADS, with a bad one, or with the user's", function()
+    assert.is_nil(blas_core.threads(env({})))
+    assert.is_nil(blas_core.threads(env({ TD_NUM_THREADS = "0" })))
+    assert.is_nil(blas_core.threads(env({ TD_NUM_THREADS = "1.5" })))
+    assert.is_nil(blas_core.threads(env({ TD_NUM_THREADS = "two" })))
+    for _, name in ipairs({ "OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS" }) do
+      assert.is_nil(blas_core.threads(env({ TD_NUM_THREADS = "1", [name] = "4" })), name)
+    end
+  end)
+end)
+
 describe("OpenBLAS as loaded with libtensordict", function()
+  local root = debug.getinfo(1, "S").source:match("^@(.*)/tests/spec/") or "."
+  local lua_path = ("LUA_PATH='%s/lua/?.lua;%s/lua/?/init.lua;;' "):format(root, root)
+
+  -- The threads of a fresh process that loaded the library, and its OPENBLAS_NUM_THREADS.
+  local function fresh(env)
+    local script = [[require("tensordict")
+      local s = io.open("/proc/self/status"):read("*a")
+      io.write(s:match("Threads:%s*(%d+)"), " ", os.getenv("OPENBLAS_NUM_THREADS") or "-")]]
+    local pipe = io.popen("env -u OPENBLAS_NUM_THREADS -u GOTO_NUM_THREADS -u OMP_NUM_THREADS " .. env
+      .. " " .. lua_path .. "luajit -e '" .. script .. "' 2>&1")
+    local out = pipe:read("*a")
+    pipe:close()
+    return out
+  end
+
+  it("starts no OpenBLAS worker in a process told TD_NUM_THREADS=1", function()
+    assert.are.equal("1 1", fresh("TD_NUM_THREADS=1"))
+    -- the user's own setting stays as it is; without TD_NUM_THREADS nothing is set
+    assert.are.equal("2", fresh("TD_NUM_THREADS=1 OPENBLAS_NUM_THREADS=2"):match("^%d+ (%S+)$"))
+    assert.are.equal("-", fresh("-u TD_NUM_THREADS"):match("^%d+ (%S+)$"))
+  end)
+
   it("runs the kernels choose() names for this CPU, unless OPENBLAS_CORETYPE says otherwise", function()
     local f = io.open("/proc/cpuinfo", "rb")
     if not f then pending("no /proc/cpuinfo") return end
@@ -44,8 +85,6 @@ describe("OpenBLAS as loaded with libtensordict", function()
       local ok, blas = pcall(ffi.load, "openblas")
       io.write(ok and ffi.string(blas.openblas_get_corename()) or "?")]]
     -- a fresh process, from this tree's Lua files (OpenBLAS chooses once, at load)
-    local root = debug.getinfo(1, "S").source:match("^@(.*)/tests/spec/") or "."
-    local lua_path = ("LUA_PATH='%s/lua/?.lua;%s/lua/?/init.lua;;' "):format(root, root)
     local pipe = io.popen("env -u OPENBLAS_CORETYPE " .. lua_path .. "luajit -e '" .. script .. "' 2>&1")
     local core = pipe:read("*a")
     pipe:close()
