@@ -55,17 +55,25 @@ local function pingpong(leaf_elems, runs)
   local buf = ffi.new("uint8_t[?]", bytes)
   local peer = 1 - rank
   if rank > 1 then return end -- the pair 0 <-> 1; other ranks wait at the barriers
-  local ours = best_of(runs, function()
+  local function ours_round()
     if rank == 0 then dist.send(td, peer, 1); dist.recv(peer, 1, td)
     else dist.recv(peer, 1, td); dist.send(td, peer, 1) end
-  end)
-  local ref = best_of(runs, function()
+  end
+  local function raw_round()
     if rank == 0 then
       assert(MPI.td_mpi_send(buf, bytes, peer, 2, -1) == 0); assert(MPI.td_mpi_recv(buf, bytes, peer, 2, -1) == 0)
     else
       assert(MPI.td_mpi_recv(buf, bytes, peer, 2, -1) == 0); assert(MPI.td_mpi_send(buf, bytes, peer, 2, -1) == 0)
     end
-  end)
+  end
+  -- Ours and raw take turns in blocks, so that a slow spell of the shared machine
+  -- falls on both rather than on whichever ran during it.
+  local ours, ref = math.huge, math.huge
+  local blocks = runs >= 50 and 5 or 1
+  for _ = 1, blocks do
+    ours = math.min(ours, best_of(runs, ours_round))
+    ref = math.min(ref, best_of(runs, raw_round))
+  end
   -- The other transport: the whole container shipped in one region and one message.
   local function ship_send()
     local region, n = wire.pack_whole(td)
