@@ -32,9 +32,9 @@ INCDIR  ?= $(PREFIX)/include
 LUADIR  ?= $(PREFIX)/share/lua/5.1
 BINDIR  ?= $(PREFIX)/bin
 
-LIB_SRCS  = $(wildcard core/src/*.c core/kernels/*.c core/dict/*.c)
+LIB_SRCS  = $(wildcard core/src/*.c core/kernels/*.c core/dict/*.c core/store/*.c)
 LIB_OBJS  = $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
-LIB_HDRS  = $(wildcard core/include/*.h core/src/*.h core/kernels/*.h core/dict/*.h)
+LIB_HDRS  = $(wildcard core/include/*.h core/src/*.h core/kernels/*.h core/dict/*.h core/store/*.h)
 LIB       = $(BUILD)/libtensordict.so
 CDEFS     = lua/tensordict/cdefs.lua
 MPI_SRCS  = $(wildcard core/mpi/*.c)
@@ -147,7 +147,7 @@ $(BUILD)/bench/%: tests/bench/%.c tests/bench/bench.h $(LIB) $(LIB_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(TD_CFLAGS) -Icore/src $< -o $@ -L$(BUILD) -ltensordict -Wl,-rpath,$(abspath $(BUILD)) $(LDLIBS) -lopenblas
 
-# core/src -> core/kernels -> core/dict: no folder calls or includes one above it.
+# core/src -> core/kernels -> core/dict -> core/store: no folder calls or includes one above it.
 layers: $(LIB)
 	bash scripts/check_layers.sh $(BUILD)
 

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# check_layers.sh: keeps the C library layered as src -> kernels -> dict, each folder of
-# core/ using only its own and the folders below it (docs/architecture.md):
-#   core/src      tensors, storage, views, shapes, errors: calls nothing in kernels or dict
-#   core/kernels  the loops over elements: may call src, never dict
-#   core/dict     the TensorDict container: may call both
+# check_layers.sh: keeps the C library layered as src -> kernels -> dict -> store, each
+# folder of core/ using only its own and the folders below it (docs/architecture.md):
+#   core/src      tensors, storage, views, shapes, errors: calls nothing above it
+#   core/kernels  the loops over elements: may call src
+#   core/dict     the TensorDict container and its process transport: may call both
+#   core/store    files: memmap folders, consolidated files, CSV, durable writes
 # It reads the objects the library was linked from (nm), so a call upward fails here even
 # when it links, and the source for #include lines that reach upward (a header can carry
 # an upward dependency without any symbol). Usage: check_layers.sh BUILD (default build).
@@ -45,19 +46,24 @@ check_includes() {
   fail=1
 }
 
-for o in $(objects src) $(objects kernels) $(objects dict); do
-  if [ ! -f "$o" ]; then
-    echo "check_layers: $o is missing; build the library first (make lib)" >&2
-    exit 2
-  fi
+layers=(src kernels dict store)
+
+for layer in "${layers[@]}"; do
+  for o in $(objects "$layer"); do
+    if [ ! -f "$o" ]; then
+      echo "check_layers: $o is missing; build the library first (make lib)" >&2
+      exit 2
+    fi
+  done
 done
 
-check_calls src kernels
-check_calls src dict
-check_calls kernels dict
-check_includes src kernels
-check_includes src dict
-check_includes kernels dict
+# Every pair (lower, upper) of the order above.
+for ((i = 0; i < ${#layers[@]}; i++)); do
+  for ((j = i + 1; j < ${#layers[@]}; j++)); do
+    check_calls "${layers[i]}" "${layers[j]}"
+    check_includes "${layers[i]}" "${layers[j]}"
+  done
+done
 
-if [ "$fail" = 0 ]; then echo "check_layers: core/src -> core/kernels -> core/dict holds"; fi
+if [ "$fail" = 0 ]; then echo "check_layers: core/src -> core/kernels -> core/dict -> core/store holds"; fi
 exit "$fail"

@@ -7,7 +7,6 @@
 
 #include "../src/internal.h"
 #include "../src/json.h"
-#include "dict_fs.h"
 
 /* The ordered key set, shared by containers of one structure (td[i] shares its
  * parent's) and copied before the first change when shared. Lookup is open addressing
@@ -130,6 +129,9 @@ int32_t td_dict_fail_key(int32_t status, const char *call, const char *path);
 /* The key path of the entry a walk is visiting, as a chain of parents on the C stack:
  * formatted ("obs.pixels") only when an error message needs it, never on the way down. */
 enum { TD_PATH_CHARS = 512 };
+/* Containers nested in containers: what recursive walks, shipping, saves and loads
+ * accept (a memmap folder nests as deep as its container). */
+enum { TD_DICT_MAX_DEPTH = 256 };
 typedef struct td_key_path {
   const struct td_key_path *parent;
   const char *key;
@@ -191,143 +193,5 @@ int32_t td_jobs_add(td_jobs *j, const char *call, const td_tensor *dst, const td
                     td_job_fn fn, const void *ctx);
 int32_t td_jobs_run(td_jobs *j, const char *call);
 void td_jobs_free(td_jobs *j);
-
-/* ---- Python tensordict's formats (dict_pyformat.c): what the memmap folders and the
- * consolidated file (dict_consolidate.c) share, so both write the bytes Python writes ---- */
-/* "torch.float32" for TD_FLOAT32 (NULL outside the dtypes); the dtype of such a name, or -1. */
-const char *td_py_dtype_name(int32_t dtype);
-int32_t td_py_dtype_from_name(const char *name);
-/* FNV-1a of a NUL-terminated text: both loaders dedupe a NonTensorStack's texts. */
-uint64_t td_py_text_hash(const char *s);
-
-/* ---- memmap (dict_memmap.c, dict_memmap_load.c): what saving and loading share ---- */
-enum {
-  TD_MM_MAX_DEPTH = 256,           /* nested folders, either way */
-  TD_MM_FORMAT_VERSION = 1,        /* Python tensordict's "_format_version" */
-  TD_MM_NAME_MAX = 255             /* bytes of one file name */
-};
-#define TD_MM_TYPE_TD "<class 'tensordict._td.TensorDict'>"
-#define TD_MM_CLASS_TD "tensordict:TensorDict"
-#define TD_MM_TYPE_NTD "<class 'tensordict.tensorclass.NonTensorData'>"
-#define TD_MM_TYPE_NTS "<class 'tensordict.tensorclass.NonTensorStack'>"
-#define TD_MM_CLASS_NTS "tensordict:NonTensorStack"
-#define TD_MM_TYPE_LS "<class 'tensordict._lazy.LazyStackedTensorDict'>"
-#define TD_MM_CLASS_LS "tensordict:LazyStackedTensorDict"
-/* The file-name form of a key, as Python tensordict writes it (%XX for / < > : " | ? *
- * \ space % and control characters, "%" for the empty key, "%2E" for each dot of "."
- * and ".."), followed by suffix: a malloc'd string, NULL when out of memory. */
-char *td_mm_encode_key(const char *key, int64_t len, const char *suffix);
-/* The raw (legacy, robust_key=False) file name of a key, key + suffix, malloc'd, where
- * Python's loader would try it (dict_pyformat.c says when); NULL where it would not, or
- * with *oom set when out of memory. folder: the name of a sub-folder (no suffix). */
-char *td_mm_legacy_name(const char *key, int64_t len, const char *suffix, bool folder,
-                        bool *oom);
-/* A file storage of nbytes mapped from an open file (shared mapping; writable or
- * read-only, as the storage reports); nbytes 0 maps nothing. On failure returns NULL
- * and writes a reason (strerror) into why. The caller closes fd. */
-td_storage *td_mm_map_fd(int fd, int64_t nbytes, int32_t writable, char *why, size_t why_len);
-/* The parsed meta.json of folder dirfd (file: its path, for messages), read with a size
- * cap and checked to be a JSON object; NULL with the error set ("load_memmap: ..."). */
-cJSON *td_mm_read_meta(int dirfd, const char *file);
-/* dir + "/" + name, malloc'd; NULL when out of memory. */
-char *td_mm_path_join(const char *dir, const char *name);
-
-/* A save: planned in memory by dict_memmap.c (folders, files, meta.json texts), then
- * written by dict_memmap_disk.c. Folder 0 is the root (prefix itself). */
-typedef struct td_mm_dir {
-  int32_t parent; /* -1: the root (the temporary folder) */
-  char *name;     /* in the parent folder */
-  char *rel;      /* from the root ("." for the root itself) */
-  char *path;     /* the final path: messages and memmap prefixes */
-} td_mm_dir;
-
-typedef struct td_mm_job {
-  int32_t dir;
-  char *name;
-  char *path;           /* final path, for messages */
-  const td_tensor *leaf; /* NULL: a meta.json of text */
-  char *text;
-  size_t text_len;
-  int64_t nbytes;
-  td_storage *mapped;   /* a leaf's file, mapped read-write once written */
-  int32_t status;
-  char *msg;
-} td_mm_job;
-
-/* What the walk met, in walk order: for a tensor leaf its job (-1: no file, zero
- * elements), for a nested container its folder. The result is built by walking again. */
-typedef struct td_mm_mark {
-  int32_t index;
-  td_tensor *t; /* a tensor leaf's new header over its mapping */
-} td_mm_mark;
-
-/* Where a save's temporary folder is (td_mm_begin) and where it goes (td_mm_end). */
-typedef struct td_mm_place {
-  char *prefix;             /* as given, for messages */
-  char *target;             /* the folder that is replaced (a link at prefix resolved);
-                               cut into parent and name */
-  const char *name, *parent;
-  int parentfd;
-  bool made;                /* the temporary folder exists and is not swapped in */
-  char tmp[TD_MM_NAME_MAX + 64], old[TD_MM_NAME_MAX + 64];
-} td_mm_place;
-
-typedef struct td_mm_save {
-  const char *call;
-  int32_t flags;
-  bool like;
-  bool adopt; /* leaf files exist in the temporary folder: trim and sync them, no mapping */
-  td_mm_dir *dirs;
-  int32_t ndirs, dcap;
-  td_mm_job *jobs;
-  int32_t njobs, jcap;
-  td_mm_mark *marks;
-  int32_t nmarks, mcap;
-  atomic_int failed;
-  int rootfd; /* the temporary folder, while it is written */
-  td_mm_place place;
-} td_mm_save;
-/* Writes S's folders and files into a temporary sibling of prefix (a cleaned path),
- * fsyncs them unless TD_MEMMAP_NO_FSYNC, and swaps the result in at prefix; each leaf
- * job's file ends mapped read-write in its `mapped`. 0 or a negative code. */
-int32_t td_mm_write(td_mm_save *S, const char *prefix, int32_t num_threads);
-/* td_mm_write in steps. begin: the checks of prefix (existsok, what is there), missing
- * parents, stale temporaries removed, the empty temporary folder made and open in
- * S->rootfd. make_dirs: the planned sub-folders from index from (>= 1) on. end: the jobs
- * run, everything synced, the folder swapped in at prefix; the place is released either
- * way. cancel: the temporary folder removed and the place released (idempotent). */
-int32_t td_mm_begin(td_mm_save *S, const char *prefix);
-int32_t td_mm_make_dirs(td_mm_save *S, int32_t from);
-int32_t td_mm_end(td_mm_save *S, int32_t num_threads);
-void td_mm_cancel(td_mm_save *S);
-/* The plan of a save of d at prefix (a path from td_mm_clean_prefix) into S: folders,
- * leaf files, meta.json texts (d NULL: the root folder only, to plan into). */
-int32_t td_mm_plan(td_mm_save *S, const td_dict *d, const char *prefix);
-/* Plan pieces (dict_memmap.c), shared with the saves of lazy stacks and tensorclasses
- * (dict_memmap_wrapped.c). add_dir: a new folder under parent (name taken over): its
- * index or a negative code. add_meta: a meta.json job for folder dir from a cJSON tree
- * (deleted). plan_dict: d's folder dir planned (its files, sub-folders and meta.json).
- * make_leaves and build, after the write: the mapped leaves' headers, then a container
- * of d's structure over them, walking in the plan's order from mark *k. */
-int32_t td_mm_add_dir(td_mm_save *S, int32_t parent, char *name);
-int32_t td_mm_add_meta(td_mm_save *S, int32_t dir, cJSON *root, bool compact, const char *what);
-int32_t td_mm_plan_dict(td_mm_save *S, const td_dict *d, int32_t dir, const td_key_path *at,
-                        int32_t depth);
-int32_t td_mm_make_leaves(td_mm_save *S, const td_dict *d, int32_t *k);
-td_dict *td_mm_build(td_mm_save *S, const td_dict *d, int32_t dir, int32_t *k);
-/* A lazy stack's members (dict_memmap_wrapped.c): at least one, the same number of batch
- * dims, stack_dim in [0, ndim]. 0 or the error, naming call. */
-int32_t td_mm_check_stack(const char *call, td_dict *const *members, int32_t n,
-                          int32_t stack_dim);
-/* What the plain loaders return from a *_any load (dict_memmap_wrapped.c): d when it is
- * a TensorDict (stack_dim < 0); a lazy stack's holder is released and refused, naming
- * call ("load_memmap", "from_consolidated") and path. */
-td_dict *td_mm_only_dict(td_dict *d, int32_t stack_dim, const char *call, const char *path);
-/* prefix without trailing slashes, checked (empty, "." and ".." refused): malloc'd, or
- * NULL with the error set. */
-char *td_mm_clean_prefix(const char *call, const char *prefix);
-void td_mm_save_free(td_mm_save *S);
-/* "<call>: out of memory" for a save: planning and writing fail the same way. */
-int32_t td_mm_oom(const td_mm_save *S);
 
 #endif

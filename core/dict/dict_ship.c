@@ -102,7 +102,7 @@ static int32_t pack_tensor(packer *p, const td_tensor *t) {
 }
 
 static int32_t pack_dict(packer *p, const td_dict *d, int depth) {
-  if (depth > TD_MM_MAX_DEPTH) return td_fail(TD_EINVAL, "ship: containers nested too deep");
+  if (depth > TD_DICT_MAX_DEPTH) return td_fail(TD_EINVAL, "ship: containers nested too deep");
   put(p, d->head.ndim);
   for (int32_t i = 0; i < d->head.ndim; i++) put(p, d->head.shape[i]);
   for (int32_t i = 0; i < d->head.ndim; i++) {
@@ -336,7 +336,7 @@ static int32_t get_entry(reader *r, td_dict *d, const char *key, int64_t len, in
 }
 
 static td_dict *get_dict(reader *r, int depth) {
-  if (depth > TD_MM_MAX_DEPTH) return corrupt("nesting"), NULL;
+  if (depth > TD_DICT_MAX_DEPTH) return corrupt("nesting"), NULL;
   int64_t ndim, batch[TD_MAX_DIMS] = {0};
   if (!get(r, &ndim) || ndim < 0 || ndim > TD_MAX_DIMS) return corrupt("batch dims"), NULL;
   for (int64_t i = 0; i < ndim; i++)
@@ -414,7 +414,7 @@ TD_EXPORT td_dict *td_ship_unpack_meta(td_storage *meta, td_storage *data) {
 }
 
 static int32_t check_dict(const td_dict *d, int depth) {
-  if (depth > TD_MM_MAX_DEPTH) return corrupt("nesting");
+  if (depth > TD_DICT_MAX_DEPTH) return corrupt("nesting");
   for (int32_t i = 0; i < d->keys->n; i++) {
     const td_entry *e = &d->entries[i];
     int32_t rc = 0;

@@ -94,7 +94,7 @@ static int new_memfd(const char *call) {
 /* A mapping of the first bytes of fd (kept by whoever holds the storage). */
 static td_storage *map_region(const char *call, int fd, int64_t bytes) {
   char why[128];
-  td_storage *s = td_mm_map_fd(fd, bytes, 1, why, sizeof why);
+  td_storage *s = td_storage_map_fd(fd, bytes, 1, why, sizeof why);
   if (!s) td_fail(TD_EIO, "%s: cannot map %lld bytes of shared memory: %s", call,
                   (long long)bytes, why);
   return s;

@@ -666,7 +666,7 @@ int32_t td_dict_equal(const td_dict *a, const td_dict *b, int32_t *out);
 int32_t td_dict_allclose(const td_dict *a, const td_dict *b, double rtol, double atol,
                          int32_t *out);
 
-/* ---- memmap: containers on disk in Python tensordict's layout (core/dict/dict_memmap.c) -- *
+/* ---- memmap: containers on disk in Python tensordict's layout (core/store/memmap.c) -- *
  * A container is a folder with meta.json; each tensor leaf is <key>.memmap (raw C-order
  * little-endian bytes, numel x itemsize; trailing bytes tolerated; no file for zero
  * elements); each nested container and each non-tensor value is a sub-folder. Keys with
@@ -693,7 +693,7 @@ td_dict *td_dict_memmap_like(const td_dict *d, const char *prefix, int32_t flags
 td_dict *td_dict_load_memmap(const char *prefix, int32_t mode);
 /* msync every file-backed leaf (nested too). */
 int32_t td_dict_sync(td_dict *d);
-/* Python's LazyStackedTensorDict on disk (core/dict/dict_memmap_wrapped.c): C has no lazy
+/* Python's LazyStackedTensorDict on disk (core/store/memmap_wrapped.c): C has no lazy
  * stack; its members (the same number of batch dims, sizes may differ) travel as an
  * array and stack_dim is 0-based. The folder holds a TensorDict folder per member, "0",
  * "1", ..., and a meta.json with the class and stack_dim; saved atomically as a whole.
@@ -728,7 +728,7 @@ int32_t td_dict_consolidate_stack(td_dict *const *members, int32_t n, int32_t st
                                   const char *filename, int32_t flags);
 td_dict *td_dict_from_consolidated_any(const char *filename, int32_t mode, int32_t *stack_dim);
 
-/* ---- running statistics and CSV reading (core/kernels/stats.c, core/src/csv.c) ---- */
+/* ---- running statistics and CSV reading (core/kernels/stats.c, core/store/csv.c) ---- */
 /* x's leading batch_dims dims index rows; the other dims, flattened row-major, are
  * features. A running state is a row count and two contiguous float64 tensors of one
  * element per feature: the mean and M2 (the sum of squared deviations from the mean).
@@ -769,7 +769,7 @@ int64_t td_csv_skip_rows(td_csv *r, int64_t n);
 int64_t td_csv_read(td_csv *r, int64_t max_rows, int32_t ndest, const int32_t *columns,
                     td_tensor *const *outs, const int64_t *out_cols);
 
-/* ---- growing memmap folders: flow.MemmapSink, flow.ReplayBuffer (core/dict/dict_append.c) ----
+/* ---- growing memmap folders: flow.MemmapSink, flow.ReplayBuffer (core/store/append.c) ----
  * An append writes batches (rows along batch dim 0) into a temporary sibling of prefix
  * and commits like td_dict_memmap (trimmed files, meta.json, fsync, rename over prefix):
  * until then, and after abort or a crash, prefix holds what it held before. */

@@ -56,6 +56,10 @@ void td_heap_free(void *data, int64_t capacity);
 /* A heap storage of nbytes; *header receives the room for a header inside its block
  * when it is small, else NULL (storage.c). */
 td_storage *td_storage_new_heap_with_header(int64_t nbytes, td_tensor **header);
+/* A file storage of nbytes mapped from an open file (shared mapping; writable or
+ * read-only, as the storage reports); nbytes 0 maps nothing. On failure returns NULL
+ * and writes a reason (strerror) into why. The caller closes fd. */
+td_storage *td_storage_map_fd(int fd, int64_t nbytes, int32_t writable, char *why, size_t why_len);
 /* A block of nbytes (at most TD_SMALL_BLOCK) for a small storage, 64-byte aligned,
  * maybe reused; *capacity its real size, which td_small_free needs back. */
 void *td_small_alloc(int64_t nbytes, int64_t *capacity);
@@ -137,8 +141,14 @@ void td_sb_putc(td_sbuf *b, char c);
 size_t td_utf8_decode(const unsigned char *s, size_t n, uint32_t *cp, bool surrogates);
 /* The value of a hex digit, or -1. */
 int td_hex_value(char c);
-/* Decimal text (s[0, n), no NUL needed) -> double, correctly rounded whatever the
- * locale (csv.c). False when the text is not a number. */
+/* ---- number.c: numbers from text (s[0, n), no NUL needed), whatever the locale ---- */
+/* Drops the spaces and tabs around s[0, n). */
+void td_trim_blanks(const char **s, int64_t *n);
+/* Decimal text -> double, correctly rounded; blanks around it are dropped. False when
+ * the text is not a number. */
 bool td_parse_double(const char *s, int64_t n, double *out);
+/* Integer text -> int64; blanks around it are dropped. 1 ok, 0 not an integer, -1 out
+ * of int64's range. */
+int td_parse_int64(const char *s, int64_t n, int64_t *out);
 
 #endif

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stddef.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -103,61 +104,65 @@ static const char *mode_name(int32_t mode) {
   }
 }
 
+td_storage *td_storage_map_fd(int fd, int64_t nbytes, int32_t writable, char *why, size_t why_len) {
+  static char no_bytes[1]; /* an empty leaf needs no memory, only a non-NULL pointer */
+  td_storage *s = calloc(1, sizeof *s);
+  if (!s) {
+    snprintf(why, why_len, "out of memory");
+    return NULL;
+  }
+  atomic_init(&s->refcount, 1);
+  s->kind = TD_STORAGE_FILE;
+  s->nbytes = nbytes;
+  s->writable = writable ? 1 : 0;
+  s->device_type = TD_DEVICE_CPU;
+  if (nbytes == 0) {
+    s->data = no_bytes;
+    return s;
+  }
+  void *p = (uint64_t)nbytes > SIZE_MAX ? MAP_FAILED
+                                        : mmap(NULL, (size_t)nbytes,
+                                               PROT_READ | (writable ? PROT_WRITE : 0),
+                                               MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    snprintf(why, why_len, "cannot map %lld bytes: %s", (long long)nbytes, strerror(errno));
+    free(s);
+    return NULL;
+  }
+  s->data = p;
+  s->mapped_bytes = nbytes;
+  return s;
+}
+
+
 TD_EXPORT td_storage *td_storage_map_file(const char *path, int64_t nbytes, int32_t mode) {
   if (!path) return td_fail_null(TD_EINVAL, "map_file: path is NULL");
   if (mode != TD_MAP_READ && mode != TD_MAP_READWRITE && mode != TD_MAP_CREATE)
     return td_fail_null(TD_EINVAL, "map_file: unknown mode %d for '%s'", (int)mode, path);
-  td_storage *s = storage_header("map_file", nbytes);
-  if (!s) return NULL;
-  s->kind = TD_STORAGE_FILE;
-  s->writable = mode != TD_MAP_READ;
+  if (nbytes < 0)
+    return td_fail_null(TD_EINVAL, "map_file: negative byte count %lld", (long long)nbytes);
   int flags = mode == TD_MAP_READ ? O_RDONLY : mode == TD_MAP_READWRITE ? O_RDWR
                                                                        : O_RDWR | O_CREAT | O_TRUNC;
   /* O_NONBLOCK: a FIFO at path would block the open forever; it is refused below */
   int fd = open(path, flags | O_CLOEXEC | O_NONBLOCK, 0644);
-  if (fd < 0) {
-    td_fail(TD_EIO, "map_file: cannot open '%s' for %s: %s", path, mode_name(mode),
-            strerror(errno));
-    free(s);
-    return NULL;
-  }
+  if (fd < 0)
+    return td_fail_null(TD_EIO, "map_file: cannot open '%s' for %s: %s", path, mode_name(mode),
+                        strerror(errno));
+  td_storage *s = NULL;
   struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+  char why[128];
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
     td_fail(TD_EIO, "map_file: '%s' is not a regular file", path);
-    goto fail;
-  }
-  if (mode == TD_MAP_CREATE) {
-    if (ftruncate(fd, nbytes) != 0) {
-      td_fail(TD_EIO, "map_file: cannot size '%s' to %lld bytes: %s", path,
-              (long long)nbytes, strerror(errno));
-      goto fail;
-    }
-  } else if (st.st_size < nbytes) {
+  else if (mode == TD_MAP_CREATE && ftruncate(fd, nbytes) != 0)
+    td_fail(TD_EIO, "map_file: cannot size '%s' to %lld bytes: %s", path, (long long)nbytes,
+            strerror(errno));
+  else if (mode != TD_MAP_CREATE && st.st_size < nbytes)
     td_fail(TD_EIO, "map_file: '%s' holds %lld bytes, %lld needed", path,
             (long long)st.st_size, (long long)nbytes);
-    goto fail;
-  }
-  if (nbytes == 0) {
-    /* mmap refuses 0 bytes; an empty tensor needs no memory, only a non-NULL pointer. */
-    static char no_bytes[1];
-    s->data = no_bytes;
-  } else {
-    int prot = PROT_READ | (s->writable ? PROT_WRITE : 0);
-    void *p = mmap(NULL, (size_t)nbytes, prot, MAP_SHARED, fd, 0);
-    if (p == MAP_FAILED) {
-      td_fail(TD_EIO, "map_file: cannot map %lld bytes of '%s': %s", (long long)nbytes, path,
-              strerror(errno));
-      goto fail;
-    }
-    s->data = p;
-    s->mapped_bytes = nbytes;
-  }
+  else if (!(s = td_storage_map_fd(fd, nbytes, mode != TD_MAP_READ, why, sizeof why)))
+    td_fail(TD_EIO, "map_file: '%s': %s", path, why);
   close(fd);
   return s;
-fail:
-  close(fd);
-  free(s);
-  return NULL;
 }
 
 TD_EXPORT td_storage *td_storage_new_external(int32_t kind, void *data, int64_t nbytes,

@@ -1,5 +1,5 @@
 -- lazy_stack_io.lua: lazy stacks on disk in Python tensordict 0.15's layouts, both ways
--- (core/dict/dict_memmap_wrapped.c): a memmap folder holds one TensorDict folder per
+-- (core/store/memmap_wrapped.c): a memmap folder holds one TensorDict folder per
 -- member, "0", "1", ..., and a meta.json with the class and the 0-based stack_dim; a
 -- consolidated file's metadata root is {"cls": "LazyStackedTensorDict", ...} with the
 -- members under "0", "1", .... T.load_memmap and T.from_consolidated give a lazy stack

@@ -1,6 +1,6 @@
 -- td_memmap.lua: TensorDicts on disk in Python tensordict's memmap layout (a folder per
 -- container, meta.json, one raw file per leaf) and in its consolidated single-file
--- layout. The C side (core/dict/dict_memmap.c, dict_consolidate.c) writes atomically
+-- layout. The C side (core/store/memmap.c, core/store/consolidate_*.c) writes atomically
 -- (temporary sibling, fsync, rename) and validates everything it reads.
 local C = require("tensordict.lib").C
 local ffi = require("ffi")

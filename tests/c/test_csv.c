@@ -1,4 +1,4 @@
-/* test_csv.c: the CSV reader (core/src/csv.c): headers, quotes, line ends, column
+/* test_csv.c: the CSV reader (core/store/csv.c): headers, quotes, line ends, column
  * destinations of several dtypes, records across the 1 MiB read blocks, a record longer
  * than the buffer, row counts, and the error messages for bad cells and bad files. */
 #include <stdbool.h>

@@ -1,4 +1,4 @@
-/* test_dict_consolidate.c: td_dict_consolidate and td_dict_from_consolidated: round
+/* test_core/store/consolidate_*.c: td_dict_consolidate and td_dict_from_consolidated: round
  * trips of every dtype, nesting, non-tensor values (uniform and stacked), zero-element
  * and non-contiguous leaves, read-only and read-write mappings, existsok and atomic
  * replacement, every validation error on corrupted files (written into a mkdtemp

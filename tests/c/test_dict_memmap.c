@@ -1,4 +1,4 @@
-/* test_dict_memmap.c: td_dict_memmap, td_dict_memmap_, td_dict_memmap_like,
+/* test_core/store/memmap.c: td_dict_memmap, td_dict_memmap_, td_dict_memmap_like,
  * td_dict_load_memmap and td_dict_sync: round trips of every dtype, layout, nesting and
  * non-tensor value; Python tensordict's exact layout (meta.json bytes, file names of odd
  * keys); the folders Python wrote (tests/fixtures); atomic replacement, existsok, stale
@@ -786,7 +786,7 @@ static void test_fixture_stacks(void) {
   td_dict_release(l);
 }
 
-/* ---- lazy stacks, tensorclasses, one leaf added (dict_memmap_wrapped.c, dict_memmap_add.c) -- */
+/* ---- lazy stacks, tensorclasses, one leaf added (core/store/memmap_wrapped.c, core/store/memmap_add.c) -- */
 
 static void test_wrapped(void) {
   int32_t sd = -2;

@@ -1,4 +1,4 @@
--- flow.CsvSource (lua/tensordict/flow/csv.lua, parser in core/src/csv.c): CSV files
+-- flow.CsvSource (lua/tensordict/flow/csv.lua, parser in core/store/csv.c): CSV files
 -- written to a temporary folder: headers, quoting, CRLF, grouping, int64 columns, bad
 -- cells, empty files, last partial batches, len(), spec round trips and flow.run.
 local T = require("tensordict")

@@ -1,5 +1,5 @@
 -- flow/csv.lua: CsvSource, batches of rows of a numeric CSV file. The parsing is in C
--- (core/src/csv.c: large reads, RFC 4180 quotes, exact fast number parsing); this file
+-- (core/store/csv.c: large reads, RFC 4180 quotes, exact fast number parsing); this file
 -- maps columns to leaves and batches to TensorDicts.
 local ffi = require("ffi")
 local C = require("tensordict.lib").C

@@ -2,8 +2,8 @@
 -- tensordict's layout, Python-written folders too) in batches of rows; MemmapSink
 -- appends batches into a folder that is committed atomically at finish; ReplayBuffer is
 -- a preallocated ring on disk (the RL use case) that is also a sink.
--- The C side is core/dict/dict_append.c (appends and preallocation) on top of the
--- memmap saver (dict_memmap*.c): temporary sibling, fsync, rename. docs/flow-memmap.md.
+-- The C side is core/store/append.c (appends and preallocation) on top of the
+-- memmap saver (core/store/memmap*.c): temporary sibling, fsync, rename. docs/flow-memmap.md.
 local ffi = require("ffi")
 local C = require("tensordict.lib").C
 local util = require("tensordict.util")

@@ -1,5 +1,5 @@
 /*
- * dict_memmap_load.c: td_dict_load_memmap: a folder in Python tensordict's memmap
+ * memmap_load.c: td_dict_load_memmap: a folder in Python tensordict's memmap
  * layout mapped back into a container, whoever wrote it (this library or Python).
  *
  * Nothing in a folder is trusted: meta.json is read with a size cap and parsed by
@@ -20,7 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "dict_internal.h"
+#include "store_internal.h"
 
 enum { MM_META_MAX = 64 << 20 }; /* bytes a meta.json may hold */
 
@@ -38,7 +38,7 @@ static int32_t lfail(int32_t status, const char *file, const char *fmt, ...) {
 /* The parsed meta.json of the folder dirfd (its path is file, for messages). */
 cJSON *td_mm_read_meta(int dirfd, const char *file) {
   /* O_NONBLOCK: a FIFO in its place is refused below instead of blocking the open */
-  int fd = openat(dirfd, "meta.json", O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  int fd = openat(dirfd, TD_MMF_META, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     if (errno == ELOOP) lfail(TD_EIO, file, "is a symlink; refusing to follow it");
     else lfail(TD_EIO, file, "cannot open: %s", strerror(errno));
@@ -128,7 +128,7 @@ static int32_t get_shape(const char *file, const char *key, const cJSON *obj, in
                          int64_t *shape, int64_t *numel) {
   char who[TD_PATH_CHARS + 16] = "";
   if (key) snprintf(who, sizeof who, "key '%s': ", key);
-  const cJSON *s = field(obj, "shape");
+  const cJSON *s = field(obj, TD_MMF_SHAPE);
   if (!s) return lfail(TD_EINVAL, file, "%s\"shape\" is missing", who);
   int r = parse_shape(s, ndim, shape);
   if (r == 1)
@@ -159,25 +159,25 @@ static bool has_folder(int dirfd, const char *name) {
  * other class with a _tensordict sub-folder is a tensorclass (Python imports the class
  * to know; its memmap writes that layout). */
 static int32_t classify(const char *file, int dirfd, const cJSON *meta, int *kind) {
-  const cJSON *t = field(meta, "_type"), *c = field(meta, "_class");
+  const cJSON *t = field(meta, TD_MMF_TYPE), *c = field(meta, TD_MMF_CLASS);
   if (!cJSON_IsString(t)) return lfail(TD_EINVAL, file, "\"_type\" must be a string");
   const char *cls = cJSON_IsString(c) ? c->valuestring : "";
-  if (strstr(t->valuestring, "NonTensorStack") || !strcmp(cls, TD_MM_CLASS_NTS))
+  if (strstr(t->valuestring, TD_MMF_ENTRY_NTS) || !strcmp(cls, TD_MM_CLASS_NTS))
     *kind = MM_NTS;
-  else if (strstr(t->valuestring, "NonTensorData") || !strcmp(cls, "tensordict:NonTensorData"))
+  else if (strstr(t->valuestring, TD_MMF_ENTRY_NTD) || !strcmp(cls, TD_MM_CLASS_NTD))
     *kind = MM_NTD;
   else if (!strcmp(t->valuestring, TD_MM_TYPE_TD) || !strcmp(cls, TD_MM_CLASS_TD))
     *kind = MM_TD;
   else if (strstr(t->valuestring, "LazyStackedTensorDict") || !strcmp(cls, TD_MM_CLASS_LS))
     *kind = MM_LS;
-  else if (has_folder(dirfd, "_tensordict"))
+  else if (has_folder(dirfd, TD_MMF_TC_FIELDS))
     *kind = MM_TC;
   else
     return lfail(TD_EINVAL, file,
                  "\"_type\" %s is not supported (TensorDict, LazyStackedTensorDict, "
                  "NonTensorData, NonTensorStack and tensorclass folders are)",
                  t->valuestring);
-  const cJSON *v = field(meta, "_format_version");
+  const cJSON *v = field(meta, TD_MMF_FORMAT_VERSION);
   if (cJSON_IsNumber(v) && v->valuedouble > TD_MM_FORMAT_VERSION)
     return lfail(TD_EINVAL, file,
                  "\"_format_version\" is %g; this reader reads the versions up to %d",
@@ -234,7 +234,7 @@ typedef struct mm_load {
 /* A tensor leaf: the meta.json entry item of key, its file in dirfd. */
 static int32_t load_leaf(const mm_load *L, td_dict *d, int dirfd, const char *dir,
                          const char *file, const char *key, int64_t klen, const cJSON *item) {
-  const cJSON *dt = field(item, "dtype"), *dev = field(item, "device"),
+  const cJSON *dt = field(item, TD_MMF_DTYPE), *dev = field(item, TD_MMF_DEVICE),
               *nested = field(item, "is_nested");
   if (!dt) return lfail(TD_EINVAL, file, "key '%s': \"dtype\" is missing", key);
   if (!cJSON_IsString(dt)) return lfail(TD_EINVAL, file, "key '%s': \"dtype\" must be a string", key);
@@ -249,7 +249,7 @@ static int32_t load_leaf(const mm_load *L, td_dict *d, int dirfd, const char *di
   int64_t shape[TD_MAX_DIMS], numel;
   int32_t st = get_shape(file, key, item, &ndim, shape, &numel);
   if (st) return st;
-  if (dev && !(cJSON_IsString(dev) && !strcmp(dev->valuestring, "cpu")))
+  if (dev && !(cJSON_IsString(dev) && !strcmp(dev->valuestring, TD_MMF_CPU)))
     return lfail(TD_EINVAL, file, "key '%s': \"device\" must be \"cpu\" (a file maps to CPU memory)",
                  key);
   if (nested && !cJSON_IsBool(nested))
@@ -266,15 +266,15 @@ static int32_t load_leaf(const mm_load *L, td_dict *d, int dirfd, const char *di
                  td_format_shape(b, sizeof b, h->ndim, h->shape));
   }
   int64_t nbytes = numel * td_dtype_itemsize(dtype);
-  char *name = file_name(file, key, klen, ".memmap");
+  char *name = file_name(file, key, klen, TD_MMF_LEAF_SUFFIX);
   if (!name) return td_last_status();
   int32_t writable = L->mode == TD_MAP_READWRITE;
   td_storage *s = NULL;
   char why[512], *path = NULL;
   if (nbytes == 0) { /* Python writes no file for a leaf without elements */
-    if (!(s = td_mm_map_fd(-1, 0, writable, why, sizeof why))) st = lfail(TD_ENOMEM, file, "%s", why);
+    if (!(s = td_storage_map_fd(-1, 0, writable, why, sizeof why))) st = lfail(TD_ENOMEM, file, "%s", why);
   } else {
-    int fd = open_entry(dirfd, &name, key, klen, ".memmap",
+    int fd = open_entry(dirfd, &name, key, klen, TD_MMF_LEAF_SUFFIX,
                         (writable ? O_RDWR : O_RDONLY) | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
     struct stat sb;
     if (!(path = td_mm_path_join(dir, name)))
@@ -290,7 +290,7 @@ static int32_t load_leaf(const mm_load *L, td_dict *d, int dirfd, const char *di
       st = lfail(TD_EIO, path, "holds %lld bytes, %lld needed (key '%s': %s %s)",
                  (long long)sb.st_size, (long long)nbytes, key, dt->valuestring,
                  td_format_shape(a, sizeof a, ndim, shape));
-    } else if (!(s = td_mm_map_fd(fd, nbytes, writable, why, sizeof why)))
+    } else if (!(s = td_storage_map_fd(fd, nbytes, writable, why, sizeof why)))
       st = lfail(TD_EIO, path, "%s", why);
     if (fd >= 0) close(fd);
   }
@@ -361,7 +361,7 @@ static int32_t load_stack(td_dict *d, const char *key, int64_t klen, int subfd,
                  "supported)");
   if (cJSON_IsString(data)) {
     struct stat sb;
-    if (fstatat(subfd, "pickle.pkl", &sb, AT_SYMLINK_NOFOLLOW) == 0)
+    if (fstatat(subfd, TD_MMF_NT_PICKLE, &sb, AT_SYMLINK_NOFOLLOW) == 0)
       return lfail(TD_EINVAL, file, "the values are pickled (pickle.pkl), which this reader "
                    "cannot load");
   }
@@ -417,23 +417,23 @@ static td_dict *load_dict(const mm_load *L, int dirfd, const char *dir, const cJ
 static td_dict *load_tensorclass(const mm_load *L, int dirfd, const char *dir,
                                  const char *file, const cJSON *meta, int32_t depth) {
   struct stat sb;
-  if (fstatat(dirfd, "other.pickle", &sb, AT_SYMLINK_NOFOLLOW) == 0) {
-    char *pk = td_mm_path_join(dir, "other.pickle");
+  if (fstatat(dirfd, TD_MMF_TC_PICKLE, &sb, AT_SYMLINK_NOFOLLOW) == 0) {
+    char *pk = td_mm_path_join(dir, TD_MMF_TC_PICKLE);
     lfail(TD_EINVAL, pk ? pk : file, "the tensorclass's non-tensor fields are pickled here (Python "
           "pickles what is not JSON); a pickle is Python code to run, which this reader does not "
           "do: store those fields as JSON-able values (str, numbers, bools, lists, dicts)");
     free(pk);
     return NULL;
   }
-  char *sub = td_mm_path_join(dir, "_tensordict");
-  char *sub_file = sub ? td_mm_path_join(sub, "meta.json") : NULL;
+  char *sub = td_mm_path_join(dir, TD_MMF_TC_FIELDS);
+  char *sub_file = sub ? td_mm_path_join(sub, TD_MMF_META) : NULL;
   int fd = -1, kind;
   int32_t st = 0;
   cJSON *fields = NULL;
   td_dict *c = NULL;
   if (!sub_file) {
     st = td_fail(TD_ENOMEM, "load_memmap: out of memory");
-  } else if ((fd = openat(dirfd, "_tensordict", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+  } else if ((fd = openat(dirfd, TD_MMF_TC_FIELDS, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
     st = lfail(TD_EIO, sub, "cannot open the fields of the tensorclass: %s", strerror(errno));
   } else if (!(fields = td_mm_read_meta(fd, sub_file))) {
     st = td_last_status();
@@ -446,7 +446,7 @@ static td_dict *load_tensorclass(const mm_load *L, int dirfd, const char *dir,
   for (const cJSON *item = meta->child; item && !st; item = item->next) {
     size_t klen;
     const char *key = td_json_key_of(item, &klen);
-    if (klen == 5 && !memcmp(key, "_type", 5)) continue;
+    if ((size_t)klen == strlen(TD_MMF_TYPE) && !memcmp(key, TD_MMF_TYPE, (size_t)klen)) continue;
     if (td_dict_find(c, key, (int64_t)klen) >= 0) {
       st = lfail(TD_EINVAL, file, "key '%s' is both a field in _tensordict and a value here", key);
       break;
@@ -473,7 +473,7 @@ static td_dict *load_tensorclass(const mm_load *L, int dirfd, const char *dir,
 static int32_t load_sub(const mm_load *L, td_dict *d, int dirfd, const char *dir,
                         const char *file, const char *key, int64_t len, const cJSON *item,
                         int32_t depth) {
-  const cJSON *type = field(item, "type");
+  const cJSON *type = field(item, TD_MMF_ENTRY_TYPE);
   if (!cJSON_IsString(type)) return lfail(TD_EINVAL, file, "key '%s': \"type\" must be a string", key);
   char *name = file_name(file, key, len, "");
   if (!name) return td_last_status();
@@ -482,7 +482,7 @@ static int32_t load_sub(const mm_load *L, td_dict *d, int dirfd, const char *dir
   int fd = open_entry(dirfd, &name, key, len, "", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   int err = errno;
   char *sub = td_mm_path_join(dir, name);
-  char *sub_file = sub ? td_mm_path_join(sub, "meta.json") : NULL;
+  char *sub_file = sub ? td_mm_path_join(sub, TD_MMF_META) : NULL;
   if (!sub_file) {
     st = td_fail(TD_ENOMEM, "load_memmap: out of memory");
     goto done;
@@ -523,10 +523,10 @@ static int32_t load_sub(const mm_load *L, td_dict *d, int dirfd, const char *dir
     }
     td_dict_release(c);
   } else if (kind == MM_NTD) {
-    const cJSON *data = field(meta, "data");
+    const cJSON *data = field(meta, TD_MMF_DATA);
     struct stat sb;
-    if (!data && fstatat(fd, "other.pickle", &sb, AT_SYMLINK_NOFOLLOW) == 0) {
-      char *pk = td_mm_path_join(sub, "other.pickle");
+    if (!data && fstatat(fd, TD_MMF_TC_PICKLE, &sb, AT_SYMLINK_NOFOLLOW) == 0) {
+      char *pk = td_mm_path_join(sub, TD_MMF_TC_PICKLE);
       st = lfail(TD_EINVAL, pk ? pk : sub_file, "key '%s' holds a value Python pickled (it is not "
                  "JSON: a set, a custom object, ...); a pickle is Python code to run, which this "
                  "reader does not do: store it as a JSON-able value (str, numbers, bools, lists, "
@@ -541,7 +541,7 @@ static int32_t load_sub(const mm_load *L, td_dict *d, int dirfd, const char *dir
       free(t);
     }
   } else {
-    st = load_stack(d, key, len, fd, sub_file, field(meta, "data"));
+    st = load_stack(d, key, len, fd, sub_file, field(meta, TD_MMF_DATA));
   }
   if (st > 0) st = 0;
 done:
@@ -554,21 +554,21 @@ done:
 /* The container of folder dirfd (path dir) from its parsed meta.json. */
 static td_dict *load_dict(const mm_load *L, int dirfd, const char *dir, const cJSON *meta,
                           int32_t depth) {
-  char *file = td_mm_path_join(dir, "meta.json");
+  char *file = td_mm_path_join(dir, TD_MMF_META);
   if (!file) return td_fail_null(TD_ENOMEM, "load_memmap: out of memory");
   td_dict *d = NULL;
   int32_t st = 0, ndim = 0;
   int64_t batch[TD_MAX_DIMS], numel;
-  if (depth > TD_MM_MAX_DEPTH) {
-    st = lfail(TD_EINVAL, file, "nested more than %d levels deep", TD_MM_MAX_DEPTH);
+  if (depth > TD_DICT_MAX_DEPTH) {
+    st = lfail(TD_EINVAL, file, "nested more than %d levels deep", TD_DICT_MAX_DEPTH);
     goto done;
   }
   if ((st = get_shape(file, NULL, meta, &ndim, batch, &numel))) goto done;
   /* "device": "cpu", or "None" / null / absent for a container without one. */
-  const cJSON *dev = field(meta, "device");
-  bool cpu = cJSON_IsString(dev) && !strcmp(dev->valuestring, "cpu");
+  const cJSON *dev = field(meta, TD_MMF_DEVICE);
+  bool cpu = cJSON_IsString(dev) && !strcmp(dev->valuestring, TD_MMF_CPU);
   if (dev && !cpu && !cJSON_IsNull(dev) &&
-      !(cJSON_IsString(dev) && !strcmp(dev->valuestring, "None"))) {
+      !(cJSON_IsString(dev) && !strcmp(dev->valuestring, TD_MMF_NO_DEVICE))) {
     st = !cJSON_IsString(dev) ? lfail(TD_EINVAL, file, "\"device\" must be a string")
          : !strncmp(dev->valuestring, "cuda", 4)
              ? lfail(TD_EINVAL, file, "\"device\" is '%s': a CUDA TensorDict cannot be mapped "
@@ -578,7 +578,7 @@ static td_dict *load_dict(const mm_load *L, int dirfd, const char *dir, const cJ
     goto done;
   }
   /* "_names": a list of ndim strings or nulls (a key of that name is an object). */
-  const cJSON *nm = field(meta, "_names");
+  const cJSON *nm = field(meta, TD_MMF_NAMES);
   const char *names[TD_MAX_DIMS] = {0};
   if (cJSON_IsArray(nm)) {
     int32_t k = 0;
@@ -603,7 +603,7 @@ static td_dict *load_dict(const mm_load *L, int dirfd, const char *dir, const cJ
     const char *key = td_json_key_of(item, &klen);
     if (td_dict_find(d, key, (int64_t)klen) >= 0) {
       st = lfail(TD_EINVAL, file, "key '%s' appears twice", key);
-    } else if (field(item, "type")) {
+    } else if (field(item, TD_MMF_ENTRY_TYPE)) {
       st = load_sub(L, d, dirfd, dir, file, key, (int64_t)klen, item, depth);
     } else {
       st = load_leaf(L, d, dirfd, dir, file, key, (int64_t)klen, item);
@@ -647,7 +647,7 @@ static void not_a_folder(const char *path) {
  * batch size []; *stack_dim from its meta.json. */
 static td_dict *load_lazy_stack(const mm_load *L, int dirfd, const char *dir, const char *file,
                                 const cJSON *meta, int32_t *stack_dim) {
-  const cJSON *sd = field(meta, "stack_dim");
+  const cJSON *sd = field(meta, TD_MMF_STACK_DIM);
   int64_t dim;
   if (!sd || td_json_int64(sd, &dim) != 1 || dim < 0 || dim >= TD_MAX_DIMS)
     return lfail(TD_EINVAL, file, "\"stack_dim\" must be a non-negative integer"), NULL;
@@ -659,7 +659,7 @@ static td_dict *load_lazy_stack(const mm_load *L, int dirfd, const char *dir, co
     snprintf(name, sizeof name, "%d", (int)n);
     if (!has_folder(dirfd, name)) break;
     char *sub = td_mm_path_join(dir, name);
-    char *sub_file = sub ? td_mm_path_join(sub, "meta.json") : NULL;
+    char *sub_file = sub ? td_mm_path_join(sub, TD_MMF_META) : NULL;
     int fd = -1, kind;
     cJSON *m = NULL;
     td_dict *c = NULL;
@@ -723,7 +723,7 @@ TD_EXPORT td_dict *td_dict_load_memmap_any(const char *prefix, int32_t mode, int
   while (n > 1 && dir[n - 1] == '/') dir[--n] = '\0';
   td_dict *d = NULL;
   cJSON *meta = NULL;
-  char *file = td_mm_path_join(dir, "meta.json");
+  char *file = td_mm_path_join(dir, TD_MMF_META);
   int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC); /* a link here is the caller's */
   if (!file) {
     td_fail(TD_ENOMEM, "load_memmap: out of memory");
@@ -738,7 +738,7 @@ TD_EXPORT td_dict *td_dict_load_memmap_any(const char *prefix, int32_t mode, int
       if (kind == MM_NTD || kind == MM_NTS)
         lfail(TD_EINVAL, file, "holds a non-tensor value (%s), not a TensorDict; load the "
               "folder that holds it",
-              kind == MM_NTD ? "NonTensorData" : "NonTensorStack");
+              kind == MM_NTD ? TD_MMF_ENTRY_NTD : TD_MMF_ENTRY_NTS);
       else if (kind == MM_LS)
         d = load_lazy_stack(&L, fd, dir, file, meta, stack_dim);
       else if ((d = kind == MM_TD ? load_dict(&L, fd, dir, meta, 0)

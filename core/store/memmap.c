@@ -1,12 +1,12 @@
 /*
- * dict_memmap.c: containers on disk in Python tensordict's memmap layout: what a save
+ * memmap.c: containers on disk in Python tensordict's memmap layout: what a save
  * writes, and the calls that save (td_dict_memmap, td_dict_memmap_, td_dict_memmap_like)
- * and sync (td_dict_sync). Also what the loader (dict_memmap_load.c) shares: file names
+ * and sync (td_dict_sync). Also what the loader (memmap_load.c) shares: file names
  * of keys, mappings of open files, joined paths. (What the consolidated layout shares
- * too, dtype names and Python's JSON escapes, is in dict_pyformat.c.)
+ * too, dtype names and Python's JSON escapes, is in pyformat.c.)
  *
  * A save is planned in memory first: every check (keys, devices, values) and the text
- * of every meta.json, so that a refused container touches no file. dict_memmap_disk.c
+ * of every meta.json, so that a refused container touches no file. memmap_disk.c
  * then writes the plan into a temporary sibling folder and swaps it in at prefix; the
  * result is built from the mapped files by walking the container again in plan order.
  *
@@ -23,7 +23,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "dict_internal.h"
+#include "store_internal.h"
 
 /* ------------------------------------------------------ shared with the loader */
 
@@ -56,36 +56,6 @@ char *td_mm_encode_key(const char *key, int64_t len, const char *suffix) {
   }
   memcpy(out + o, suffix, sl + 1);
   return out;
-}
-
-td_storage *td_mm_map_fd(int fd, int64_t nbytes, int32_t writable, char *why, size_t why_len) {
-  static char no_bytes[1]; /* an empty leaf needs no memory, only a non-NULL pointer */
-  td_storage *s = calloc(1, sizeof *s);
-  if (!s) {
-    snprintf(why, why_len, "out of memory");
-    return NULL;
-  }
-  atomic_init(&s->refcount, 1);
-  s->kind = TD_STORAGE_FILE;
-  s->nbytes = nbytes;
-  s->writable = writable ? 1 : 0;
-  s->device_type = TD_DEVICE_CPU;
-  if (nbytes == 0) {
-    s->data = no_bytes;
-    return s;
-  }
-  void *p = (uint64_t)nbytes > SIZE_MAX ? MAP_FAILED
-                                        : mmap(NULL, (size_t)nbytes,
-                                               PROT_READ | (writable ? PROT_WRITE : 0),
-                                               MAP_SHARED, fd, 0);
-  if (p == MAP_FAILED) {
-    snprintf(why, why_len, "cannot map %lld bytes: %s", (long long)nbytes, strerror(errno));
-    free(s);
-    return NULL;
-  }
-  s->data = p;
-  s->mapped_bytes = nbytes;
-  return s;
 }
 
 char *td_mm_path_join(const char *dir, const char *name) {
@@ -203,7 +173,7 @@ int32_t td_mm_add_meta(td_mm_save *S, int32_t dir, cJSON *root, bool compact, co
   if (!text && bad_utf8)
     return td_fail(TD_EINVAL, "%s: %s is not valid UTF-8 (meta.json is UTF-8)", S->call, what);
   if (!text) return td_mm_oom(S);
-  char *name = strdup("meta.json");
+  char *name = strdup(TD_MMF_META);
   if (!name) {
     free(text);
     return td_mm_oom(S);
@@ -263,10 +233,10 @@ static int32_t plan_value(td_mm_save *S, const td_entry *e, int32_t dir, const c
                        (long long)k);
       text = v->texts[k];
     }
-    add(root, "_type", cJSON_CreateString(TD_MM_TYPE_NTD), &ok);
-    add(root, "data", value_tree(text), &ok);
-    add(root, "_metadata", cJSON_CreateNull(), &ok);
-    add(root, "_is_non_tensor", cJSON_CreateTrue(), &ok);
+    add(root, TD_MMF_TYPE, cJSON_CreateString(TD_MM_TYPE_NTD), &ok);
+    add(root, TD_MMF_DATA, value_tree(text), &ok);
+    add(root, TD_MMF_METADATA, cJSON_CreateNull(), &ok);
+    add(root, TD_MMF_IS_NON_TENSOR, cJSON_CreateTrue(), &ok);
     if (!ok) return cJSON_Delete(root), td_mm_oom(S);
     return td_mm_add_meta(S, dir, root, false, what);
   }
@@ -276,12 +246,12 @@ static int32_t plan_value(td_mm_save *S, const td_entry *e, int32_t dir, const c
     cJSON_Delete(root);
     return td_fail(TD_EINVAL, "%s: key '%s': a position is out of range", S->call, key);
   }
-  add(root, "_type", cJSON_CreateString(TD_MM_TYPE_NTS), &ok);
-  add(root, "_format_version", td_json_new_int(1), &ok);
-  add(root, "_class", cJSON_CreateString(TD_MM_CLASS_NTS), &ok);
-  add(root, "stack_dim", td_json_new_int(0), &ok);
-  add(root, "device", cJSON_CreateNull(), &ok); /* the stack's own: none, as Python's */
-  add(root, "data", list.oom ? NULL : value_tree(list.p), &ok);
+  add(root, TD_MMF_TYPE, cJSON_CreateString(TD_MM_TYPE_NTS), &ok);
+  add(root, TD_MMF_FORMAT_VERSION, td_json_new_int(TD_MM_FORMAT_VERSION), &ok);
+  add(root, TD_MMF_CLASS, cJSON_CreateString(TD_MM_CLASS_NTS), &ok);
+  add(root, TD_MMF_STACK_DIM, td_json_new_int(0), &ok);
+  add(root, TD_MMF_DEVICE, cJSON_CreateNull(), &ok); /* the stack's own: none, as Python's */
+  add(root, TD_MMF_DATA, list.oom ? NULL : value_tree(list.p), &ok);
   free(list.p);
   if (!ok) return cJSON_Delete(root), td_mm_oom(S);
   return td_mm_add_meta(S, dir, root, true, what); /* Python writes stacks compact */
@@ -322,14 +292,13 @@ static int32_t plan_entry(td_mm_save *S, const td_dict *d, int32_t i, int32_t di
   if (!utf8_valid(key, len))
     return td_fail(TD_EINVAL, "%s: key '%s' is not valid UTF-8 (meta.json is UTF-8)", S->call,
                    kp);
-  if ((size_t)len == strlen(key) &&
-      (!strcmp(key, "shape") || !strcmp(key, "device") || !strcmp(key, "_type")))
+  if (td_mm_container_field(key, (size_t)len))
     return td_fail(TD_EINVAL,
                    "%s: key '%s' cannot be saved: meta.json uses \"%s\" for the container "
                    "itself (Python tensordict would lose the entry); rename it",
                    S->call, kp, key);
   bool ok = true, tensor = e->kind == TD_ENTRY_TENSOR;
-  char *name = td_mm_encode_key(key, len, tensor ? ".memmap" : "");
+  char *name = td_mm_encode_key(key, len, tensor ? TD_MMF_LEAF_SUFFIX : "");
   if (!name) return td_mm_oom(S);
   if (strlen(name) > TD_MM_NAME_MAX) {
     size_t n = strlen(name);
@@ -351,10 +320,10 @@ static int32_t plan_entry(td_mm_save *S, const td_dict *d, int32_t i, int32_t di
       free(name), cJSON_Delete(entry);
       return td_fail(TD_ESHAPE, "%s: key '%s' is too large to save", S->call, kp);
     }
-    add(entry, "device", cJSON_CreateString("cpu"), &ok);
-    add(entry, "shape", int_list(t->ndim, t->shape), &ok);
-    add(entry, "dtype", cJSON_CreateString(td_py_dtype_name(t->dtype)), &ok);
-    add(entry, "is_nested", cJSON_CreateFalse(), &ok);
+    add(entry, TD_MMF_DEVICE, cJSON_CreateString(TD_MMF_CPU), &ok);
+    add(entry, TD_MMF_SHAPE, int_list(t->ndim, t->shape), &ok);
+    add(entry, TD_MMF_DTYPE, cJSON_CreateString(td_py_dtype_name(t->dtype)), &ok);
+    add(entry, TD_MMF_IS_NESTED, cJSON_CreateFalse(), &ok);
     *nk = (name_key){name, key};
     /* Python writes no file for a leaf without elements; the name stays reserved. */
     int32_t job = -1;
@@ -366,13 +335,13 @@ static int32_t plan_entry(td_mm_save *S, const td_dict *d, int32_t i, int32_t di
     if (sub < 0) {
       st = sub;
     } else if (e->kind == TD_ENTRY_DICT) {
-      add(entry, "type", cJSON_CreateString("TensorDict"), &ok);
+      add(entry, TD_MMF_ENTRY_TYPE, cJSON_CreateString(TD_MMF_ENTRY_TD), &ok);
       st = add_mark(S, sub);
       if (!st) st = td_mm_plan_dict(S, e->child, sub, &here, depth + 1);
     } else {
       bool stacked = false;
       st = plan_value(S, e, sub, kp, &stacked);
-      add(entry, "type", cJSON_CreateString(stacked ? "NonTensorStack" : "NonTensorData"), &ok);
+      add(entry, TD_MMF_ENTRY_TYPE, cJSON_CreateString(stacked ? TD_MMF_ENTRY_NTS : TD_MMF_ENTRY_NTD), &ok);
     }
   }
   if (!td_json_add(meta, key, (size_t)len, entry)) ok = false;
@@ -382,9 +351,9 @@ static int32_t plan_entry(td_mm_save *S, const td_dict *d, int32_t i, int32_t di
 
 int32_t td_mm_plan_dict(td_mm_save *S, const td_dict *d, int32_t dir, const td_key_path *at,
                          int32_t depth) {
-  if (depth > TD_MM_MAX_DEPTH)
+  if (depth > TD_DICT_MAX_DEPTH)
     return td_fail(TD_EINVAL, "%s: %s: nested more than %d levels deep", S->call,
-                   S->dirs[dir].path, TD_MM_MAX_DEPTH);
+                   S->dirs[dir].path, TD_DICT_MAX_DEPTH);
   int32_t n = d->keys->n, st = 0;
   name_key *nk = calloc((size_t)n + 1, sizeof *nk);
   cJSON *meta = cJSON_CreateObject();
@@ -397,7 +366,7 @@ int32_t td_mm_plan_dict(td_mm_save *S, const td_dict *d, int32_t dir, const td_k
     st = plan_entry(S, d, i, dir, at, depth, meta, &nk[named]);
     if (nk[named].name) named++;
   }
-  nk[named++] = (name_key){"meta.json", NULL}; /* the folder's own file */
+  nk[named++] = (name_key){TD_MMF_META, NULL}; /* the folder's own file */
   if (!st) st = check_names(S, nk, named, S->dirs[dir].path);
   for (int32_t i = 0; i < named; i++)
     if (nk[i].key) free((char *)nk[i].name);
@@ -409,19 +378,19 @@ int32_t td_mm_plan_dict(td_mm_save *S, const td_dict *d, int32_t dir, const td_k
   /* Python: metadata.update(shape, device, _type), then setdefault of the format
    * entries (a key of that name keeps its entry), then the dim names if any. */
   bool ok = true;
-  add(meta, "shape", int_list(d->head.ndim, d->head.shape), &ok);
-  add(meta, "device", cJSON_CreateString("cpu"), &ok);
-  add(meta, "_type", cJSON_CreateString(TD_MM_TYPE_TD), &ok);
-  if (td_dict_find(d, "_format_version", 15) < 0)
-    add(meta, "_format_version", td_json_new_int(1), &ok);
-  if (td_dict_find(d, "_class", 6) < 0) add(meta, "_class", cJSON_CreateString(TD_MM_CLASS_TD), &ok);
-  if (d->head.has_names && td_dict_find(d, "_names", 6) < 0) {
+  add(meta, TD_MMF_SHAPE, int_list(d->head.ndim, d->head.shape), &ok);
+  add(meta, TD_MMF_DEVICE, cJSON_CreateString(TD_MMF_CPU), &ok);
+  add(meta, TD_MMF_TYPE, cJSON_CreateString(TD_MM_TYPE_TD), &ok);
+  if (td_dict_find(d, TD_MMF_KEY(TD_MMF_FORMAT_VERSION)) < 0)
+    add(meta, TD_MMF_FORMAT_VERSION, td_json_new_int(TD_MM_FORMAT_VERSION), &ok);
+  if (td_dict_find(d, TD_MMF_KEY(TD_MMF_CLASS)) < 0) add(meta, TD_MMF_CLASS, cJSON_CreateString(TD_MM_CLASS_TD), &ok);
+  if (d->head.has_names && td_dict_find(d, TD_MMF_KEY(TD_MMF_NAMES)) < 0) {
     cJSON *names = cJSON_CreateArray();
     for (int32_t i = 0; names && i < d->head.ndim; i++)
       if (!cJSON_AddItemToArray(names, d->names[i] ? cJSON_CreateString(d->names[i])
                                                    : cJSON_CreateNull()))
         ok = false;
-    add(meta, "_names", names, &ok);
+    add(meta, TD_MMF_NAMES, names, &ok);
   }
   if (!ok) {
     cJSON_Delete(meta);
@@ -455,7 +424,7 @@ int32_t td_mm_make_leaves(td_mm_save *S, const td_dict *d, int32_t *k) {
     } else if (e->kind == TD_ENTRY_TENSOR) {
       td_mm_mark *m = &S->marks[(*k)++];
       char why[256];
-      td_storage *s = m->index >= 0 ? S->jobs[m->index].mapped : td_mm_map_fd(-1, 0, 1, why, sizeof why);
+      td_storage *s = m->index >= 0 ? S->jobs[m->index].mapped : td_storage_map_fd(-1, 0, 1, why, sizeof why);
       if (!s) return td_mm_oom(S);
       m->t = td_tensor_from_storage(s, 0, e->t.ndim, e->t.shape, NULL, e->t.dtype);
       if (m->index < 0) td_storage_release(s);

@@ -1,5 +1,5 @@
 /*
- * dict_memmap_wrapped.c: containers saved inside a folder of Python tensordict's own
+ * memmap_wrapped.c: containers saved inside a folder of Python tensordict's own
  * classes, whose meta.json names the class and whose members are TensorDict folders:
  *
  * - a LazyStackedTensorDict: one folder per member, "0", "1", ..., beside a meta.json
@@ -10,7 +10,7 @@
  *   holding only "_type" (the Python class, "<class 'module.Name'>"): what a
  *   @tensorclass's memmap writes (lua/tensordict/record.lua).
  *
- * Each save is one plan of dict_memmap.c written by dict_memmap_disk.c, so it is atomic
+ * Each save is one plan of memmap.c written by memmap_disk.c, so it is atomic
  * as a whole: the members and the root meta.json in one temporary folder, renamed into
  * place.
  */
@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dict_internal.h"
+#include "store_internal.h"
 
 /* The members agree on their batch dims (sizes may differ: Python's -1) and the stack
  * dim is one of the stack's dims. */
@@ -49,11 +49,11 @@ static cJSON *stack_meta(int32_t stack_dim) {
   cJSON *m = cJSON_CreateObject();
   if (!m) return NULL;
   /* td_json_add deletes the item when it cannot add it */
-  bool ok = td_json_add(m, "_type", 5, cJSON_CreateString(TD_MM_TYPE_LS)) &&
-            td_json_add(m, "_format_version", 15, td_json_new_int(TD_MM_FORMAT_VERSION)) &&
-            td_json_add(m, "_class", 6, cJSON_CreateString(TD_MM_CLASS_LS)) &&
-            td_json_add(m, "stack_dim", 9, td_json_new_int(stack_dim)) &&
-            td_json_add(m, "stack_dim_name", 14, cJSON_CreateNull());
+  bool ok = td_json_add(m, TD_MMF_KEY(TD_MMF_TYPE), cJSON_CreateString(TD_MM_TYPE_LS)) &&
+            td_json_add(m, TD_MMF_KEY(TD_MMF_FORMAT_VERSION), td_json_new_int(TD_MM_FORMAT_VERSION)) &&
+            td_json_add(m, TD_MMF_KEY(TD_MMF_CLASS), cJSON_CreateString(TD_MM_CLASS_LS)) &&
+            td_json_add(m, TD_MMF_KEY(TD_MMF_STACK_DIM), td_json_new_int(stack_dim)) &&
+            td_json_add(m, TD_MMF_KEY(TD_MMF_STACK_DIM_NAME), cJSON_CreateNull());
   if (!ok) {
     cJSON_Delete(m);
     return NULL;
@@ -127,11 +127,11 @@ TD_EXPORT td_dict *td_dict_memmap_tensorclass(const td_dict *d, const char *type
   if (!d) return td_fail_null(TD_EINVAL, "memmap: the TensorDict is NULL");
   if (!type_name || !*type_name) return td_fail_null(TD_EINVAL, "memmap: the class name is empty");
   cJSON *meta = cJSON_CreateObject();
-  if (meta && !td_json_add(meta, "_type", 5, cJSON_CreateString(type_name))) {
+  if (meta && !td_json_add(meta, TD_MMF_KEY(TD_MMF_TYPE), cJSON_CreateString(type_name))) {
     cJSON_Delete(meta);
     meta = NULL;
   }
-  const char *name = "_tensordict";
+  const char *name = TD_MMF_TC_FIELDS;
   td_dict *member = (td_dict *)d, *out = NULL;
   if (save_wrapped(&member, &name, 1, meta, prefix, flags, num_threads, &out)) return NULL;
   /* its folder is the class's, as a load of it gives (so a refresh maps the same one) */

@@ -1,11 +1,11 @@
 /*
- * dict_fs.h: the file writing that memmap saves, appends and consolidated files share
- * (dict_fs.c): whole writes, tensors written in C order in bounded memory, the
+ * fs.h: the file writing that memmap saves, appends and consolidated files share
+ * (fs.c): whole writes, tensors written in C order in bounded memory, the
  * temporaries a save writes before it renames (`.<name>.tmp-<pid>-<n>`) and their
  * cleanup, and fsync of files and folders.
  */
-#ifndef TD_DICT_FS_H
-#define TD_DICT_FS_H
+#ifndef TD_STORE_FS_H
+#define TD_STORE_FS_H
 
 #include <stddef.h>
 
@@ -14,6 +14,9 @@
 /* Bytes a strided tensor is gathered in before it is written: the most memory a write
  * of one takes, whatever its size. */
 enum { TD_FS_CHUNK = 8 << 20 };
+/* Folders td_fs_rm_tree descends at most: four times the deepest save (a stale
+ * temporary is ours), and a bound on the recursion whatever a folder holds. */
+enum { TD_FS_MAX_DEPTH = 1024 };
 
 /* Writes n bytes at fd's position, retrying interrupted and short writes. false with
  * errno set (ENOSPC when the disk takes nothing). */
@@ -37,10 +40,25 @@ void td_fs_remove_stale(int parentfd, const char *name);
  * umask as a plain new file gets, after removing path's stale temporaries. The open
  * descriptor, its path in *tmp_out (malloc'd), or -1 with errno set. */
 int td_fs_open_temp(const char *path, char **tmp_out);
-/* Finishes a temporary from td_fs_open_temp: fd synced (unless TD_MEMMAP_NO_FSYNC) and
- * closed, tmp renamed over path (atomically replacing what was there), path's folder
- * synced. On failure tmp is removed. 0 or -1 with errno set. */
+/* The commits: the one way a written temporary becomes durable under its final name
+ * (a crash leaves the old content or the new, never a mix, and never a partial file).
+ *
+ * td_fs_commit_file: the temporary file tmp (written, synced and closed) takes the name
+ * path, replacing what is there when replace, else refusing an existing path atomically
+ * (link(); errno EEXIST). tmp's name is gone afterwards either way; on success path's
+ * folder is synced (best effort). 0 or -1 with errno set. */
+int td_fs_commit_file(const char *tmp, const char *path, bool replace, int32_t flags);
+/* td_fs_publish: a temporary from td_fs_open_temp finished: fd synced (unless
+ * TD_MEMMAP_NO_FSYNC) and closed, then committed over path (td_fs_commit_file with
+ * replace). On failure tmp is removed. 0 or -1 with errno set. */
 int td_fs_publish(int fd, const char *tmp, const char *path, int32_t flags);
+/* td_fs_commit_dir: the temporary folder tmp (its content synced, children first) takes
+ * the name name, both in parentfd: atomically exchanged with a folder there when
+ * replace (the old one is then removed, via the spare name old where the file system
+ * cannot exchange), else refused (errno EEXIST); then parentfd is synced. *moved: tmp
+ * is at name now (a failure after it is the sync's). 0 or -1 with errno set. */
+int td_fs_commit_dir(int parentfd, const char *tmp, const char *name, const char *old,
+                     bool replace, int32_t flags, bool *moved);
 /* Removes name under dirfd (a file, a link, or a folder and everything in it) without
  * following links. 0 or -1 (errno set). */
 int td_fs_rm_tree(int dirfd, const char *name);

@@ -1,5 +1,5 @@
 /*
- * dict_memmap_disk.c: how a planned save (dict_memmap.c) reaches the disk atomically.
+ * memmap_disk.c: how a planned save (memmap.c) reaches the disk atomically.
  *
  *  - the folder is written as a temporary sibling `.<name>.tmp-<pid>-<n>` of prefix
  *    (missing parents are made, as Python's os.makedirs does); temporaries of that name
@@ -7,16 +7,16 @@
  *  - the files (leaves and meta.json) are written in parallel over files, each in large
  *    write() calls (a strided leaf is gathered by the copy kernel, a block of rows at a
  *    time), fsynced, and a leaf's file is mapped read-write from its descriptor;
- *  - the folders are fsynced children first, then renameat2(RENAME_EXCHANGE) swaps the
- *    new folder in at prefix (RENAME_NOREPLACE when nothing is there), the parent is
- *    fsynced and the old folder, now at the temporary name, is removed.
+ *  - the folders are fsynced children first, then the folder is committed at prefix
+ *    (td_fs_commit_dir, fs.c: renameat2's RENAME_EXCHANGE swaps it in, RENAME_NOREPLACE
+ *    when nothing is there; the parent is fsynced and the old folder removed).
  * The steps are also callable apart (td_mm_begin, td_mm_make_dirs, td_mm_end,
- * td_mm_cancel): an append (dict_append.c) writes its leaf files into the temporary
+ * td_mm_cancel): an append (append.c) writes its leaf files into the temporary
  * folder over many calls, then ends the save with S->adopt set (the files are trimmed
  * and synced where they are, not written).
  * A crash at any moment leaves the old folder or the new one at prefix, never a
- * temporary. Only where the file system lacks RENAME_EXCHANGE is the old folder moved
- * away before the new one moves in, and a crash between the two leaves it beside.
+ * temporary (only where the file system lacks RENAME_EXCHANGE can the old folder be
+ * left beside it: fs.h).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -28,7 +28,7 @@
 #include <unistd.h>
 
 #include "../src/parallel.h"
-#include "dict_internal.h"
+#include "store_internal.h"
 
 /* ------------------------------------------------------------------- the folders */
 
@@ -116,7 +116,7 @@ static void run_job(td_mm_save *S, td_mm_job *j) {
     ok = false;
     snprintf(why, sizeof why, "cannot sync the file: %s", strerror(errno));
   }
-  if (ok && j->leaf && !S->adopt && !(j->mapped = td_mm_map_fd(fd, j->nbytes, 1, why, sizeof why)))
+  if (ok && j->leaf && !S->adopt && !(j->mapped = td_storage_map_fd(fd, j->nbytes, 1, why, sizeof why)))
     ok = false;
   close(fd);
   if (!ok) job_fail(S, j, status, why);
@@ -127,52 +127,12 @@ static void run_jobs(int64_t begin, int64_t end, void *ctx) {
   for (int64_t i = begin; i < end; i++) run_job(S, &S->jobs[i]);
 }
 
-/* Puts the folder tmp (in parentfd) at name; exists: name held a folder to replace,
- * which ends at old (the temporary name, or another one without RENAME_EXCHANGE). */
-static int32_t swap_in(td_mm_save *S, int parentfd, const char *tmp, const char *name,
-                       const char *old, const char *prefix, bool *replaced) {
-  *replaced = false;
-  for (int tries = 0; tries < 4; tries++) {
-    struct stat st;
-    bool exists = fstatat(parentfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
-    if (exists && !(S->flags & TD_MEMMAP_EXISTSOK))
-      return td_fail(TD_EIO, "%s: '%s' exists (pass existsok)", S->call, prefix);
-    if (!exists) {
-      if (renameat2(parentfd, tmp, parentfd, name, RENAME_NOREPLACE) == 0) return 0;
-      if (errno == EEXIST) continue;
-      if (errno != EINVAL && errno != ENOSYS) break;
-      /* No RENAME_NOREPLACE here: a plain rename (it fails over a non-empty folder). */
-      if (renameat(parentfd, tmp, parentfd, name) == 0) return 0;
-      break;
-    }
-    if (renameat2(parentfd, tmp, parentfd, name, RENAME_EXCHANGE) == 0) {
-      *replaced = true; /* the old folder is at tmp now */
-      return 0;
-    }
-    if (errno == ENOENT) continue;
-    if (errno != EINVAL && errno != ENOSYS) break;
-    /* No RENAME_EXCHANGE on this file system: move the old one away, then the new one
-     * in (a crash between the two leaves the old folder at old, not at prefix). */
-    if (renameat(parentfd, name, parentfd, old) != 0) break;
-    if (renameat(parentfd, tmp, parentfd, name) != 0) {
-      int e = errno;
-      renameat(parentfd, old, parentfd, name);
-      errno = e;
-      break;
-    }
-    *replaced = true;
-    return 0;
-  }
-  return td_fail(TD_EIO, "%s: cannot rename the new folder to '%s': %s", S->call, prefix,
-                 strerror(errno));
-}
-
 /* Empty, or a memmap folder: what existsok may replace. */
 static bool replaceable(const char *path) {
   int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return false;
   struct stat st;
-  if (fstatat(fd, "meta.json", &st, AT_SYMLINK_NOFOLLOW) == 0) {
+  if (fstatat(fd, TD_MMF_META, &st, AT_SYMLINK_NOFOLLOW) == 0) {
     close(fd);
     return true;
   }
@@ -294,18 +254,19 @@ int32_t td_mm_end(td_mm_save *S, int32_t num_threads) {
   }
   if (S->rootfd >= 0) close(S->rootfd);
   S->rootfd = -1;
-  bool replaced = false;
-  if (!rc) rc = swap_in(S, P->parentfd, P->tmp, P->name, P->old, P->prefix, &replaced);
-  if (!rc) {
-    P->made = false; /* what is left at a temporary name is the old folder */
-    if (td_fs_sync(P->parentfd, S->flags) != 0)
+  bool moved = false;
+  if (!rc && td_fs_commit_dir(P->parentfd, P->tmp, P->name, P->old,
+                              S->flags & TD_MEMMAP_EXISTSOK, S->flags, &moved) != 0) {
+    if (moved)
       rc = td_fail(TD_EIO, "%s: cannot sync the folder '%s': %s", S->call, P->parent,
                    strerror(errno));
-    if (replaced) { /* the old folder: at tmp (exchanged) or at old (moved away) */
-      td_fs_rm_tree(P->parentfd, P->tmp);
-      td_fs_rm_tree(P->parentfd, P->old);
-    }
+    else if (errno == EEXIST && !(S->flags & TD_MEMMAP_EXISTSOK))
+      rc = td_fail(TD_EIO, "%s: '%s' exists (pass existsok)", S->call, P->prefix);
+    else
+      rc = td_fail(TD_EIO, "%s: cannot rename the new folder to '%s': %s", S->call,
+                   P->prefix, strerror(errno));
   }
+  if (moved) P->made = false; /* what is left at a temporary name is the old folder */
   td_mm_cancel(S);
   return rc;
 }

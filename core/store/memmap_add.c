@@ -1,8 +1,8 @@
 /*
- * dict_memmap_add.c: td_dict_make_memmap_from_tensor, Python's make_memmap_from_tensor:
+ * memmap_add.c: td_dict_make_memmap_from_tensor, Python's make_memmap_from_tensor:
  * one new tensor leaf in a memory-mapped container's folder without saving the folder
  * again. The leaf's file is written to a temporary and renamed in first, then meta.json
- * is replaced the same way (dict_fs.c), so a crash leaves the folder as it was or with
+ * is replaced the same way (fs.c), so a crash leaves the folder as it was or with
  * the new leaf: meta.json never names a file that is not there.
  */
 #include <errno.h>
@@ -13,22 +13,21 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "dict_fs.h"
-#include "dict_internal.h"
+#include "store_internal.h"
 
 #define CALL "make_memmap_from_tensor"
 
 /* The folder that holds d's leaves: its prefix, or for a tensorclass folder (loaded as
  * the container of its fields, prefix the class's folder) its "_tensordict". */
 static char *leaf_folder(const char *prefix) {
-  char *fields = td_mm_path_join(prefix, "_tensordict");
-  char *meta = td_mm_path_join(prefix, "meta.json");
+  char *fields = td_mm_path_join(prefix, TD_MMF_TC_FIELDS);
+  char *meta = td_mm_path_join(prefix, TD_MMF_META);
   struct stat sb;
   bool tc = false;
   if (fields && meta && stat(fields, &sb) == 0 && S_ISDIR(sb.st_mode)) {
     int fd = open(prefix, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     cJSON *m = fd >= 0 ? td_mm_read_meta(fd, meta) : NULL;
-    tc = m && !td_json_get(m, "shape"); /* a TensorDict's meta.json has its batch size */
+    tc = m && !td_json_get(m, TD_MMF_SHAPE); /* a TensorDict's meta.json has its batch size */
     cJSON_Delete(m);
     if (fd >= 0) close(fd);
   }
@@ -59,7 +58,7 @@ static bool has_key(const cJSON *obj, const char *key, size_t klen) {
 /* meta.json of folder dir with key's entry added, as Python's json.dumps writes it. */
 static int32_t add_entry(const char *dir, const char *key, int64_t klen, const td_tensor *t,
                          int32_t flags) {
-  char *file = td_mm_path_join(dir, "meta.json");
+  char *file = td_mm_path_join(dir, TD_MMF_META);
   int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   cJSON *meta = dfd >= 0 && file ? td_mm_read_meta(dfd, file) : NULL;
   int32_t st = 0;
@@ -72,10 +71,10 @@ static int32_t add_entry(const char *dir, const char *key, int64_t klen, const t
   bool ok = entry && shape;
   for (int32_t i = 0; ok && i < t->ndim; i++) ok = cJSON_AddItemToArray(shape, td_json_new_int(t->shape[i]));
   if (ok) {
-    ok = td_json_add(entry, "device", 6, cJSON_CreateString("cpu")) &&
-         td_json_add(entry, "shape", 5, shape) &&
-         td_json_add(entry, "dtype", 5, cJSON_CreateString(td_py_dtype_name(t->dtype))) &&
-         td_json_add(entry, "is_nested", 9, cJSON_CreateFalse());
+    ok = td_json_add(entry, TD_MMF_KEY(TD_MMF_DEVICE), cJSON_CreateString(TD_MMF_CPU)) &&
+         td_json_add(entry, TD_MMF_KEY(TD_MMF_SHAPE), shape) &&
+         td_json_add(entry, TD_MMF_KEY(TD_MMF_DTYPE), cJSON_CreateString(td_py_dtype_name(t->dtype))) &&
+         td_json_add(entry, TD_MMF_KEY(TD_MMF_IS_NESTED), cJSON_CreateFalse());
     shape = NULL;
     ok = ok && td_json_add(meta, key, (size_t)klen, entry);
     entry = NULL;
@@ -153,7 +152,7 @@ TD_EXPORT int32_t td_dict_make_memmap_from_tensor(td_dict *d, const char *key, i
   if (__builtin_mul_overflow(td_tensor_numel(t), t->itemsize, &nbytes))
     return td_fail(TD_ESHAPE, CALL ": key '%s' is too large", key);
   char *dir = leaf_folder(prefix);
-  char *name = td_mm_encode_key(key, klen, ".memmap");
+  char *name = td_mm_encode_key(key, klen, TD_MMF_LEAF_SUFFIX);
   char *path = dir && name ? td_mm_path_join(dir, name) : NULL;
   int32_t st = path ? 0 : td_fail(TD_ENOMEM, CALL ": out of memory");
   if (!st && strlen(name) > TD_MM_NAME_MAX)
@@ -167,7 +166,7 @@ TD_EXPORT int32_t td_dict_make_memmap_from_tensor(td_dict *d, const char *key, i
     int fd = nbytes > 0 ? open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC) : -1;
     if (nbytes > 0 && fd < 0)
       st = td_fail(TD_EIO, CALL ": cannot open '%s': %s", path, strerror(errno));
-    else if (!(s = td_mm_map_fd(fd, nbytes, 1, why, sizeof why)))
+    else if (!(s = td_storage_map_fd(fd, nbytes, 1, why, sizeof why)))
       st = td_fail(TD_EIO, CALL ": cannot map '%s': %s", path, why);
     if (fd >= 0) close(fd);
   }

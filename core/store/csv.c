@@ -9,21 +9,21 @@
  *
  * Accepted: fields quoted with '"' (a doubled "" inside is a quote; delimiters and line
  * ends inside quotes are data), line ends \n, \r\n and a lone \r, a UTF-8 byte order
- * mark, blank lines (skipped). Numbers may have spaces or tabs around them. Floats take
- * a fast exact path (at most 19 digits, exponent within 10^+-22: one multiplication or
- * division of exact doubles, correctly rounded) and otherwise strtod in the C locale.
- * Integers are parsed exactly, with a range check for the destination dtype.
+ * mark, blank lines (skipped). Numbers may have spaces or tabs around them; they are
+ * parsed exactly whatever the locale (core/src/number.c), integers with a range check
+ * for the destination dtype.
+ *
+ * It lives on the store floor with the other file formats: it reads a file into the
+ * caller's tensors, and nothing below it reads files.
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <locale.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "../src/internal.h"
 
 enum { CSV_BLOCK = 1 << 20, CSV_SHOW = 48 };
 
@@ -200,106 +200,6 @@ static char *span_text(const td_csv *r, const csv_span *s) {
   return out;
 }
 
-/* ---- numbers -------------------------------------------------------------------- */
-
-static locale_t c_locale;
-static pthread_once_t c_locale_once = PTHREAD_ONCE_INIT;
-static void make_c_locale(void) { c_locale = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0); }
-
-static const double pow10_exact[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
-                                       1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
-                                       1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
-
-static bool is_space(char c) { return c == ' ' || c == '\t'; }
-
-static void trim(const char **s, int64_t *n) {
-  while (*n > 0 && is_space(**s)) (*s)++, (*n)--;
-  while (*n > 0 && is_space((*s)[*n - 1])) (*n)--;
-}
-
-/* Decimal text -> double, correctly rounded. False when the text is not a number. (The
- * JSON reader uses it too: internal.h.) */
-bool td_parse_double(const char *s, int64_t n, double *out) {
-  trim(&s, &n);
-  if (n == 0) return false;
-  /* Fast path: [+-]digits[.digits][(e|E)[+-]digits] with few digits. */
-  int64_t i = 0;
-  bool neg = false;
-  if (s[i] == '+' || s[i] == '-') neg = s[i++] == '-';
-  uint64_t m = 0;
-  int digits = 0, frac = 0, seen = 0;
-  while (i < n && s[i] >= '0' && s[i] <= '9') {
-    if (m || s[i] != '0') digits++;
-    m = m * 10 + (uint64_t)(s[i++] - '0');
-    seen++;
-    if (digits > 19) goto slow;
-  }
-  if (i < n && s[i] == '.') {
-    i++;
-    while (i < n && s[i] >= '0' && s[i] <= '9') {
-      if (m || s[i] != '0') digits++;
-      if (digits > 19) goto slow;
-      m = m * 10 + (uint64_t)(s[i++] - '0');
-      frac++;
-      seen++;
-    }
-  }
-  if (!seen) goto slow; /* "inf", "nan", ".", hex: strtod decides */
-  int64_t ex = 0;
-  if (i < n && (s[i] == 'e' || s[i] == 'E')) {
-    i++;
-    bool eneg = false;
-    if (i < n && (s[i] == '+' || s[i] == '-')) eneg = s[i++] == '-';
-    if (i == n || s[i] < '0' || s[i] > '9') return false;
-    while (i < n && s[i] >= '0' && s[i] <= '9') {
-      if (ex < 100000) ex = ex * 10 + (s[i] - '0');
-      i++;
-    }
-    if (eneg) ex = -ex;
-  }
-  if (i != n) return false;
-  ex -= frac;
-  if (m <= (1ull << 53) && ex >= -22 && ex <= 22) {
-    double v = (double)m;
-    v = ex < 0 ? v / pow10_exact[-ex] : v * pow10_exact[ex];
-    *out = neg ? -v : v;
-    return true;
-  }
-slow:;
-  char small[128], *tmp = n < (int64_t)sizeof small ? small : malloc((size_t)n + 1);
-  if (!tmp) return false;
-  memcpy(tmp, s, (size_t)n);
-  tmp[n] = '\0';
-  pthread_once(&c_locale_once, make_c_locale);
-  char *end;
-  double v = c_locale ? strtod_l(tmp, &end, c_locale) : strtod(tmp, &end);
-  bool ok = end == tmp + n && n > 0;
-  if (tmp != small) free(tmp);
-  if (ok) *out = v;
-  return ok;
-}
-
-/* Integer text -> int64. 1 ok, 0 not an integer, -1 out of int64's range. */
-static int parse_int(const char *s, int64_t n, int64_t *out) {
-  trim(&s, &n);
-  int64_t i = 0;
-  bool neg = false;
-  if (i < n && (s[i] == '+' || s[i] == '-')) neg = s[i++] == '-';
-  if (i == n) return 0;
-  uint64_t m = 0, limit = neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
-  bool over = false;
-  for (; i < n; i++) {
-    if (s[i] < '0' || s[i] > '9') return 0;
-    uint64_t dgt = (uint64_t)(s[i] - '0');
-    if (m > (limit - dgt) / 10)
-      over = true;
-    else
-      m = m * 10 + dgt;
-  }
-  if (over) return -1;
-  *out = neg ? (int64_t)(0 - m) : (int64_t)m;
-  return 1;
-}
 
 static void int_range(int32_t dtype, int64_t *lo, int64_t *hi) {
   switch (dtype) {
@@ -431,7 +331,7 @@ TD_EXPORT td_csv *td_csv_open(const char *path, int32_t delimiter, int32_t has_h
       csv_span s = r->spans[i];
       if (!s.quoted) { /* spaces around an unquoted name are not part of it */
         const char *t = r->buf + s.off;
-        trim(&t, &s.len);
+        td_trim_blanks(&t, &s.len);
         s.off = t - r->buf;
       }
       r->names[i] = span_text(r, &s);
@@ -551,7 +451,7 @@ TD_EXPORT int64_t td_csv_read(td_csv *r, int64_t max_rows, int32_t ndest, const 
         store(dst, t->dtype, v, 0);
       } else {
         int64_t v = 0, lo, hi;
-        int ok = parse_int(text, s->len, &v);
+        int ok = td_parse_int64(text, s->len, &v);
         int_range(t->dtype, &lo, &hi);
         if (ok == 0) return cell_error(r, s, columns[i], td_dtype_name(t->dtype));
         if (ok < 0 || v < lo || v > hi) {

@@ -1,8 +1,8 @@
 /*
- * dict_append.c: memmap folders that grow by appended batches (flow.MemmapSink) and
+ * append.c: memmap folders that grow by appended batches (flow.MemmapSink) and
  * preallocated ones of a batch's structure with another row count (flow.ReplayBuffer).
  *
- * An append is a save (dict_memmap.c, dict_memmap_disk.c) stretched over many calls:
+ * An append is a save (memmap.c, memmap_disk.c) stretched over many calls:
  *  - open: td_mm_begin checks the prefix (existsok), removes stale temporaries of dead
  *    processes and makes the empty temporary sibling `.<name>.tmp-<pid>-<n>`;
  *  - the first batch fixes the structure: its folders and leaf files are planned from a
@@ -25,7 +25,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dict_internal.h"
+#include "store_internal.h"
 
 enum { APPEND_OPEN = 0, APPEND_BROKEN = 1, APPEND_DONE = 2 };
 

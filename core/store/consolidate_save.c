@@ -1,6 +1,6 @@
 /*
- * dict_consolidate_save.c: td_dict_consolidate: a container into one file in Python
- * tensordict's consolidated layout (dict_consolidate.h).
+ * consolidate_save.c: td_dict_consolidate: a container into one file in Python
+ * tensordict's consolidated layout (consolidate.h).
  *
  * Four passes: measure checks what the layout cannot hold and sums the payload; the
  * metadata is built in memory (put_level and the writers below it); the payload, the
@@ -20,7 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "dict_consolidate.h"
+#include "consolidate.h"
 
 /* ---- growable text ---- */
 
@@ -522,34 +522,15 @@ static int32_t write_file(const wctx *w, const td_dict *d, int32_t flags, char *
   return st;
 }
 
-/* The written temporary takes the name filename: rename() over whatever is there with
- * TD_MEMMAP_EXISTSOK, else link(), which refuses an existing target atomically. The
- * temporary's own name is gone afterwards either way; on success the folder is synced. */
+/* The written temporary takes the name filename (td_fs_commit_file): replacing what is
+ * there with TD_MEMMAP_EXISTSOK, else refusing an existing file. */
 static int32_t move_into_place(const char *tmp, const char *filename, int32_t flags) {
-  int32_t st = 0;
-  if (flags & TD_MEMMAP_EXISTSOK) {
-    if (rename(tmp, filename) != 0)
-      st = td_fail(TD_EIO, "consolidate: cannot rename '%s' to '%s': %s", tmp, filename,
-                   strerror(errno));
-  } else if (link(tmp, filename) != 0) {
-    /* rename() is the fallback where the file system has no hard links */
-    int err = errno;
-    bool no_links = err == EPERM || err == ENOTSUP || err == ENOSYS;
-    if (err == EEXIST || (no_links && access(filename, F_OK) == 0))
-      st = td_fail(TD_EIO, "consolidate: '%s' exists (pass existsok)", filename);
-    else if (!no_links)
-      st = td_fail(TD_EIO, "consolidate: cannot create '%s': %s", filename, strerror(err));
-    else if (rename(tmp, filename) != 0)
-      st = td_fail(TD_EIO, "consolidate: cannot rename '%s' to '%s': %s", tmp, filename,
-                   strerror(errno));
-  }
-  if (st || !(flags & TD_MEMMAP_EXISTSOK)) unlink(tmp); /* gone already after a rename */
-  if (!st) {
-    char *dir = td_fs_dir_of(filename);
-    if (dir) td_fs_sync_dir(dir, flags); /* best effort: some file systems refuse it */
-    free(dir);
-  }
-  return st;
+  bool replace = flags & TD_MEMMAP_EXISTSOK;
+  if (td_fs_commit_file(tmp, filename, replace, flags) == 0) return 0;
+  if (errno == EEXIST && !replace)
+    return td_fail(TD_EIO, "consolidate: '%s' exists (pass existsok)", filename);
+  return td_fail(TD_EIO, "consolidate: cannot rename '%s' to '%s': %s", tmp, filename,
+                 strerror(errno));
 }
 
 /* The root of a lazy stack (Python's LazyStackedTensorDict): no fields of its own, the

@@ -1,6 +1,6 @@
 /*
- * dict_consolidate_load.c: td_dict_from_consolidated: a file in Python tensordict's
- * consolidated layout (dict_consolidate.h) mapped back into a container, whoever wrote
+ * consolidate_load.c: td_dict_from_consolidated: a file in Python tensordict's
+ * consolidated layout (consolidate.h) mapped back into a container, whoever wrote
  * it (this library or Python). The leaves are views of one mapping of the file.
  *
  * Nothing in the file is trusted: every field is validated before use, and errors name
@@ -16,7 +16,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "dict_consolidate.h"
+#include "consolidate.h"
 
 /* ---- the JSON nodes ---- */
 

@@ -1,11 +1,13 @@
 /*
- * dict_fs.c: file writing written once, for memmap saves and appends
- * (dict_memmap_disk.c, dict_append.c) and consolidated files (dict_consolidate.c).
- * See dict_fs.h for each function's contract.
+ * fs.c: file writing written once, for memmap saves and appends
+ * (memmap_disk.c, append.c) and consolidated files (consolidate_*.c).
+ * See fs.h for each function's contract.
  *
  * Every save writes into a temporary sibling `.<name>.tmp-<pid>-<n>` of its target and
- * renames it into place once synced; the pid in the name lets the next save of the
- * target, in any process, remove what a killed one left (td_fs_remove_stale).
+ * commits it once synced: td_fs_commit_file for a file, td_fs_commit_dir for a folder,
+ * the only places where a written temporary takes its final name. The pid in the name
+ * lets the next save of the target, in any process, remove what a killed one left
+ * (td_fs_remove_stale).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -18,7 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "dict_internal.h"
+#include "fs.h"
 
 /* ------------------------------------------------------------------ the writes */
 
@@ -102,7 +104,7 @@ static int rm_tree(int dirfd, const char *name, int depth) {
   struct stat st;
   if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) return errno == ENOENT ? 0 : -1;
   if (!S_ISDIR(st.st_mode)) return unlinkat(dirfd, name, 0);
-  if (depth > 4 * TD_MM_MAX_DEPTH) {
+  if (depth > TD_FS_MAX_DEPTH) {
     errno = ELOOP;
     return -1;
   }
@@ -217,20 +219,92 @@ int td_fs_open_temp(const char *path, char **tmp_out) {
   return -1;
 }
 
+/* ------------------------------------------------------------------ the commits */
+
+/* tmp to path: rename() over what is there when replace, else link(), which refuses an
+ * existing path atomically (rename() where the file system has no hard links, after a
+ * look that is not atomic there). -1 with errno (EEXIST: path exists). */
+static int move_file(const char *tmp, const char *path, bool replace) {
+  if (replace) return rename(tmp, path);
+  if (link(tmp, path) == 0) return 0;
+  if (errno != EPERM && errno != ENOTSUP && errno != ENOSYS) return -1;
+  if (access(path, F_OK) == 0) return errno = EEXIST, -1;
+  return rename(tmp, path);
+}
+
+int td_fs_commit_file(const char *tmp, const char *path, bool replace, int32_t flags) {
+  int rc = move_file(tmp, path, replace), err = errno;
+  if (rc != 0 || !replace) unlink(tmp); /* after a link, or a failure: the name goes */
+  if (rc == 0) {
+    char *dir = td_fs_dir_of(path);
+    if (dir) td_fs_sync_dir(dir, flags); /* best effort: some file systems refuse it */
+    free(dir);
+  }
+  errno = err;
+  return rc;
+}
+
 int td_fs_publish(int fd, const char *tmp, const char *path, int32_t flags) {
   int rc = td_fs_sync(fd, flags);
   int err = rc ? errno : 0;
   if (close(fd) != 0 && !rc) rc = -1, err = errno;
-  if (!rc && rename(tmp, path) != 0) rc = -1, err = errno;
   if (rc) {
     unlink(tmp);
     errno = err;
     return -1;
   }
-  char *dir = td_fs_dir_of(path);
-  if (dir) td_fs_sync_dir(dir, flags); /* best effort: some file systems refuse it */
-  free(dir);
-  return 0;
+  return td_fs_commit_file(tmp, path, true, flags);
+}
+
+/* The folder tmp to name (both in parentfd): renameat2's RENAME_NOREPLACE when nothing
+ * is there, RENAME_EXCHANGE over a folder when replace (*replaced: the old one is at tmp
+ * now). Where the file system has neither: a plain rename (it fails over a non-empty
+ * folder), or the old folder moved away to old first (a crash between the two renames
+ * leaves it at old, not at name). -1 with errno (EEXIST: name exists, replace unset). */
+static int move_dir(int parentfd, const char *tmp, const char *name, const char *old,
+                    bool replace, bool *replaced) {
+  *replaced = false;
+  for (int tries = 0; tries < 4; tries++) {
+    struct stat st;
+    bool exists = fstatat(parentfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+    if (exists && !replace) return errno = EEXIST, -1;
+    if (!exists) {
+      if (renameat2(parentfd, tmp, parentfd, name, RENAME_NOREPLACE) == 0) return 0;
+      if (errno == EEXIST) continue;
+      if (errno != EINVAL && errno != ENOSYS) return -1;
+      return renameat(parentfd, tmp, parentfd, name);
+    }
+    if (renameat2(parentfd, tmp, parentfd, name, RENAME_EXCHANGE) == 0) {
+      *replaced = true;
+      return 0;
+    }
+    if (errno == ENOENT) continue;
+    if (errno != EINVAL && errno != ENOSYS) return -1;
+    if (renameat(parentfd, name, parentfd, old) != 0) return -1;
+    if (renameat(parentfd, tmp, parentfd, name) != 0) {
+      int e = errno;
+      renameat(parentfd, old, parentfd, name);
+      errno = e;
+      return -1;
+    }
+    *replaced = true;
+    return 0;
+  }
+  return -1;
+}
+
+int td_fs_commit_dir(int parentfd, const char *tmp, const char *name, const char *old,
+                     bool replace, int32_t flags, bool *moved) {
+  bool replaced;
+  *moved = move_dir(parentfd, tmp, name, old, replace, &replaced) == 0;
+  if (!*moved) return -1;
+  int rc = td_fs_sync(parentfd, flags), err = errno;
+  if (replaced) { /* the old folder: at tmp (exchanged) or at old (moved away) */
+    td_fs_rm_tree(parentfd, tmp);
+    td_fs_rm_tree(parentfd, old);
+  }
+  errno = err;
+  return rc;
 }
 
 /* ------------------------------------------------------------------- the syncs */

@@ -1,8 +1,8 @@
 /*
- * dict_consolidate.h: a whole container in one file, in Python tensordict's
+ * consolidate.h: a whole container in one file, in Python tensordict's
  * consolidated layout (td.consolidate(filename=...) and TensorDict.from_consolidated
  * of tensordict 0.15: tensordict/_base/serialization.py and _reductions.py).
- * dict_consolidate_save.c writes it (td_dict_consolidate), dict_consolidate_load.c
+ * consolidate_save.c writes it (td_dict_consolidate), consolidate_load.c
  * reads it (td_dict_from_consolidated); this header holds the layout both follow.
  *
  * The file:
@@ -34,12 +34,12 @@
  * (shapes, offsets, big non-tensor integers) and keeps non-tensor values' number
  * literals as written.
  */
-#ifndef TD_DICT_CONSOLIDATE_H
-#define TD_DICT_CONSOLIDATE_H
+#ifndef TD_STORE_CONSOLIDATE_H
+#define TD_STORE_CONSOLIDATE_H
 
 #include <string.h>
 
-#include "dict_internal.h"
+#include "store_internal.h"
 
 /* The keys of a container's metadata object that are not children: a nested container
  * or a stacked value cannot be saved under one of them. */

@@ -1,7 +1,7 @@
 /*
- * dict_pyformat.c: the pieces of Python tensordict's on-disk formats that both layouts
- * need, the memmap folders (dict_memmap*.c) and the consolidated file
- * (dict_consolidate.c): torch dtype names, the hash of value texts and the legacy
+ * pyformat.c: the pieces of Python tensordict's on-disk formats that both layouts
+ * need, the memmap folders (memmap*.c) and the consolidated file
+ * (consolidate_*.c): torch dtype names, the hash of value texts and the legacy
  * (robust_key=False) file names the memmap loader falls back to. (Their JSON,
  * written the way Python's json.dumps writes it, is the JSON layer's: core/src/json*.c.)
  */
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dict_internal.h"
+#include "store_internal.h"
 
 /* ------------------------------------------------------------------ dtype names */
 
