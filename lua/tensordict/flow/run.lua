@@ -12,7 +12,8 @@ local fail, describe = util.fail, util.describe
 
 local M = {}
 
-local RUN_OPTS = { seed = true, workers = true, on_batch = true, ctx = true }
+-- seed is checked below (an integer), workers by the nodes that take it (Map).
+local RUN_OPTIONS = { seed = "any", workers = "any", on_batch = "function", ctx = "table" }
 
 local function check_role(x, role, methods)
   if type(x) ~= "table" then
@@ -45,13 +46,7 @@ end
 -- every node's open as ctx.seed), workers (ctx.workers, a default for Map), ctx (more
 -- fields for open), on_batch(summary) called after each source batch.
 function M.run(source, node, sink, opts)
-  opts = opts or {}
-  if type(opts) ~= "table" then fail(("run: options must be a table, got %s"):format(describe(opts))) end
-  for k in pairs(opts) do
-    if not RUN_OPTS[k] then
-      fail(("run: unknown option '%s' (options: ctx, on_batch, seed, workers)"):format(tostring(k)))
-    end
-  end
+  opts = util.options("run", opts, RUN_OPTIONS)
   check_role(source, "source", { "iter" })
   if type(node) == "table" and not core.is_node(node) and node[1] ~= nil then node = Seq.new(node) end
   if node ~= nil and not core.is_node(node) then
