@@ -10,6 +10,7 @@ local T = require("tensordict")
 local C = require("tensordict.lib").C
 local util = require("tensordict.util")
 local flow = require("tensordict.flow")
+local meter = require("tensordict.flow.meter")
 local recipe = require("tensordict.recipe")
 local plugins = require("tensordict.plugins")
 local progress = require("tensordict.host.progress")
@@ -17,7 +18,7 @@ local report = require("tensordict.host.report")
 local inspect = require("tensordict.host.inspect")
 local host_dist = require("tensordict.host.dist")
 
-local now = util.now
+local now, took, gave, spent = util.now, meter.took, meter.gave, meter.spent
 local SIGINT = 2
 
 local M = {}
@@ -92,11 +93,10 @@ local function timed_source(source, stat)
     return function()
       local t0 = now()
       local td = nxt()
-      stat.seconds = stat.seconds + (now() - t0)
+      spent(stat, t0)
       if td then
-        stat.batches_in, stat.batches_out = stat.batches_in + 1, stat.batches_out + 1
-        local rows = td:batch_dims() == 0 and 1 or #td
-        stat.rows_in, stat.rows_out = stat.rows_in + rows, stat.rows_out + rows
+        took(stat, td)
+        gave(stat, td)
       end
       return td
     end
@@ -112,14 +112,13 @@ local function timed_sink(sink, stat)
   function proxy.write(_, td)
     local t0 = now()
     sink:write(td)
-    stat.seconds = stat.seconds + (now() - t0)
-    local rows = td:batch_dims() == 0 and 1 or #td
-    stat.batches_in, stat.rows_in = stat.batches_in + 1, stat.rows_in + rows
+    spent(stat, t0)
+    took(stat, td)
   end
   function proxy.finish()
     local t0 = now()
     local r = sink:finish()
-    stat.seconds = stat.seconds + (now() - t0)
+    spent(stat, t0)
     return r
   end
   for _, m in ipairs({ "open", "close", "abort" }) do
@@ -128,15 +127,11 @@ local function timed_sink(sink, stat)
   return proxy
 end
 
-local function new_stat(where, type_name)
-  return { where = where, type = type_name, seconds = 0, batches_in = 0, rows_in = 0, batches_out = 0, rows_out = 0 }
-end
-
 -- What a finished run produced, for the last lines.
 local function describe_result(result)
   if T.is_tensordict(result) then
     local prefix = result:memmap_prefix()
-    local rows = result:batch_dims() > 0 and #result or 1
+    local rows = meter.rows(result)
     if prefix then
       return ("output: %s (%d rows). Open it with T.load_memmap(%q) in Lua or tdrepl, "
         .. "or tensordict.TensorDict.load_memmap(%q) in Python."):format(prefix, rows, prefix, prefix)
@@ -159,7 +154,7 @@ function M.execute(r, opts)
   local interrupts = opts.interrupts or C.td_signal_count(SIGINT)
   local d = opts.dist
   r.node:set_profile(true)
-  local src_stat, sink_stat = new_stat("source", r.source.type_name or "?"), new_stat("sink", r.sink.type_name or "?")
+  local src_stat, sink_stat = meter.new("source", r.source.type_name or "?"), meter.new("sink", r.sink.type_name or "?")
   local total = r.source.len and r.source:len() or nil
   local bar = progress.new({ total = total, quiet = opts.quiet or (d and d.rank ~= 0) })
   local ranks = d and d.size or 1

@@ -6,9 +6,11 @@
 local util = require("tensordict.util")
 local random = require("tensordict.random")
 local core = require("tensordict.flow.core")
+local meter = require("tensordict.flow.meter")
 local Seq = require("tensordict.flow.seq")
 
 local fail, describe = util.fail, util.describe
+local now, took, gave = meter.now, meter.took, meter.gave
 
 local M = {}
 
@@ -24,11 +26,6 @@ local function check_role(x, role, methods)
       fail(("run: the %s has no %s method (a %s needs %s)"):format(role, m, role, table.concat(methods, ", ")))
     end
   end
-end
-
-local function rows(td)
-  if td:batch_dims() == 0 then return 1 end
-  return #td
 end
 
 -- The position of a failure inside node, for messages.
@@ -59,19 +56,18 @@ function M.run(source, node, sink, opts)
   local ctx = {}
   for k, v in pairs(opts.ctx or {}) do ctx[k] = v end
   ctx.seed, ctx.workers = seed, opts.workers
-  local summary = { batches_in = 0, rows_in = 0, batches_out = 0, rows_out = 0, seconds = 0 }
+  local summary = meter.new()
   local on_batch = opts.on_batch
   local phase, opened = "source", {}
 
   local function emit(td)
     phase = "sink"
     sink:write(td)
-    summary.batches_out = summary.batches_out + 1
-    summary.rows_out = summary.rows_out + rows(td)
+    gave(summary, td)
     phase = "node"
   end
 
-  local t0 = util.now()
+  local t0 = now()
   local result
   local ok, err = xpcall(function()
     random.manual_seed(seed)
@@ -94,8 +90,7 @@ function M.run(source, node, sink, opts)
       phase = "source"
       local td = nxt()
       if td == nil then break end
-      summary.batches_in = summary.batches_in + 1
-      summary.rows_in = summary.rows_in + rows(td)
+      took(summary, td)
       phase = "node"
       if node == nil then
         emit(td)
@@ -107,7 +102,7 @@ function M.run(source, node, sink, opts)
         push(node, td, emit)
       end
       if on_batch then
-        summary.seconds = util.now() - t0
+        summary.seconds = now() - t0
         on_batch(summary)
       end
       if node and (node.done or (node.is_done and node:is_done())) then break end
@@ -122,7 +117,7 @@ function M.run(source, node, sink, opts)
     end
     return e
   end)
-  summary.seconds = util.now() - t0
+  summary.seconds = now() - t0
 
   -- close nodes (workers stop) before the sink is aborted, the source last
   local close_err

@@ -4,6 +4,7 @@
 local join = require("tensordict.td_join")
 local random = require("tensordict.random")
 local core = require("tensordict.flow.core")
+local meter = require("tensordict.flow.meter")
 
 ------------------------------------------------------------------------ TensorSource
 
@@ -116,7 +117,7 @@ local Discard = core.define("Discard", {
 })
 
 function Discard:open() self.rows = 0 end
-function Discard:write(td) self.rows = (self.rows or 0) + (td:batch_dims() == 0 and 1 or #td) end
+function Discard:write(td) self.rows = (self.rows or 0) + meter.rows(td) end
 function Discard:finish() return self.rows or 0 end
 function Discard:abort() self.rows = 0 end
 
