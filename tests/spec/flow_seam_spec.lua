@@ -1,0 +1,67 @@
+-- flow_seam_spec.lua: where the flow layer meets hosts. flow.run owns the run's
+-- accounting (profile = true: the source's, every step's and the sink's own time and
+-- rows; tdflow only formats them).
+local T = require("tensordict")
+local H = require("helpers")
+local flow = T.flow
+
+-- rows 1..n: x = i (float32), ok = i odd
+local function data(n)
+  local x = T.arange(1, n, "float32")
+  return T.TensorDict({ x = x, ok = (x % 2):eq(1) }, { n })
+end
+
+-- { where, type, batches_in, rows_in, batches_out, rows_out } of a profile row
+local function counts(p) return { p.where, p.type, p.batches_in, p.rows_in, p.batches_out, p.rows_out } end
+
+describe("flow.run profile = true", function()
+  it("meters the source, each step (nested ones under their paths) and the sink", function()
+    local seq = flow.Seq { flow.Filter { where = "ok" }, flow.Seq { flow.Rebatch { size = 4 } } }
+    local out, summary = flow.run(flow.TensorSource { td = data(20), batch_size = 5 }, seq, flow.Collect {},
+      { profile = true })
+    assert.are.equal(3, #out)
+    local nodes = summary.nodes
+    assert.are.equal(4, #nodes)
+    assert.are.same({ "source", "TensorSource", 4, 20, 4, 20 }, counts(nodes[1]))
+    assert.are.same({ "steps[1]", "Filter", 4, 20, 4, 10 }, counts(nodes[2]))
+    assert.are.same({ "steps[2].steps[1]", "Rebatch", 4, 10, 3, 10 }, counts(nodes[3]))
+    assert.are.same({ "sink", "Collect", 3, 10, 3, 10 }, counts(nodes[4]))
+    for _, p in ipairs(nodes) do assert.is_true(p.seconds >= 0 and p.seconds <= summary.seconds) end
+    assert.are.same({ 4, 20, 3, 10 }, { summary.batches_in, summary.rows_in, summary.batches_out, summary.rows_out })
+    -- profiling ends with the run: a later run counts nothing into the steps
+    assert.are.same({}, seq:profile())
+  end)
+
+  it("meters a single node and no node, and a batch of batch size [] counts one row", function()
+    local _, one = flow.run(flow.TensorSource { td = data(6), batch_size = 4 }, flow.Filter { where = "ok" },
+      flow.Discard {}, { profile = true })
+    assert.are.same({ "source", "steps[1]", "sink" }, { one.nodes[1].where, one.nodes[2].where, one.nodes[3].where })
+    assert.are.same({ "steps[1]", "Filter", 2, 6, 2, 3 }, counts(one.nodes[2]))
+    local rows, none = flow.run(flow.TensorSource { td = data(3), batch_size = 3 }, flow.Unbatch {},
+      flow.Discard {}, { profile = true })
+    assert.are.equal(3, rows) -- three rows of batch size [], one each
+    assert.are.same({ "sink", "Discard", 3, 3, 3, 3 }, counts(none.nodes[3]))
+    local _, direct = flow.run(flow.TensorSource { td = data(3), batch_size = 2 }, nil, flow.Discard {},
+      { profile = true })
+    assert.are.equal(2, #direct.nodes)
+    assert.is_nil(select(2, flow.run(flow.TensorSource { td = data(3), batch_size = 2 }, nil, flow.Discard {})).nodes)
+  end)
+
+  it("names a failing single node as without profiling", function()
+    local bad = flow.Lambda { fn = function() error("boom") end }
+    for _, profile in ipairs({ false, true }) do
+      H.raises(function()
+        flow.run(flow.TensorSource { td = data(2), batch_size = 1 }, bad, flow.Collect {}, { profile = profile })
+      end, "tensordict: Lambda: boom")
+    end
+    for _, profile in ipairs({ false, true }) do
+      H.raises(function()
+        flow.run(flow.TensorSource { td = data(2), batch_size = 1 }, flow.Cast { dtype = "float64", keys = "nope" },
+          flow.Collect {}, { profile = profile })
+      end, "tensordict: Cast: key 'nope' is missing from the batch")
+    end
+    H.raises(function()
+      flow.run(flow.TensorSource { td = data(2), batch_size = 1 }, nil, flow.Collect {}, { profile = 1 })
+    end, "run: option profile must be a boolean, got 1")
+  end)
+end)
