@@ -260,7 +260,10 @@ function M.prepare(source, opts)
     if t[field] ~= nil then t[field] = expand_vars(t[field], vars, field, problems) end
   end
 
-  local defaults = { batch_size = t.batch_size, workers = t.workers }
+  -- Pipeline settings: seed and workers reach the nodes at open, through flow.run's
+  -- ctx (r.seed, r.workers); batch_size is needed to make a source, so it is filled
+  -- into the steps that take it and leave it out.
+  local defaults = { batch_size = t.batch_size }
   local r = { path = type(source) == "string" and source or nil, seed = t.seed or 0, workers = t.workers,
     vars = vars, name = t.name, description = t.description, steps = {} }
   if t.source == nil then

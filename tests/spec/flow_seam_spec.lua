@@ -1,9 +1,11 @@
 -- flow_seam_spec.lua: where the flow layer meets hosts. flow.run owns the run's
 -- accounting (profile = true: the source's, every step's and the sink's own time and
--- rows; tdflow only formats them).
+-- rows; tdflow only formats them); pipeline settings (seed, workers) reach nodes by
+-- one road, the run's ctx, and batch_size by the recipe's builder.
 local T = require("tensordict")
 local H = require("helpers")
 local flow = T.flow
+local recipe = require("tensordict.recipe")
 
 -- rows 1..n: x = i (float32), ok = i odd
 local function data(n)
@@ -63,5 +65,25 @@ describe("flow.run profile = true", function()
     H.raises(function()
       flow.run(flow.TensorSource { td = data(2), batch_size = 1 }, nil, flow.Collect {}, { profile = 1 })
     end, "run: option profile must be a boolean, got 1")
+  end)
+end)
+
+describe("pipeline settings reach nodes by one road", function()
+  it("a recipe's workers and seed reach Map at open through the run's ctx, not its parameters", function()
+    local calls = 0 -- counts in this process only: Map runs inline with workers = 0
+    flow.register_function("seam.draw", function(td) calls = calls + 1; td.r = T.rand(#td); return td end)
+    local r = recipe.load({ workers = 0, seed = 5, batch_size = 2,
+      source = { use = "TensorSource", td = data(6) }, steps = { { use = "Map", fn = "seam.draw" } },
+      sink = { use = "Collect" } })
+    local map = r.steps[1]
+    assert.is_nil(map.p.workers)
+    assert.are.same({ type = "Map", fn = "seam.draw" }, map:spec())
+    assert.are.equal(2, r.source.p.batch_size) -- batch_size: filled in when the source is made
+    local a = recipe.run(r)
+    assert.are.equal(3, calls)
+    -- the same seed through flow.run's option: the same draws
+    local b = flow.run(flow.TensorSource { td = data(6), batch_size = 2 },
+      flow.Map { fn = function(td) td.r = T.rand(#td); return td end, workers = 0 }, flow.Collect {}, { seed = 5 })
+    for i = 1, 3 do assert.are.same(a[i].r:totable(), b[i].r:totable()) end
   end)
 end)

@@ -104,6 +104,16 @@ function M.get(node, td, key)
   return v
 end
 
+-- A pipeline setting (seed, workers) as a node reads it at open: its own parameter
+-- p[name] when given, else the run's ctx[name] (flow.run's option, a recipe's top-level
+-- field), else fallback. The one road by which run-wide values reach nodes.
+function M.setting(p, name, ctx, fallback)
+  local v = p[name]
+  if v == nil and ctx then v = ctx[name] end
+  if v == nil then v = fallback end
+  return v
+end
+
 -- td itself, or a shallow unlocked copy when it is locked (nodes write into the batch
 -- they get; a memmap load is locked).
 function M.writable(td)

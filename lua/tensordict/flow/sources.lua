@@ -54,7 +54,7 @@ end
 local function row_batches(td, b, p, ctx)
   local lo, hi = shard_rows(#td, ctx)
   local n = hi - lo + 1
-  local gen = p.shuffle and random.Generator(p.seed or (ctx and ctx.seed) or 0)
+  local gen = p.shuffle and random.Generator(core.setting(p, "seed", ctx, 0))
   local epochs = p.epochs or 1
   local epoch, start, order = 0, n + 1, nil
   if not gen and (lo ~= 1 or hi ~= #td) then td = td[{ { lo, hi } }] end
