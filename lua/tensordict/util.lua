@@ -236,4 +236,11 @@ function M.nearest(word, names)
   return nil
 end
 
+-- The hint an unknown name's message ends with: " (did you mean 'best'?)", or "" when
+-- no name is close (or word is not a string).
+function M.did_you_mean(word, names)
+  local best = type(word) == "string" and M.nearest(word, names)
+  return best and (" (did you mean '" .. best .. "'?)") or ""
+end
+
 return M

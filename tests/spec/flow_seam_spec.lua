@@ -1,7 +1,8 @@
 -- flow_seam_spec.lua: where the flow layer meets hosts. flow.run owns the run's
 -- accounting (profile = true: the source's, every step's and the sink's own time and
--- rows; tdflow only formats them); pipeline settings (seed, workers) reach nodes by
--- one road, the run's ctx, and batch_size by the recipe's builder.
+-- rows; tdflow only formats them); one builder reads one spec dialect (type and use
+-- are one field); pipeline settings (seed, workers) reach nodes by one road, the run's
+-- ctx, and batch_size by the builder.
 local T = require("tensordict")
 local H = require("helpers")
 local flow = T.flow
@@ -65,6 +66,36 @@ describe("flow.run profile = true", function()
     H.raises(function()
       flow.run(flow.TensorSource { td = data(2), batch_size = 1 }, nil, flow.Collect {}, { profile = 1 })
     end, "run: option profile must be a boolean, got 1")
+  end)
+end)
+
+describe("one spec dialect, one builder", function()
+  it("flow.build takes use as well as type, and refuses a spec where they differ", function()
+    local a = flow.build({ use = "Rebatch", size = 3 })
+    assert.are.same({ type = "Rebatch", size = 3 }, a:spec())
+    local b = flow.build({ type = "Seq", steps = { { use = "Take", n = 1 }, { type = "Rebatch", size = 2 } } })
+    assert.are.same({ type = "Seq", steps = { { type = "Take", n = 1 }, { type = "Rebatch", size = 2 } } }, b:spec())
+    H.raises(function() flow.build({ use = "Take", type = "Rebatch", n = 1 }) end,
+      "build: use and type name different node types (\"Take\", \"Rebatch\")")
+    H.raises(function() flow.build({ use = "Tkae", n = 1 }) end,
+      "build: unknown node type 'Tkae' (did you mean 'Take'?)")
+    H.raises(function() flow.build({ type = "Rebatch", size = 0 }) end, "Rebatch: size: expected integer >= 1, got 0")
+  end)
+
+  it("a recipe takes type as well as use, with the problem's path naming the field written", function()
+    local r = recipe.load({ source = { type = "TensorSource", td = data(4), batch_size = 2 },
+      steps = { { type = "Take", n = 3 } }, sink = { type = "Collect", cat = true } })
+    local out = recipe.run(r)
+    assert.are.equal(3, #out)
+    local problems = recipe.check({ source = { type = "TensorSorce", td = data(4), batch_size = 2 },
+      steps = { { use = "Take", type = "Seq", n = 3 }, { type = "Rebatch", size = 0 } } })
+    assert.are.same({
+      "source.type: unknown node type \"TensorSorce\" (did you mean 'TensorSource'?)",
+      "steps[1]: use and type name different node types (\"Take\", \"Seq\")",
+      "steps[2].size: expected integer >= 1, got 0",
+    }, problems)
+    assert.are.same({ 'steps: expected a list of steps, got a table' },
+      recipe.check({ source = { use = "TensorSource", td = data(4), batch_size = 2 }, steps = { type = "Take" } }))
   end)
 end)
 

@@ -205,7 +205,7 @@ KINDS.node = {
   expect = "a node (or a node's spec)",
   check = function(v)
     if M.is_node(v) then return v end
-    if type(v) == "table" and type(v.type) == "string" then return M.build(v) end
+    if type(v) == "table" and type(M.spec_type(v)) == "string" then return M.build(v) end
     return nil
   end,
 }
@@ -249,9 +249,8 @@ function M.check_params(cls, params, where)
     if k ~= "type" and not known[k] then
       local names = {}
       for _, spec in ipairs(cls.params) do names[#names + 1] = spec[1] end
-      local hint = type(k) == "string" and M.nearest(k, names)
       problems[#problems + 1] = ("%s%s: unknown parameter%s (%s)"):format(where,
-        tostring(k), hint and (" (did you mean '" .. hint .. "'?)") or "",
+        tostring(k), util.did_you_mean(k, names),
         #names > 0 and ("parameters: " .. table.concat(names, ", ")) or (cls.type_name .. " takes no parameters"))
     end
   end
@@ -514,24 +513,17 @@ end
 
 function M.type_names() return sorted_keys(M.registry) end
 
--- flow.build(spec): the node (source, sink) a spec describes.
+-- The type a spec names, and the field naming it: spec() writes type, recipes write use.
+-- They are one field under two names (flow/build.lua refuses a spec where they differ).
+function M.spec_type(spec)
+  if spec.use ~= nil then return spec.use, "use" end
+  return spec.type, "type"
+end
+
+-- flow.build(spec): the node (source, sink) a spec describes; raises its problems. The
+-- builder is flow/build.lua, required here at the call: it requires this module.
 function M.build(spec)
-  if type(spec) ~= "table" or M.is_node(spec) then
-    fail(("build: expected a spec table with a 'type' field, got %s"):format(describe(spec)))
-  end
-  local name = spec.type
-  if type(name) ~= "string" then
-    fail(("build: the spec has no 'type' string (got %s)"):format(describe(name)))
-  end
-  local ctor = M.registry[name]
-  if not ctor then
-    local hint = M.nearest(name, M.type_names())
-    fail(("build: unknown node type '%s'%s"):format(name, hint and (" (did you mean '" .. hint .. "'?)") or ""))
-  end
-  local params = {}
-  for k, v in pairs(spec) do if k ~= "type" then params[k] = v end end
-  if type(ctor) == "function" then return ctor(params) end
-  return ctor.new(params)
+  return require("tensordict.flow.build").build(spec)
 end
 
 return M
