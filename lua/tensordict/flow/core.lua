@@ -86,21 +86,22 @@ function M.keys_text(td)
   return #keys == 0 and "none" or table.concat(parts, ", ")
 end
 
+-- What a node says of a key its batch lacks: the key and the batch's keys.
+function M.missing_key(td, key)
+  return ("key %s is missing from the batch (its keys: %s)"):format(M.key_text(key), M.keys_text(td))
+end
+
 -- Raises naming the node, the first missing key and the batch's keys.
 function M.require_keys(node, td, keys)
   for i = 1, #keys do
-    if td:get(keys[i]) == nil then
-      node:fail("key %s is missing from the batch (its keys: %s)", M.key_text(keys[i]), M.keys_text(td))
-    end
+    if td:get(keys[i]) == nil then node:fail(M.missing_key(td, keys[i])) end
   end
 end
 
 -- The value at key, or a clear error from the node.
 function M.get(node, td, key)
   local v = td:get(key)
-  if v == nil then
-    node:fail("key %s is missing from the batch (its keys: %s)", M.key_text(key), M.keys_text(td))
-  end
+  if v == nil then node:fail(M.missing_key(td, key)) end
   return v
 end
 
