@@ -10,7 +10,6 @@ local T = require("tensordict")
 local C = require("tensordict.lib").C
 local util = require("tensordict.util")
 local flow = require("tensordict.flow")
-local meter = require("tensordict.flow.meter")
 local recipe = require("tensordict.recipe")
 local plugins = require("tensordict.plugins")
 local progress = require("tensordict.host.progress")
@@ -19,6 +18,7 @@ local inspect = require("tensordict.host.inspect")
 local host_dist = require("tensordict.host.dist")
 
 local now = util.now
+local kit = flow.kit.new()
 local SIGINT = 2
 
 local M = {}
@@ -102,7 +102,7 @@ end
 local function describe_result(result)
   if T.is_tensordict(result) then
     local prefix = result:memmap_prefix()
-    local rows = meter.rows(result)
+    local rows = kit.rows(result)
     if prefix then
       return ("output: %s (%d rows). Open it with T.load_memmap(%q) in Lua or tdrepl, "
         .. "or tensordict.TensorDict.load_memmap(%q) in Python."):format(prefix, rows, prefix, prefix)
@@ -179,13 +179,13 @@ function M.run_command(args, out, err)
     if line then say(out, line) end
   end
   if args.report then
-    local f, ferr = io.open(args.report, "wb")
-    if not f then
-      say(err, ("tdflow: --report %s: %s"):format(args.report, ferr))
+    -- committed like every save (temporary, fsync, rename): never a torn report
+    local wok, werr = pcall(kit.write_file, args.report, report.json(rep) .. "\n",
+      { who = "--report " .. args.report })
+    if not wok then
+      say(err, "tdflow: " .. message(werr))
       return M.EXIT_RUNTIME
     end
-    f:write(report.json(rep), "\n")
-    f:close()
   end
   return M.EXIT_OK
 end

@@ -10,10 +10,13 @@ local M = {}
 -- metamethods, where counting levels by hand goes wrong.
 local own_prefix = "@" .. ((debug.getinfo(1, "S").source:match("^@(.*[/\\])[^/\\]*$")) or "")
 
--- True for a chunk of this folder's modules (flow/ and host/ included).
+-- True for a chunk of this folder's modules (flow/ and host/ included). A path that
+-- leaves the folder ("lua/tensordict/../../plugins/x.lua", how the plugin loader names
+-- the tree's plugins) is not the library's.
 local function is_own(source)
-  return source:sub(1, #own_prefix) == own_prefix
+  return source:sub(1, #own_prefix) == own_prefix and not source:find("/../", #own_prefix, true)
 end
+M.is_own_source = is_own
 
 -- The error level of the first frame outside the library and outside the chunk skip (a
 -- plugin's file: its users are blamed, not the plugin); the first frame of skip itself

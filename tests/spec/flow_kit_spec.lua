@@ -204,4 +204,19 @@ describe("flow.kit.write_file", function()
   end)
 end)
 
+describe("the physics plugin on the kit", function()
+  it("reaches no internal module: it requires tensordict alone", function()
+    local text = assert(H.read("plugins/physics.lua"))
+    local required = {}
+    for line in text:gmatch("[^\n]+") do
+      if not line:match("^%s*%-%-") then
+        for name in line:gmatch("require%(\"([^\"]+)\"%)") do required[#required + 1] = name end
+      end
+    end
+    assert.are.same({ "tensordict" }, required)
+    assert.is_nil(text:find("debug%.getinfo"))
+    assert.is_nil(text:find("io%.open"))
+  end)
+end)
+
 os.execute("rm -rf '" .. dir .. "'")
