@@ -53,31 +53,37 @@ local function spec_type(spec, o)
   return name
 end
 
+-- A spec's parameters: every field but the one naming its type.
+local function params_of(spec)
+  local params = {}
+  for k, v in pairs(spec) do
+    if k ~= "use" and k ~= "type" then params[k] = v end
+  end
+  return params
+end
+
 -- The parameters of a spec of class cls: nested step specs (params of kind node and
 -- nodes) built with their paths, then o.defaults for parameters the spec leaves out.
 -- Returns them and whether every nested step was built.
 local function recipe_params(spec, cls, o)
   local known = {}
   for _, p in ipairs(cls.params) do known[p[1]] = p end
-  local params, all_built = {}, true
+  local params, all_built = params_of(spec), true
   local sub = { problems = o.problems, defaults = o.defaults }
-  for k, v in pairs(spec) do
-    if k ~= "use" and k ~= "type" then
-      local p = known[k]
-      if p and p[2] == "nodes" and type(v) == "table" then
-        local list = {}
-        for i, step in ipairs(v) do
-          sub.where = ("%s.%s[%d]"):format(o.where, k, i)
-          list[i] = M.node(step, sub)
-          all_built = all_built and list[i] ~= nil
-        end
-        v = list
-      elseif p and p[2] == "node" and type(v) == "table" then
-        sub.where = o.where .. "." .. k
-        v = M.node(v, sub)
-        all_built = all_built and v ~= nil
+  for k, v in pairs(params) do
+    local p = known[k]
+    if p and p[2] == "nodes" and type(v) == "table" then
+      local list = {}
+      for i, step in ipairs(v) do
+        sub.where = ("%s.%s[%d]"):format(o.where, k, i)
+        list[i] = M.node(step, sub)
+        all_built = all_built and list[i] ~= nil
       end
-      params[k] = v
+      params[k] = list
+    elseif p and p[2] == "node" and type(v) == "table" then
+      sub.where = o.where .. "." .. k
+      params[k] = M.node(v, sub)
+      all_built = all_built and params[k] ~= nil
     end
   end
   for name, value in pairs(o.defaults or {}) do
@@ -98,15 +104,11 @@ function M.node(spec, o)
   if not name then return nil end
   local cls, where, problems = core.registry[name], o.where, o.problems
   if not where then -- flow.build: nested specs are built by the "node" parameter kind
-    local params = {}
-    for k, v in pairs(spec) do if k ~= "use" and k ~= "type" then params[k] = v end end
-    if type(cls) == "function" then return cls(params) end
-    return cls.new(params)
+    if type(cls) == "function" then return cls(params_of(spec)) end
+    return cls.new(params_of(spec))
   end
   if type(cls) == "function" then -- a plugin's plain constructor: its own checks
-    local params = {}
-    for k, v in pairs(spec) do if k ~= "use" and k ~= "type" then params[k] = v end end
-    local ok, node = pcall(cls, params)
+    local ok, node = pcall(cls, params_of(spec))
     if ok then return node end
     problems[#problems + 1] = ("%s: %s"):format(where, reason(node))
     return nil
