@@ -17,38 +17,13 @@ local LOADED = "tensordict.plugins.physics"
 if package.loaded[LOADED] then return package.loaded[LOADED] end
 
 local T = require("tensordict")
-local flow = require("tensordict.flow")
-local core = require("tensordict.flow.core")
-local util = require("tensordict.util")
+local flow = T.flow
 
-local describe, format_list = util.describe, util.format_list
+-- The plugin API (docs/flow.md): its errors blame the line that called the plugin.
+local kit = flow.kit.new()
+local fail, describe, format_list, key_text = kit.fail, kit.describe, kit.format_list, kit.key_text
 local is_tensor = T.is_tensor
 local E = T.ellipsis
-
-------------------------------------------------------------------------- errors
-
--- Errors blame the user's line: the first frame outside this file and the library's
--- Lua folder (as util.fail does for the library, which would blame this file).
-local this_file = debug.getinfo(1, "S").source
-local lib_prefix = debug.getinfo(util.fail, "S").source:match("^(@.*[/\\])") or "@"
-
-local function user_level()
-  local level = 3 -- 1: user_level, 2: fail, 3: fail's caller
-  while true do
-    local info = debug.getinfo(level, "S")
-    if not info then return 1 end
-    local src = info.source
-    if info.what ~= "C" and src ~= this_file and src:sub(1, #lib_prefix) ~= lib_prefix then
-      return level - 1
-    end
-    level = level + 1
-  end
-end
-
--- Raises "tensordict: <who>: <message>"; who is "physics.<fn>" or a node's type.
-local function fail(who, fmt, ...)
-  error(("tensordict: %s: " .. fmt):format(who, ...), user_level())
-end
 
 ------------------------------------------------------------------------- checks
 
@@ -249,19 +224,19 @@ end
 
 -- Reads and checks the inputs `needs` names from td, for node self.
 local function inputs(self, td, needs)
-  local who, p = self.type_name, self.p
+  local who, p = self, self.p
   local x = { k = p.k, potential = p.potential }
   local want = {}
   for _, n in ipairs(needs) do want[n] = true end
-  if want.pos then x.pos = check_vec(who, "key " .. core.key_text(p.pos), core.get(self, td, p.pos)) end
-  if want.vel then x.vel = check_vec(who, "key " .. core.key_text(p.vel), core.get(self, td, p.vel)) end
+  if want.pos then x.pos = check_vec(who, "key " .. key_text(p.pos), kit.get(self, td, p.pos)) end
+  if want.vel then x.vel = check_vec(who, "key " .. key_text(p.vel), kit.get(self, td, p.vel)) end
   if x.pos and x.vel then
-    check_same(who, "key " .. core.key_text(p.pos), x.pos, "key " .. core.key_text(p.vel), x.vel)
+    check_same(who, "key " .. key_text(p.pos), x.pos, "key " .. key_text(p.vel), x.vel)
   end
   if want.mass then -- one per row of vel (or of pos: gravity's potential alone)
-    local m = core.get(self, td, p.mass)
-    local ref, rname = x.vel or x.pos, "key " .. core.key_text(x.vel and p.vel or p.pos)
-    local mname = "key " .. core.key_text(p.mass)
+    local m = kit.get(self, td, p.mass)
+    local ref, rname = x.vel or x.pos, "key " .. key_text(x.vel and p.vel or p.pos)
+    local mname = "key " .. key_text(p.mass)
     x.ms = check_mass(who, mname, m, rname, ref, ref:dim() - 1)
     x.mv = check_mass(who, mname, m, rname, ref, ref:dim())
   end
@@ -287,9 +262,8 @@ function Features:init()
   for i, name in ipairs(self.p.features) do
     local f = type(name) == "string" and FEATURE[name]
     if not f then
-      local hint = type(name) == "string" and core.nearest(name, FEATURE_NAMES)
-      fail(self.type_name, "features[%d]: unknown feature %s%s (features: %s)", i, describe(name),
-        hint and (" (did you mean '" .. hint .. "'?)") or "", table.concat(FEATURE_NAMES, ", "))
+      fail(self, "features[%d]: unknown feature %s%s (features: %s)", i, describe(name),
+        kit.did_you_mean(name, FEATURE_NAMES), table.concat(FEATURE_NAMES, ", "))
     end
     local reads = f[2]
     if name == "potential_energy" and self.p.potential == "gravity" then reads = { "pos", "mass" } end
@@ -307,13 +281,13 @@ end
 
 function Features:forward(td)
   local x = inputs(self, td, self.needs)
-  td = core.writable(td)
+  td = kit.writable(td)
   local done = {}
   for i, name in ipairs(self.p.features) do
     local f = FEATURE[name]
     if f[1] == "path_length" and x.pos:dim() ~= 3 then
-      fail(self.type_name, "path_length needs trajectories: key %s must be [B, T, 3], got %s",
-        core.key_text(self.p.pos), format_list(x.pos:shape()))
+      fail(self, "path_length needs trajectories: key %s must be [B, T, 3], got %s",
+        key_text(self.p.pos), format_list(x.pos:shape()))
     end
     done[name] = f[3](x, done)
     td:set(self.out_keys[i], done[name])
@@ -351,9 +325,9 @@ local EnergyFilter = flow.define("physics.EnergyFilter", {
 
 function EnergyFilter:init()
   local p = self.p
-  if p.min == nil and p.max == nil then fail(self.type_name, "give min, max or both") end
+  if p.min == nil and p.max == nil then fail(self, "give min, max or both") end
   if p.min and p.max and p.min > p.max then
-    fail(self.type_name, "min (%s) is greater than max (%s)", tostring(p.min), tostring(p.max))
+    fail(self, "min (%s) is greater than max (%s)", tostring(p.min), tostring(p.max))
   end
   self.in_keys = p.energy and { p.energy } or { p.pos, p.vel, p.mass }
 end
@@ -363,10 +337,10 @@ function EnergyFilter:energies(td)
   local p = self.p
   local e
   if p.energy then
-    e = core.get(self, td, p.energy)
+    e = kit.get(self, td, p.energy)
     local s = is_tensor(e) and e:shape() or {}
     if not is_tensor(e) or (#s ~= 1 and #s ~= 2) or s[1] ~= #td or not FLOATS[e:dtype()] then
-      fail(self.type_name, "key %s must be a float tensor [B] or [B, T] with B = %d, got %s", core.key_text(p.energy),
+      fail(self, "key %s must be a float tensor [B] or [B, T] with B = %d, got %s", key_text(p.energy),
         #td, is_tensor(e) and (format_list(s) .. " " .. e:dtype()) or describe(e))
     end
   else
@@ -374,7 +348,7 @@ function EnergyFilter:energies(td)
     e = maths.kinetic_energy(x.ms, x.vel, v2(x)) + potential(x)
   end
   if e:dim() == 1 then return e end
-  if e:dim() ~= 2 then fail(self.type_name, "energies must be [B] or [B, T], got %s", format_list(e:shape())) end
+  if e:dim() ~= 2 then fail(self, "energies must be [B] or [B, T], got %s", format_list(e:shape())) end
   local r = p.reduce
   if r == "first" then return e[{ {}, 1 }] end
   if r == "last" then return e[{ {}, -1 }] end
@@ -383,7 +357,7 @@ function EnergyFilter:energies(td)
 end
 
 function EnergyFilter:forward(td)
-  if td:batch_dims() < 1 then fail(self.type_name, "the batch needs a batch dim of particles, got batch size []") end
+  if td:batch_dims() < 1 then fail(self, "the batch needs a batch dim of particles, got batch size []") end
   local e, p = self:energies(td), self.p
   local keep
   if p.min then keep = e:ge(p.min) end
@@ -412,7 +386,7 @@ local Histogram = flow.define("physics.Histogram", {
 function Histogram:init()
   local p = self.p
   if not (p.min < p.max) or p.max - p.min == math.huge then
-    fail(self.type_name, "min (%s) must be less than max (%s), both finite", tostring(p.min), tostring(p.max))
+    fail(self, "min (%s) must be less than max (%s), both finite", tostring(p.min), tostring(p.max))
   end
   self.in_keys = { p.key }
   self:reset()
@@ -423,26 +397,20 @@ function Histogram:reset()
   self.underflow, self.overflow, self.nan, self.total = 0, 0, 0, 0
 end
 
-local function file_exists(path)
-  local f = io.open(path, "r")
-  if f then f:close() end
-  return f ~= nil
-end
-
 -- Refuses an existing output before any data moves.
 function Histogram:open()
   self:reset()
   local path = self.p.path
-  if path and not self.p.existsok and file_exists(path) then
-    fail(self.type_name, "path '%s' exists (set existsok = true to replace it)", path)
+  if path and not self.p.existsok and kit.exists(path) then
+    fail(self, "path '%s' exists (set existsok = true to replace it)", path)
   end
 end
 
 function Histogram:write(td)
   local p = self.p
-  local v = core.get(self, td, p.key)
+  local v = kit.get(self, td, p.key)
   if not is_tensor(v) or v:dtype() == "bool" then
-    fail(self.type_name, "key %s must be a numeric tensor, got %s", core.key_text(p.key),
+    fail(self, "key %s must be a numeric tensor, got %s", key_text(p.key),
       is_tensor(v) and "a bool tensor" or describe(v))
   end
   v = v:reshape(-1):to("float64")
@@ -472,20 +440,15 @@ function Histogram:finish()
     overflow = self.overflow, nan = self.nan, total = self.total }
   local path = self.p.path
   if path then
-    -- written beside the target and renamed over it: readers see the old file or the
-    -- whole new one, never a part
-    local tmp = path .. ".tmp"
-    local f, err = io.open(tmp, "w")
-    if not f then fail(self.type_name, "cannot write '%s': %s", tmp, tostring(err)) end
+    -- committed as the library's saves are (a temporary, fsync, rename): readers see the
+    -- old file or the whole new one, never a part
     local counts, edges = self.counts:totable(), res.edges:totable()
-    local lines = { "lo,hi,count" }
-    for i = 1, self.p.bins do
-      lines[i + 1] = ("%.15g,%.15g,%d"):format(edges[i], edges[i + 1], counts[i])
-    end
-    f:write(table.concat(lines, "\n"), "\n")
-    f:close()
-    local ok, rerr = os.rename(tmp, path)
-    if not ok then os.remove(tmp); fail(self.type_name, "cannot rename '%s' to '%s': %s", tmp, path, tostring(rerr)) end
+    kit.write_file(path, function(write)
+      write("lo,hi,count\n")
+      for i = 1, self.p.bins do
+        write(("%.15g,%.15g,%d\n"):format(edges[i], edges[i + 1], counts[i]))
+      end
+    end, { who = self })
   end
   return res
 end

@@ -728,6 +728,14 @@ int32_t td_dict_consolidate_stack(td_dict *const *members, int32_t n, int32_t st
                                   const char *filename, int32_t flags);
 td_dict *td_dict_from_consolidated_any(const char *filename, int32_t mode, int32_t *stack_dim);
 
+/* ---- files written whole, atomically (core/store/fs.c) ---- *
+ * n bytes become the whole content of the file at path: written into a temporary sibling
+ * `.<name>.tmp-<pid>-<n>` (first removing those of dead processes), fsynced unless flags
+ * hold TD_MEMMAP_NO_FSYNC, renamed over path, and path's folder synced: the commit every
+ * save uses. Readers see the old file or the whole new one; after an error or a crash
+ * path keeps what it held. */
+int32_t td_fs_write_file(const char *path, const char *bytes, int64_t n, int32_t flags);
+
 /* ---- running statistics and CSV reading (core/kernels/stats.c, core/store/csv.c) ---- */
 /* x's leading batch_dims dims index rows; the other dims, flattened row-major, are
  * features. A running state is a row count and two contiguous float64 tensors of one

@@ -307,6 +307,31 @@ int td_fs_commit_dir(int parentfd, const char *tmp, const char *name, const char
   return rc;
 }
 
+/* ------------------------------------------------------------- whole files */
+
+/* The one public door to the commit above, for files the Lua side writes whole (tdflow's
+ * --report, plugins' outputs): the same temporary, fsync and rename as every save. */
+TD_EXPORT int32_t td_fs_write_file(const char *path, const char *bytes, int64_t n, int32_t flags) {
+  if (!path || !*path || n < 0 || (n > 0 && !bytes))
+    return td_fail(TD_EINVAL, "write_file: an empty path, a negative length or NULL bytes");
+  if (flags & ~(int32_t)TD_MEMMAP_NO_FSYNC)
+    return td_fail(TD_EINVAL, "write_file: unknown flags %d (only TD_MEMMAP_NO_FSYNC)", (int)flags);
+  char *tmp = NULL;
+  int fd = td_fs_open_temp(path, &tmp);
+  if (fd < 0)
+    return td_fail(TD_EIO, "write_file: cannot create a temporary beside '%s': %s", path, strerror(errno));
+  int32_t st = 0;
+  if (!td_fs_write_all(fd, bytes, n)) {
+    st = td_fail(TD_EIO, "write_file: cannot write '%s': %s", tmp, strerror(errno));
+    close(fd);
+    unlink(tmp);
+  } else if (td_fs_publish(fd, tmp, path, flags) != 0) {
+    st = td_fail(TD_EIO, "write_file: cannot replace '%s': %s", path, strerror(errno));
+  }
+  free(tmp);
+  return st;
+}
+
 /* ------------------------------------------------------------------- the syncs */
 
 int td_fs_sync(int fd, int32_t flags) {

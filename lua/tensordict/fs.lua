@@ -1,8 +1,10 @@
 -- fs.lua: the few file-system questions the Lua side asks (a folder's entries, does a
 -- path exist, is it a folder), answered through libc with the FFI: LuaJIT has no
--- library for them and the host should not depend on one for three calls.
+-- library for them and the host should not depend on one for three calls. Files the
+-- Lua side writes whole go through the library's commit (write_atomic).
 local ffi = require("ffi")
 local once = require("tensordict.once")
+local lib = require("tensordict.lib")
 
 once("fs_cdefs", function()
   ffi.cdef [[
@@ -68,6 +70,19 @@ function M.remove_tree(path)
     os.remove(path)
   end
   return not M.exists(path)
+end
+
+-- Writes text as the whole new content of the file at path, through the commit every
+-- save uses (td_fs_write_file, core/store/fs.c): a temporary sibling, fsync (unless
+-- fsync is false), rename over path. Readers see the old file or the whole new one, and
+-- a failure or a crash leaves path as it was. true, or nil and the library's message
+-- ("cannot replace 'out.csv': Is a directory").
+function M.write_atomic(path, text, fsync)
+  local C = lib.C
+  if C.td_fs_write_file(path, text, #text, fsync == false and C.TD_MEMMAP_NO_FSYNC or 0) ~= 0 then
+    return nil, (ffi.string(C.td_last_error()):gsub("^write_file: ", ""))
+  end
+  return true
 end
 
 -- The folder holding a file path ("." for a bare name).

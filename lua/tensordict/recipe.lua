@@ -9,6 +9,7 @@
 local util = require("tensordict.util")
 local json = require("tensordict.json")
 local core = require("tensordict.flow.core")
+local build = require("tensordict.flow.build")
 local flow = require("tensordict.flow")
 local plugins = require("tensordict.plugins")
 
@@ -139,80 +140,6 @@ end
 
 ----------------------------------------------------------------------------- building
 
-local function node_params(cls)
-  local set = {}
-  for _, p in ipairs(cls.params) do set[p[1]] = p end
-  return set
-end
-
--- Builds the node a spec ({use = "Type", ...}) describes, or nil, adding problems.
--- defaults: recipe-wide values for params the spec leaves out (batch_size, workers).
-local function build(spec, where, problems, defaults, kind)
-  if core.is_node(spec) then return spec end
-  if type(spec) ~= "table" then
-    problems[#problems + 1] = ("%s: expected a step {\"use\": \"Type\", ...}, got %s"):format(where, show(spec))
-    return nil
-  end
-  local type_name = spec.use
-  if type(type_name) ~= "string" then
-    problems[#problems + 1] = ("%s.use: required: the node type (got %s)"):format(where, show(type_name))
-    return nil
-  end
-  local cls = core.registry[type_name]
-  if not cls then
-    local hint = core.nearest(type_name, core.type_names())
-    problems[#problems + 1] = ("%s.use: unknown node type %s%s"):format(where, show(type_name),
-      hint and (" (did you mean '" .. hint .. "'?)") or "")
-    return nil
-  end
-  if type(cls) == "function" then -- a plugin's plain constructor
-    local params = {}
-    for k, v in pairs(spec) do if k ~= "use" then params[k] = v end end
-    local ok, node = pcall(cls, params)
-    if not ok then
-      problems[#problems + 1] = ("%s: %s"):format(where, (tostring(node):gsub("^.-tensordict: ", "")))
-      return nil
-    end
-    return node
-  end
-  if kind and cls.kind ~= kind then
-    problems[#problems + 1] = ("%s.use: %s is a %s, not a %s"):format(where, type_name, cls.kind, kind)
-    return nil
-  end
-  local known = node_params(cls)
-  local params, ok_nested = {}, true
-  for k, v in pairs(spec) do
-    if k ~= "use" then
-      local p = known[k]
-      if p and p[2] == "nodes" and type(v) == "table" then
-        local list = {}
-        for i, sub in ipairs(v) do
-          list[i] = build(sub, ("%s.%s[%d]"):format(where, k, i), problems, defaults)
-          ok_nested = ok_nested and list[i] ~= nil
-        end
-        v = list
-      elseif p and p[2] == "node" and type(v) == "table" then
-        v = build(v, where .. "." .. k, problems, defaults)
-        ok_nested = ok_nested and v ~= nil
-      end
-      params[k] = v
-    end
-  end
-  for name, value in pairs(defaults) do
-    if known[name] and params[name] == nil then params[name] = value end
-  end
-  local _, found = core.check_params(cls, params, where .. ".")
-  for _, pb in ipairs(found) do problems[#problems + 1] = pb end
-  if #found > 0 or not ok_nested then return nil end
-  local ok, node = pcall(cls.new, params)
-  if not ok then
-    local msg = tostring(node):gsub("^.-tensordict: ", ""):gsub("^" .. type_name:gsub("%p", "%%%0") .. ": ", "")
-    problems[#problems + 1] = ("%s (%s): %s"):format(where, type_name, msg)
-    return nil
-  end
-  return node
-end
-
 -- The keys a source yields, when it can tell without reading data.
 local function source_keys(source)
   if source.keys then
@@ -239,9 +166,8 @@ function M.prepare(source, opts)
 
   for k in pairs(t) do
     if not TOP_SET[k] then
-      local hint = type(k) == "string" and core.nearest(k, TOP)
       problems[#problems + 1] = ("%s: unknown recipe field%s (fields: %s)"):format(tostring(k),
-        hint and (" (did you mean '" .. hint .. "'?)") or "", table.concat(TOP, ", "))
+        util.did_you_mean(k, TOP), table.concat(TOP, ", "))
     end
   end
   local vars = t.vars or {}
@@ -260,25 +186,31 @@ function M.prepare(source, opts)
     if t[field] ~= nil then t[field] = expand_vars(t[field], vars, field, problems) end
   end
 
-  local defaults = { batch_size = t.batch_size, workers = t.workers }
+  -- Pipeline settings: seed and workers reach the nodes at open, through flow.run's
+  -- ctx (r.seed, r.workers); batch_size is needed to make a source, so the builder
+  -- fills it into the steps that take it and leave it out.
+  local defaults = { batch_size = t.batch_size }
+  local function make(spec, where, kind)
+    return build.node(spec, { where = where, kind = kind, problems = problems, defaults = defaults })
+  end
   local r = { path = type(source) == "string" and source or nil, seed = t.seed or 0, workers = t.workers,
     vars = vars, name = t.name, description = t.description, steps = {} }
   if t.source == nil then
     problems[#problems + 1] = "source: required: where the batches come from ({\"use\": \"TensorSource\", ...})"
   else
-    r.source = build(t.source, "source", problems, defaults, "source")
+    r.source = make(t.source, "source", "source")
   end
   local steps = t.steps or {}
-  if type(steps) ~= "table" or steps.use then
+  if type(steps) ~= "table" or core.spec_type(steps) ~= nil then
     problems[#problems + 1] = ("steps: expected a list of steps, got %s"):format(show(steps))
     steps = {}
   end
   local all_built = true
   for i, spec in ipairs(steps) do
-    r.steps[i] = build(spec, ("steps[%d]"):format(i), problems, defaults, "node")
+    r.steps[i] = make(spec, ("steps[%d]"):format(i), "node")
     all_built = all_built and r.steps[i] ~= nil
   end
-  if t.sink ~= nil then r.sink = build(t.sink, "sink", problems, defaults, "sink") end
+  if t.sink ~= nil then r.sink = make(t.sink, "sink", "sink") end
 
   -- each node's own checks of the world (a sink's path that exists, ...)
   local function preflight(node, where)

@@ -155,6 +155,9 @@ local function class_methods(class, info)
   return methods
 end
 
+-- The options beside the field list (their types are checked below, with own messages).
+local RECORD_OPTIONS = { name = "any", module = "any", optional = "any" }
+
 -- T.record{"field", ... [, name = "Name"] [, module = "__main__"] [, optional = {...}]}
 function M.record(spec)
   if type(spec) ~= "table" or getmetatable(spec) ~= nil then
@@ -162,16 +165,23 @@ function M.record(spec)
       :format(describe(spec)))
   end
   local info = { name = "Record", module = "__main__", fields = {}, field_set = {}, optional = {} }
+  -- the list part names the fields; the named part is options, checked by util.options
+  local named = {}
   for k, v in pairs(spec) do
-    if type(k) == "number" then
-      if not util.is_int(k) or k < 1 or k > #spec then fail("record: field names must form a list") end
-    elseif k == "name" or k == "module" then
+    if type(k) ~= "number" then
+      named[k] = v
+    elseif not util.is_int(k) or k < 1 or k > #spec then
+      fail("record: field names must form a list")
+    end
+  end
+  util.options("record", named, RECORD_OPTIONS)
+  for _, k in ipairs({ "name", "module" }) do
+    local v = named[k]
+    if v ~= nil then
       if type(v) ~= "string" or not v:match("^[%a_][%w_]*$") then
         fail(("record: %s must be an identifier, got %s"):format(k, describe(v)))
       end
       info[k] = v
-    elseif k ~= "optional" then
-      fail(("record: unknown option '%s' (options: name, module, optional)"):format(tostring(k)))
     end
   end
   for i, f in ipairs(spec) do

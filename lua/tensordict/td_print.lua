@@ -157,6 +157,9 @@ local M = { render = render, compact = compact }
 M.dtype_abbr, M.value_type, M.dims_text, M.compact_render, M.compact_body =
   DTYPE_ABBR, value_type, dims_text, compact_render, compact_body
 
+-- util.options refuses unknown options; compact's type is checked here, with its own message.
+local PRINT_OPTIONS = { compact = "any" }
+
 -- T.set_printoptions{compact = false} switches tostring(td) to the detailed layout
 -- (Python's set_printoptions(compact=False)); returns the options before the change.
 function M.set_printoptions(opts)
@@ -164,15 +167,13 @@ function M.set_printoptions(opts)
     util.fail(("set_printoptions: expected a table such as {compact = false}, got %s")
       :format(util.describe(opts)))
   end
+  util.options("set_printoptions", opts, PRINT_OPTIONS)
   local before = { compact = options.compact }
-  for k, v in pairs(opts) do
-    if k ~= "compact" then
-      util.fail(("set_printoptions: unknown option '%s' (options: compact)"):format(tostring(k)))
+  if opts.compact ~= nil then
+    if type(opts.compact) ~= "boolean" then
+      util.fail(("set_printoptions: compact must be a boolean, got %s"):format(util.describe(opts.compact)))
     end
-    if type(v) ~= "boolean" then
-      util.fail(("set_printoptions: compact must be a boolean, got %s"):format(util.describe(v)))
-    end
-    options.compact = v
+    options.compact = opts.compact
   end
   return before
 end

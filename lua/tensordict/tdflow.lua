@@ -18,6 +18,7 @@ local inspect = require("tensordict.host.inspect")
 local host_dist = require("tensordict.host.dist")
 
 local now = util.now
+local kit = flow.kit.new()
 local SIGINT = 2
 
 local M = {}
@@ -84,59 +85,24 @@ local function print_problems(io_err, path, problems)
   for _, pb in ipairs(problems) do say(io_err, "  " .. pb) end
 end
 
--- The source and sink wrapped so that their own time is counted.
-local function timed_source(source, stat)
-  local proxy = setmetatable({}, { __index = source })
-  function proxy.iter(_, ctx)
-    local nxt = source:iter(ctx)
-    return function()
-      local t0 = now()
-      local td = nxt()
-      stat.seconds = stat.seconds + (now() - t0)
-      if td then
-        stat.batches_in, stat.batches_out = stat.batches_in + 1, stat.batches_out + 1
-        local rows = td:batch_dims() == 0 and 1 or #td
-        stat.rows_in, stat.rows_out = stat.rows_in + rows, stat.rows_out + rows
-      end
-      return td
-    end
-  end
-  for _, m in ipairs({ "open", "close", "len" }) do
-    if source[m] then proxy[m] = function(_, ...) return source[m](source, ...) end end
-  end
-  return proxy
-end
-
-local function timed_sink(sink, stat)
-  local proxy = setmetatable({}, { __index = sink })
-  function proxy.write(_, td)
-    local t0 = now()
-    sink:write(td)
-    stat.seconds = stat.seconds + (now() - t0)
-    local rows = td:batch_dims() == 0 and 1 or #td
-    stat.batches_in, stat.rows_in = stat.batches_in + 1, stat.rows_in + rows
-  end
-  function proxy.finish()
-    local t0 = now()
-    local r = sink:finish()
-    stat.seconds = stat.seconds + (now() - t0)
-    return r
-  end
-  for _, m in ipairs({ "open", "close", "abort" }) do
-    if sink[m] then proxy[m] = function(_, ...) return sink[m](sink, ...) end end
-  end
-  return proxy
-end
-
-local function new_stat(where, type_name)
-  return { where = where, type = type_name, seconds = 0, batches_in = 0, rows_in = 0, batches_out = 0, rows_out = 0 }
+-- tdflow names a failing source or sink by its place alone ("tdflow: sink: dist.barrier:
+-- timed out ...", where flow.run adds the type: "sink (MemmapSink)"), as it always has:
+-- flow.run gets a plain table (not a node) that hands every call to x.
+local function by_place(x)
+  return setmetatable({}, { __index = function(self, k)
+    local v = x[k]
+    if type(v) ~= "function" then return v end
+    local method = function(_, ...) return v(x, ...) end
+    rawset(self, k, method)
+    return method
+  end })
 end
 
 -- What a finished run produced, for the last lines.
 local function describe_result(result)
   if T.is_tensordict(result) then
     local prefix = result:memmap_prefix()
-    local rows = result:batch_dims() > 0 and #result or 1
+    local rows = kit.rows(result)
     if prefix then
       return ("output: %s (%d rows). Open it with T.load_memmap(%q) in Lua or tdrepl, "
         .. "or tensordict.TensorDict.load_memmap(%q) in Python."):format(prefix, rows, prefix, prefix)
@@ -148,18 +114,16 @@ local function describe_result(result)
   return nil
 end
 
--- Runs a prepared recipe the way `tdflow run` does (profiled steps, timed source and
--- sink, progress, Ctrl-C watched) and returns ok, result or error, the report. The
--- benchmark of host overhead calls this too. opts: quiet, interrupts (the SIGINT count
--- before the run), dist (host/dist.lua's ctx.dist in a data-parallel run: the nodes
--- get it, only rank 0 draws progress, an estimate of all ranks' rows from its own, and
--- the report is every rank's summed).
+-- Runs a prepared recipe the way `tdflow run` does (flow.run profiling every step, the
+-- source and the sink; progress; Ctrl-C watched) and returns ok, result or error, the
+-- report. The benchmark of host overhead calls this too. opts: quiet, interrupts (the
+-- SIGINT count before the run), dist (host/dist.lua's ctx.dist in a data-parallel run:
+-- the nodes get it, only rank 0 draws progress, an estimate of all ranks' rows from its
+-- own, and the report is every rank's summed).
 function M.execute(r, opts)
   opts = opts or {}
   local interrupts = opts.interrupts or C.td_signal_count(SIGINT)
   local d = opts.dist
-  r.node:set_profile(true)
-  local src_stat, sink_stat = new_stat("source", r.source.type_name or "?"), new_stat("sink", r.sink.type_name or "?")
   local total = r.source.len and r.source:len() or nil
   local bar = progress.new({ total = total, quiet = opts.quiet or (d and d.rank ~= 0) })
   local ranks = d and d.size or 1
@@ -167,21 +131,14 @@ function M.execute(r, opts)
     if C.td_signal_count(SIGINT) ~= interrupts then error({ interrupted = true }, 0) end
     bar:update(summary.rows_in * ranks)
   end
-  local t0 = now()
-  local ok, result, summary = pcall(flow.run, timed_source(r.source, src_stat), r.node,
-    timed_sink(r.sink, sink_stat), { seed = r.seed, workers = r.workers, on_batch = on_batch,
-      ctx = d and { dist = d } or nil })
-  local seconds = now() - t0
+  local ok, result, summary = pcall(flow.run, by_place(r.source), r.node, by_place(r.sink), { seed = r.seed,
+    workers = r.workers, on_batch = on_batch, profile = true, ctx = d and { dist = d } or nil })
   if not ok then
     if bar.drawn then io.stderr:write("\n") end
     if C.td_signal_count(SIGINT) ~= interrupts then result = { interrupted = true } end
     return false, result
   end
-  local rows = { src_stat }
-  for _, p in ipairs(r.node:profile()) do rows[#rows + 1] = p end
-  sink_stat.batches_out, sink_stat.rows_out = sink_stat.batches_in, sink_stat.rows_in
-  rows[#rows + 1] = sink_stat
-  local info = { rows = rows, seconds = seconds, rows_in = summary.rows_in,
+  local info = { rows = summary.nodes, seconds = summary.seconds, rows_in = summary.rows_in,
     rows_out = summary.rows_out, recipe = r.path, seed = r.seed, workers = r.workers }
   if d then info = host_dist.aggregate(d, info) end
   bar:done(info.rows_in)
@@ -222,13 +179,13 @@ function M.run_command(args, out, err)
     if line then say(out, line) end
   end
   if args.report then
-    local f, ferr = io.open(args.report, "wb")
-    if not f then
-      say(err, ("tdflow: --report %s: %s"):format(args.report, ferr))
+    -- committed like every save (temporary, fsync, rename): never a torn report
+    local wok, werr = pcall(kit.write_file, args.report, report.json(rep) .. "\n",
+      { who = "--report " .. args.report })
+    if not wok then
+      say(err, "tdflow: " .. message(werr))
       return M.EXIT_RUNTIME
     end
-    f:write(report.json(rep), "\n")
-    f:close()
   end
   return M.EXIT_OK
 end

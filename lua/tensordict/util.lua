@@ -10,12 +10,26 @@ local M = {}
 -- metamethods, where counting levels by hand goes wrong.
 local own_prefix = "@" .. ((debug.getinfo(1, "S").source:match("^@(.*[/\\])[^/\\]*$")) or "")
 
-local function user_level()
-  local level = 3 -- 1: user_level, 2: fail, 3: fail's caller
+-- True for a chunk of this folder's modules (flow/ and host/ included). A path that
+-- leaves the folder ("lua/tensordict/../../plugins/x.lua", how the plugin loader names
+-- the tree's plugins) is not the library's.
+local function is_own(source)
+  return source:sub(1, #own_prefix) == own_prefix and not source:find("/../", #own_prefix, true)
+end
+M.is_own_source = is_own
+
+-- The error level of the first frame outside the library and outside the chunk skip (a
+-- plugin's file: its users are blamed, not the plugin); the first frame of skip itself
+-- when nothing outside it called.
+local function user_level(skip)
+  local level, fallback = 3, nil -- 1: user_level, 2: fail, 3: fail's caller
   while true do
     local info = debug.getinfo(level, "S")
-    if not info then return 1 end
-    if info.what ~= "C" and info.source:sub(1, #own_prefix) ~= own_prefix then return level - 1 end
+    if not info then return fallback or 1 end
+    if info.what ~= "C" and not is_own(info.source) then
+      if info.source ~= skip then return level - 1 end
+      fallback = fallback or level - 1
+    end
     level = level + 1
   end
 end
@@ -23,6 +37,12 @@ end
 -- Raises "tensordict: msg" at the user's line.
 function M.fail(msg)
   error("tensordict: " .. msg, user_level())
+end
+
+-- Raises "tensordict: msg" at the first line outside the library and outside the chunk
+-- whose source is skip (flow.kit's fail: a plugin's errors blame the plugin's user).
+function M.fail_beyond(msg, skip)
+  error("tensordict: " .. msg, user_level(skip))
 end
 
 -- Raises the message the C library left for the failed call.
@@ -44,7 +64,7 @@ function M.bad_self(kind, got, methods)
     local info = debug.getinfo(level, "Sf")
     if not info then break end
     if info.what ~= "C" then
-      if info.source:sub(1, #own_prefix) ~= own_prefix then break end
+      if not is_own(info.source) then break end
       name = by_func[info.func] or name
       outer = level
     end
@@ -234,6 +254,13 @@ function M.nearest(word, names)
   end
   if best and best_d <= math.max(2, math.floor(#word / 3)) then return best end
   return nil
+end
+
+-- The hint an unknown name's message ends with: " (did you mean 'best'?)", or "" when
+-- no name is close (or word is not a string).
+function M.did_you_mean(word, names)
+  local best = type(word) == "string" and M.nearest(word, names)
+  return best and (" (did you mean '" .. best .. "'?)") or ""
 end
 
 return M

@@ -1,6 +1,8 @@
 -- flow_docs_spec.lua: docs/flow.md's node reference is the one the registry generates
--- (run `luajit scripts/gen_flow_docs.lua --write` after changing a node type).
+-- (run `luajit scripts/gen_flow_docs.lua --write` after changing a node type), and its
+-- examples run.
 local gen = dofile("scripts/gen_flow_docs.lua")
+local H = require("helpers")
 
 describe("the generated node reference", function()
   it("docs/flow.md and docs/recipes.md have the node reference the registry generates", function()
@@ -43,5 +45,29 @@ describe("the generated node reference", function()
     local lines = 0
     for _ in code:gmatch("\n") do lines = lines + 1 end
     assert.is_true(lines <= 20, "the host example has " .. lines .. " lines")
+  end)
+
+  it("has a plugin example in docs/flow.md that works as a plugin file, on the kit alone", function()
+    local T = require("tensordict")
+    local flow = T.flow
+    local text = assert(H.read("docs/flow.md"))
+    local code = text:match("<!%-%- plugin example %-%->\n```lua\n(.-)```")
+    assert.is_truthy(code, "docs/flow.md has no plugin example")
+    assert.is_nil(code:find("require%(\"tensordict%."), "the example requires an internal module")
+    local plugin = assert(loadstring(code, "@docs/flow.md plugin example"))()
+    local entry = require("tensordict.plugins").register(plugin, "docs/flow.md plugin example")
+    assert.are.same({ "clip.Clip" }, entry.nodes)
+    local Clip = flow["clip.Clip"]
+    local dir = H.tmpdir()
+    local td = T.TensorDict({ x = T.tensor({ -3, 0.5, 2, 1 }) }, { 4 })
+    local out = flow.run(flow.TensorSource { td = td, batch_size = 2 },
+      flow.build({ use = "clip.Clip", key = "x", report = dir .. "/clip.csv" }), flow.Collect { cat = true })
+    assert.are.same({ -1, 0.5, 1, 1 }, out.x:totable())
+    assert.are.equal("changed,2\n", H.read(dir .. "/clip.csv"))
+    H.raises(function() Clip { key = "y" }(td) end,
+      "tensordict: clip.Clip: key 'y' is missing from the batch (its keys: 'x')")
+    H.raises(function() Clip { key = "s" }(T.TensorDict({ s = "text" }, {})) end,
+      "tensordict: clip.Clip: key 's' must be a tensor, got 'text'")
+    H.rmtree(dir)
   end)
 end)

@@ -51,6 +51,8 @@ describe("T.record", function()
     H.raises(function() T.record { "a", "a" } end, "record: field 'a' is declared twice")
     H.raises(function() T.record { "batch_size" } end, "record: 'batch_size' cannot be a field")
     H.raises(function() T.record { "a", name = "no spaces" } end, "record: name must be an identifier")
+    H.raises(function() T.record { "a", nmae = "Step" } end,
+      "record: unknown option 'nmae' (options: module, name, optional)")
     H.raises(function() T.record { "a", optional = { "b" } } end, "record: optional field 'b' is not declared")
     H.raises(function() T.record {} end, "record: declare at least one field")
     H.raises(function() T.stack({ r, T.TensorDict({}, { 2 }) }) end,

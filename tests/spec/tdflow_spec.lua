@@ -173,6 +173,12 @@ describe("tdflow run", function()
     local share = 0
     for _, n in ipairs(rep.nodes) do share = share + n.share end
     assert.is_true(math.abs(share - 1) < 1e-9)
+    -- committed through a temporary sibling that does not outlive the run
+    assert.is_nil(H.ls_a(dir):find(".report.json.tmp-", 1, true))
+    local missing = dir .. "/no/such/folder/report.json"
+    local _, err = expect("run " .. path .. " --quiet --report " .. missing, 1)
+    assert.are.equal(("tdflow: --report %s: cannot create a temporary beside '%s': No such file or directory\n")
+      :format(missing, missing), err)
   end)
 
   it("takes --set, --seed and --quiet, and check says ok", function()

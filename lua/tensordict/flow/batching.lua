@@ -128,7 +128,7 @@ end
 
 function Shuffle:open(ctx)
   self:reset()
-  self.gen = random.Generator(self.p.seed or (ctx and ctx.seed) or 0)
+  self.gen = random.Generator(core.setting(self.p, "seed", ctx, 0))
 end
 
 -- n distinct random slots of the buffer, 1-based int64.

@@ -86,21 +86,32 @@ function M.keys_text(td)
   return #keys == 0 and "none" or table.concat(parts, ", ")
 end
 
+-- What a node says of a key its batch lacks: the key and the batch's keys.
+function M.missing_key(td, key)
+  return ("key %s is missing from the batch (its keys: %s)"):format(M.key_text(key), M.keys_text(td))
+end
+
 -- Raises naming the node, the first missing key and the batch's keys.
 function M.require_keys(node, td, keys)
   for i = 1, #keys do
-    if td:get(keys[i]) == nil then
-      node:fail("key %s is missing from the batch (its keys: %s)", M.key_text(keys[i]), M.keys_text(td))
-    end
+    if td:get(keys[i]) == nil then node:fail(M.missing_key(td, keys[i])) end
   end
 end
 
 -- The value at key, or a clear error from the node.
 function M.get(node, td, key)
   local v = td:get(key)
-  if v == nil then
-    node:fail("key %s is missing from the batch (its keys: %s)", M.key_text(key), M.keys_text(td))
-  end
+  if v == nil then node:fail(M.missing_key(td, key)) end
+  return v
+end
+
+-- A pipeline setting (seed, workers) as a node reads it at open: its own parameter
+-- p[name] when given, else the run's ctx[name] (flow.run's option, a recipe's top-level
+-- field), else fallback. The one road by which run-wide values reach nodes.
+function M.setting(p, name, ctx, fallback)
+  local v = p[name]
+  if v == nil and ctx then v = ctx[name] end
+  if v == nil then v = fallback end
   return v
 end
 
@@ -195,7 +206,7 @@ KINDS.node = {
   expect = "a node (or a node's spec)",
   check = function(v)
     if M.is_node(v) then return v end
-    if type(v) == "table" and type(v.type) == "string" then return M.build(v) end
+    if type(v) == "table" and type(M.spec_type(v)) == "string" then return M.build(v) end
     return nil
   end,
 }
@@ -239,9 +250,8 @@ function M.check_params(cls, params, where)
     if k ~= "type" and not known[k] then
       local names = {}
       for _, spec in ipairs(cls.params) do names[#names + 1] = spec[1] end
-      local hint = type(k) == "string" and M.nearest(k, names)
       problems[#problems + 1] = ("%s%s: unknown parameter%s (%s)"):format(where,
-        tostring(k), hint and (" (did you mean '" .. hint .. "'?)") or "",
+        tostring(k), util.did_you_mean(k, names),
         #names > 0 and ("parameters: " .. table.concat(names, ", ")) or (cls.type_name .. " takes no parameters"))
     end
   end
@@ -504,24 +514,17 @@ end
 
 function M.type_names() return sorted_keys(M.registry) end
 
--- flow.build(spec): the node (source, sink) a spec describes.
+-- The type a spec names, and the field naming it: spec() writes type, recipes write use.
+-- They are one field under two names (flow/build.lua refuses a spec where they differ).
+function M.spec_type(spec)
+  if spec.use ~= nil then return spec.use, "use" end
+  return spec.type, "type"
+end
+
+-- flow.build(spec): the node (source, sink) a spec describes; raises its problems. The
+-- builder is flow/build.lua, required here at the call: it requires this module.
 function M.build(spec)
-  if type(spec) ~= "table" or M.is_node(spec) then
-    fail(("build: expected a spec table with a 'type' field, got %s"):format(describe(spec)))
-  end
-  local name = spec.type
-  if type(name) ~= "string" then
-    fail(("build: the spec has no 'type' string (got %s)"):format(describe(name)))
-  end
-  local ctor = M.registry[name]
-  if not ctor then
-    local hint = M.nearest(name, M.type_names())
-    fail(("build: unknown node type '%s'%s"):format(name, hint and (" (did you mean '" .. hint .. "'?)") or ""))
-  end
-  local params = {}
-  for k, v in pairs(spec) do if k ~= "type" then params[k] = v end end
-  if type(ctor) == "function" then return ctor(params) end
-  return ctor.new(params)
+  return require("tensordict.flow.build").build(spec)
 end
 
 return M

@@ -78,11 +78,10 @@ function CsvSource:resolve(r)
       self:fail("columns%s: the name '%s' names several columns of %s; select it by number", where, ref, p.path)
     end
     if not c then
-      local hint = core.nearest(ref, names)
       local list = {}
       for i = 1, math.min(#names, 30) do list[i] = "'" .. names[i] .. "'" end
       self:fail("columns%s: no column '%s' in %s%s (columns: %s)", where, ref, p.path,
-        hint and (" (did you mean '" .. hint .. "'?)") or "",
+        util.did_you_mean(ref, names),
         ncols == 0 and "none: the file is empty" or table.concat(list, ", "))
     end
     return c

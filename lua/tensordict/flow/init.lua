@@ -22,6 +22,7 @@ local flow = {
 
 flow.Seq = require("tensordict.flow.seq")
 flow.run = require("tensordict.flow.run").run
+flow.kit = require("tensordict.flow.kit") -- the plugin API: flow.kit.new() in a plugin file
 
 -- Built-in node types: each module defines its types with core.define.
 -- flow.builtin maps their names to the module file that defines them.

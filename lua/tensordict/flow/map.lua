@@ -71,9 +71,8 @@ end
 function Map:open(ctx)
   self:close()
   ctx = ctx or {}
-  self.seed = self.p.seed or ctx.seed or 0
-  local n = self.p.workers
-  if n == nil then n = ctx.workers or 2 end
+  self.seed = core.setting(self.p, "seed", ctx, 0)
+  local n = core.setting(self.p, "workers", ctx, 2)
   self.count, self.held, self.ready, self.next_out = 0, {}, {}, 1
   self.broken = false
   if n > 0 then

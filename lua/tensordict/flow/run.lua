@@ -2,17 +2,22 @@
 -- open everything, pull batches from the source, push them through the node, write
 -- what comes out to the sink, flush, finish. On any error every node is closed, the
 -- sink aborted (nothing it wrote claims to be complete) and the error re-raised with
--- the failing node's place. The host (tdflow) adds recipes, progress and reports.
+-- the failing node's place. It owns the run's accounting (flow/meter.lua): the
+-- summary, and with profile = true every place's own time and rows, which hosts
+-- (tdflow's report) only format.
 local util = require("tensordict.util")
 local random = require("tensordict.random")
 local core = require("tensordict.flow.core")
+local meter = require("tensordict.flow.meter")
 local Seq = require("tensordict.flow.seq")
 
 local fail, describe = util.fail, util.describe
+local now, took, gave, spent = meter.now, meter.took, meter.gave, meter.spent
 
 local M = {}
 
-local RUN_OPTS = { seed = true, workers = true, on_batch = true, ctx = true }
+-- seed is checked below (an integer), workers by the nodes that take it (Map).
+local RUN_OPTIONS = { seed = "any", workers = "any", on_batch = "function", ctx = "table", profile = "boolean" }
 
 local function check_role(x, role, methods)
   if type(x) ~= "table" then
@@ -25,33 +30,41 @@ local function check_role(x, role, methods)
   end
 end
 
-local function rows(td)
-  if td:batch_dims() == 0 then return 1 end
-  return #td
-end
+local function is_seq(node) return getmetatable(node) == Seq.__mt end
 
--- The position of a failure inside node, for messages.
-local function position(node)
-  if getmetatable(node) == Seq.__mt then
+-- The position of a failure inside node, for messages. A node flow.run wrapped in a
+-- Seq to profile it is named as itself, as it is without profiling.
+local function position(node, wrapped)
+  if is_seq(node) then
     local where, inner = node:position()
+    if wrapped then where = "" end
     return where, inner
   end
   return "", node
+end
+
+-- The source's iterator, timed and counted into m (rows in and out alike).
+local function metered_source(nxt, m)
+  return function()
+    local t0 = now()
+    local td = nxt()
+    spent(m, t0)
+    if td ~= nil then
+      took(m, td)
+      gave(m, td)
+    end
+    return td
+  end
 end
 
 -- flow.run(source, node, sink [, opts]) -> sink:finish()'s result, a summary table.
 -- node may be nil (batches go straight to the sink) or a list of nodes (a Seq).
 -- opts: seed (the pipeline seed, default 0: seeds the global generator and reaches
 -- every node's open as ctx.seed), workers (ctx.workers, a default for Map), ctx (more
--- fields for open), on_batch(summary) called after each source batch.
+-- fields for open), on_batch(summary) called after each source batch, profile (the
+-- summary gets nodes: the source's, each step's and the sink's own time and rows).
 function M.run(source, node, sink, opts)
-  opts = opts or {}
-  if type(opts) ~= "table" then fail(("run: options must be a table, got %s"):format(describe(opts))) end
-  for k in pairs(opts) do
-    if not RUN_OPTS[k] then
-      fail(("run: unknown option '%s' (options: ctx, on_batch, seed, workers)"):format(tostring(k)))
-    end
-  end
+  opts = util.options("run", opts, RUN_OPTIONS)
   check_role(source, "source", { "iter" })
   if type(node) == "table" and not core.is_node(node) and node[1] ~= nil then node = Seq.new(node) end
   if node ~= nil and not core.is_node(node) then
@@ -64,19 +77,33 @@ function M.run(source, node, sink, opts)
   local ctx = {}
   for k, v in pairs(opts.ctx or {}) do ctx[k] = v end
   ctx.seed, ctx.workers = seed, opts.workers
-  local summary = { batches_in = 0, rows_in = 0, batches_out = 0, rows_out = 0, seconds = 0 }
+  local summary = meter.new()
   local on_batch = opts.on_batch
   local phase, opened = "source", {}
 
+  -- profiling: the source and the sink are metered here, the steps by their Seq
+  local source_m, sink_m, wrapped
+  if opts.profile then
+    source_m, sink_m = meter.new("source", source.type_name or "?"), meter.new("sink", sink.type_name or "?")
+    if node ~= nil and not is_seq(node) then node, wrapped = Seq.new({ node }), true end
+    if node then node:set_profile(true) end
+  end
+
   local function emit(td)
     phase = "sink"
-    sink:write(td)
-    summary.batches_out = summary.batches_out + 1
-    summary.rows_out = summary.rows_out + rows(td)
+    if sink_m then
+      local t0 = now()
+      sink:write(td)
+      spent(sink_m, t0)
+      took(sink_m, td)
+    else
+      sink:write(td)
+    end
+    gave(summary, td)
     phase = "node"
   end
 
-  local t0 = util.now()
+  local t0 = now()
   local result
   local ok, err = xpcall(function()
     random.manual_seed(seed)
@@ -93,14 +120,14 @@ function M.run(source, node, sink, opts)
     if type(nxt) ~= "function" then
       fail(("run: source:iter(ctx) must return an iterator function, got %s"):format(describe(nxt)))
     end
+    if source_m then nxt = metered_source(nxt, source_m) end
     local push = node and node.push
     local forward = node and node.forward
     while true do
       phase = "source"
       local td = nxt()
       if td == nil then break end
-      summary.batches_in = summary.batches_in + 1
-      summary.rows_in = summary.rows_in + rows(td)
+      took(summary, td)
       phase = "node"
       if node == nil then
         emit(td)
@@ -112,7 +139,7 @@ function M.run(source, node, sink, opts)
         push(node, td, emit)
       end
       if on_batch then
-        summary.seconds = util.now() - t0
+        summary.seconds = now() - t0
         on_batch(summary)
       end
       if node and (node.done or (node.is_done and node:is_done())) then break end
@@ -120,14 +147,20 @@ function M.run(source, node, sink, opts)
     phase = "node"
     if node and node.flush then node:flush(emit) end
     phase = "sink"
-    result = sink:finish()
+    if sink_m then
+      local f0 = now()
+      result = sink:finish()
+      spent(sink_m, f0)
+    else
+      result = sink:finish()
+    end
   end, function(e)
     if type(e) == "string" and not e:find("stack traceback:", 1, true) and os.getenv("TD_FLOW_TRACEBACK") then
       e = debug.traceback(e, 2)
     end
     return e
   end)
-  summary.seconds = util.now() - t0
+  summary.seconds = now() - t0
 
   -- close nodes (workers stop) before the sink is aborted, the source last
   local close_err
@@ -138,10 +171,19 @@ function M.run(source, node, sink, opts)
       if not cok and not close_err then close_err = cerr end
     end
   end
+  if opts.profile then
+    -- what the sink took, it keeps: its rows out are its rows in
+    sink_m.batches_out, sink_m.rows_out = sink_m.batches_in, sink_m.rows_in
+    local nodes = { source_m }
+    for _, p in ipairs(node and node:profile() or {}) do nodes[#nodes + 1] = p end
+    nodes[#nodes + 1] = sink_m
+    summary.nodes = nodes
+    if node then node:set_profile(false) end
+  end
   if not ok then
     pcall(sink.abort, sink)
     if phase == "node" and node then
-      error(core.annotate(err, position(node)), 0)
+      error(core.annotate(err, position(node, wrapped)), 0)
     end
     local label = phase == "source" and source or sink
     error(core.annotate(err, phase, core.is_node(label) and label or nil), 0)

@@ -4,7 +4,9 @@
 -- Batches flow through push/emit, so stream nodes (Batch, Rebatch, Map) may emit any
 -- number of batches per input; a failing node is named by its position (steps[3]).
 local core = require("tensordict.flow.core")
-local now = require("tensordict.util").now
+local meter = require("tensordict.flow.meter")
+
+local now, took, gave, spent = meter.now, meter.took, meter.gave, meter.spent
 
 local Seq = core.define("Seq", {
   kind = "node",
@@ -86,35 +88,31 @@ function Seq:check_keys(ks, where)
   return problems
 end
 
-local function rows(td)
-  if td:batch_dims() == 0 then return 1 end
-  return #td
-end
-
 -- Profiled stages: each step's own time (what runs downstream of it is not counted),
--- batches and rows in and out. Built instead of the plain ones when profiling is on.
+-- batches and rows in and out, counted into the step's meter. Built instead of the
+-- plain ones when profiling is on.
 local function profiled_stages(self, emit, stages)
   local nodes, n, prof = self.nodes, #self.nodes, self.prof
   for j = n, 1, -1 do
-    local node, nxt, st = nodes[j], stages[j + 1], prof[j]
+    local node, nxt, m = nodes[j], stages[j + 1], prof[j]
     local forward = node.forward
     local started = 0
     if forward then
       stages[j] = function(td)
         self.at = j
-        st.batches_in, st.rows_in = st.batches_in + 1, st.rows_in + rows(td)
+        took(m, td)
         local t0 = now()
         local r = forward(node, td)
-        st.seconds = st.seconds + (now() - t0)
+        spent(m, t0)
         if r ~= nil then
-          st.batches_out, st.rows_out = st.batches_out + 1, st.rows_out + rows(r)
+          gave(m, r)
           return nxt(r)
         end
       end
     else
       local down = function(r)
-        st.seconds = st.seconds + (now() - started)
-        st.batches_out, st.rows_out = st.batches_out + 1, st.rows_out + rows(r)
+        spent(m, started)
+        gave(m, r)
         nxt(r)
         self.at = j
         started = now()
@@ -122,14 +120,14 @@ local function profiled_stages(self, emit, stages)
       local timed = function(call)
         started = now()
         call()
-        st.seconds = st.seconds + (now() - started)
+        spent(m, started)
       end
       stages[j] = function(td)
         self.at = j
-        st.batches_in, st.rows_in = st.batches_in + 1, st.rows_in + rows(td)
+        took(m, td)
         started = now()
         node:push(td, down)
-        st.seconds = st.seconds + (now() - started)
+        spent(m, started)
       end
       stages[-j] = down
       -- flush and drain run timed too (Map's waits count as its time)
@@ -147,9 +145,7 @@ function Seq:set_profile(on)
   self.prof = nil
   if on then
     self.prof = {}
-    for j = 1, #self.nodes do
-      self.prof[j] = { seconds = 0, batches_in = 0, rows_in = 0, batches_out = 0, rows_out = 0 }
-    end
+    for j = 1, #self.nodes do self.prof[j] = meter.new() end
   end
   for _, node in ipairs(self.nodes) do
     if getmetatable(node) == getmetatable(self) then node:set_profile(on) end
@@ -164,9 +160,7 @@ function Seq:profile(where, out)
     if getmetatable(node) == getmetatable(self) then
       node:profile(here .. ".steps", out)
     elseif self.prof then
-      local st = self.prof[j]
-      out[#out + 1] = { where = here, type = node.type_name, seconds = st.seconds,
-        batches_in = st.batches_in, rows_in = st.rows_in, batches_out = st.batches_out, rows_out = st.rows_out }
+      out[#out + 1] = meter.labelled(self.prof[j], here, node.type_name)
     end
   end
   return out

@@ -4,6 +4,7 @@
 local join = require("tensordict.td_join")
 local random = require("tensordict.random")
 local core = require("tensordict.flow.core")
+local meter = require("tensordict.flow.meter")
 
 ------------------------------------------------------------------------ TensorSource
 
@@ -53,7 +54,7 @@ end
 local function row_batches(td, b, p, ctx)
   local lo, hi = shard_rows(#td, ctx)
   local n = hi - lo + 1
-  local gen = p.shuffle and random.Generator(p.seed or (ctx and ctx.seed) or 0)
+  local gen = p.shuffle and random.Generator(core.setting(p, "seed", ctx, 0))
   local epochs = p.epochs or 1
   local epoch, start, order = 0, n + 1, nil
   if not gen and (lo ~= 1 or hi ~= #td) then td = td[{ { lo, hi } }] end
@@ -116,7 +117,7 @@ local Discard = core.define("Discard", {
 })
 
 function Discard:open() self.rows = 0 end
-function Discard:write(td) self.rows = (self.rows or 0) + (td:batch_dims() == 0 and 1 or #td) end
+function Discard:write(td) self.rows = (self.rows or 0) + meter.rows(td) end
 function Discard:finish() return self.rows or 0 end
 function Discard:abort() self.rows = 0 end
 

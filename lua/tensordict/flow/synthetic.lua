@@ -69,7 +69,7 @@ end
 function ParticleSource:iter(ctx)
   local p = self.p
   local n, b = p.n, p.batch_size
-  local seed = p.seed or (ctx and ctx.seed) or 0
+  local seed = core.setting(p, "seed", ctx, 0)
   local g = random.Generator(seed)
   local pos0 = random.randn({ n, 3 }, "float64", g)
   local vel0 = random.randn({ n, 3 }, "float64", g):mul(0.5)
