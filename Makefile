@@ -37,6 +37,8 @@ LIB_OBJS  = $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 LIB_HDRS  = $(wildcard core/include/*.h core/src/*.h core/kernels/*.h core/dict/*.h core/store/*.h)
 LIB       = $(BUILD)/libtensordict.so
 CDEFS     = lua/tensordict/cdefs.lua
+# The Lua layers, a folder each under lua/tensordict (docs/architecture.md)
+LUA_LAYERS = $(sort $(notdir $(patsubst %/,%,$(dir $(wildcard lua/tensordict/*/*.lua)))))
 MPI_SRCS  = $(wildcard core/mpi/*.c)
 MPI_OBJS  = $(MPI_SRCS:%.c=$(BUILD)/obj/%.o)
 MPI_LIB   = $(BUILD)/libtensordict_mpi.so
@@ -226,7 +228,7 @@ deps:
 
 install: all
 	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCDIR) $(DESTDIR)$(LUADIR)/tensordict \
-	  $(DESTDIR)$(LUADIR)/tensordict/flow $(DESTDIR)$(LUADIR)/tensordict/host \
+	  $(addprefix $(DESTDIR)$(LUADIR)/tensordict/,$(LUA_LAYERS)) \
 	  $(DESTDIR)$(LUADIR)/tensordict/plugins $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/pkgconfig
 	install -m 755 $(LIB) $(DESTDIR)$(LIBDIR)/libtensordict.so
 	install -m 644 core/include/tensordict.h $(DESTDIR)$(INCDIR)/tensordict.h
@@ -235,8 +237,7 @@ install: all
 	if [ -f $(MPI_LIB) ]; then install -m 755 $(MPI_LIB) $(DESTDIR)$(LIBDIR)/libtensordict_mpi.so; \
 	  install -m 644 core/include/tensordict_mpi.h $(DESTDIR)$(INCDIR)/tensordict_mpi.h; fi
 	install -m 644 lua/tensordict/*.lua $(DESTDIR)$(LUADIR)/tensordict/
-	install -m 644 lua/tensordict/flow/*.lua $(DESTDIR)$(LUADIR)/tensordict/flow/
-	install -m 644 lua/tensordict/host/*.lua $(DESTDIR)$(LUADIR)/tensordict/host/
+	for d in $(LUA_LAYERS); do install -m 644 lua/tensordict/$$d/*.lua $(DESTDIR)$(LUADIR)/tensordict/$$d/; done
 	install -m 644 plugins/*.lua $(DESTDIR)$(LUADIR)/tensordict/plugins/
 	install -m 755 scripts/tdflow $(DESTDIR)$(BINDIR)/tdflow
 	install -m 755 scripts/tdrepl $(DESTDIR)$(BINDIR)/tdrepl

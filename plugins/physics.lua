@@ -8,7 +8,7 @@
 -- total_energy(pos, vel, mass) reproduces that source's `energy` leaf; the nodes also
 -- take a central mass at the origin instead (potential = "gravity": U = -k m / |r|).
 --
--- Loaded by require("tensordict.plugins") (which registers the functions as
+-- Loaded by require("tensordict.host.plugins") (which registers the functions as
 -- "physics.<name>"), or by hand: dofile("plugins/physics.lua").
 
 -- Node types register globally and once; the loader and a script may both run this

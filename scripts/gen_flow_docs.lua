@@ -74,7 +74,7 @@ M.DOCS = { "docs/flow.md", "docs/recipes.md" }
 
 if arg and arg[0] and arg[0]:match("gen_flow_docs%.lua$") then
   if arg[1] == "--write" then
-    require("tensordict.plugins").load_all() -- plugin types are documented too
+    require("tensordict.host.plugins").load_all() -- plugin types are documented too
     for _, doc in ipairs(M.DOCS) do
       local path = here .. "/" .. doc
       local f = assert(io.open(path, "rb"))

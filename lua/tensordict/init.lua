@@ -3,41 +3,28 @@
 -- See docs/lua-api.md. Everything hangs off T; the C library does the numeric work.
 local lib = require("tensordict.lib")
 local ffi = require("ffi")
-local tensor = require("tensordict.tensor")
-local create = require("tensordict.create")
-local index = require("tensordict.index")
-local dtypes = require("tensordict.dtype")
-local memory = require("tensordict.memory")
-local util = require("tensordict.util")
-local ops = require("tensordict.ops")
-local join = require("tensordict.join")
-local random = require("tensordict.random")
-local linalg = require("tensordict.linalg")
-local td_core = require("tensordict.td_core")
-require("tensordict.td_index") -- TensorDict indexing and shape ops
-local td_struct = require("tensordict.td_struct")
-require("tensordict.td_apply")
-require("tensordict.td_entries") -- setdefault, popitem, split_keys, unlocked, ...
-require("tensordict.td_fill") -- zero_, fill_, copy_, update_at_
-require("tensordict.td_gather")
-require("tensordict.td_shared") -- share_memory_, is_shared
-local td_auto_batch = require("tensordict.td_auto_batch")
-local td_print = require("tensordict.td_print")
-local td_math = require("tensordict.td_math")
-local td_join = require("tensordict.td_join")
-local td_memmap = require("tensordict.td_memmap")
-require("tensordict.reduce") -- methods only
-require("tensordict.tile") -- expand_as, repeat, repeat_interleave
-require("tensordict.gather") -- methods only
-require("tensordict.td_map") -- td:map over worker processes
-require("tensordict.td_dim_ops") -- cumsum, softmax, repeat, ... over batch dims
-require("tensordict.td_convert") -- td:float(), ..., td:tolist()
+local tensor = require("tensordict.tensor") -- each layer's facade loads its whole class
+local td_core = require("tensordict.dict")
 local lazy_stack = require("tensordict.lazy_stack") -- T.lazy_stack (LazyStackedTensorDict)
-local lazy_stack_ops = require("tensordict.lazy_stack_ops")
-local lazy_stack_io = require("tensordict.lazy_stack_io")
-local record = require("tensordict.record") -- T.record (Python's @tensorclass)
-require("tensordict.td_device") -- td:to(device), td:cuda(), td:cpu(), td:pin_memory()
-local cuda = require("tensordict.cuda")
+local create = require("tensordict.tensor.create")
+local index = require("tensordict.tensor.index")
+local dtypes = require("tensordict.tensor.dtype")
+local memory = require("tensordict.tensor.memory")
+local util = require("tensordict.util")
+local ops = require("tensordict.tensor.ops")
+local join = require("tensordict.tensor.join")
+local random = require("tensordict.tensor.random")
+local linalg = require("tensordict.tensor.linalg")
+local cuda = require("tensordict.tensor.cuda")
+local td_struct = require("tensordict.dict.struct")
+local td_auto_batch = require("tensordict.dict.auto_batch")
+local td_print = require("tensordict.dict.print")
+local td_math = require("tensordict.dict.math")
+local td_join = require("tensordict.dict.join")
+local td_memmap = require("tensordict.dict.memmap")
+local record = require("tensordict.dict.record") -- T.record (Python's @tensorclass)
+local lazy_stack_ops = require("tensordict.lazy_stack.ops")
+local lazy_stack_io = require("tensordict.lazy_stack.io")
 require("tensordict.late").bind() -- what lower modules call back into, bound once
 
 local T = {}

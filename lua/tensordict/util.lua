@@ -126,7 +126,7 @@ function M.is_int(x)
   return type(x) == "number" and x % 1 == 0
 end
 
--- Recognisers for the library's own types, set by tensor.lua and td_core.lua, so that
+-- Recognisers for the library's own types, set by tensor/core.lua and dict/core.lua, so that
 -- messages say "a tensor" rather than "a table".
 M.kinds = {}
 

@@ -12,11 +12,11 @@ package.path = "lua/?.lua;lua/?/init.lua;tests/bench/?.lua;" .. package.path
 local ffi = require("ffi")
 local T = require("tensordict")
 local dist = T.dist
-local wire = require("tensordict.dist_wire")
+local wire = require("tensordict.dist.wire")
 local best_of = require("best")
 
 dist.init()
-local MPI = require("tensordict.dist_lib").open()
+local MPI = require("tensordict.dist.lib").open()
 local rank, size = dist.rank(), dist.size()
 local C = require("tensordict.lib").C
 local function say(...) if rank == 0 then print(string.format(...)) io.stdout:flush() end end

@@ -71,8 +71,8 @@ local piped_stream = best(function() flow.run(source(), seq, sink) end)
 report("Rebatch(256) x 8 on 256-row batches", plain_lambda, piped_stream)
 
 -- The host: a recipe of the same 8 Apply steps run as `tdflow run` runs it.
-local tdflow = require("tensordict.tdflow")
-local recipe = require("tensordict.recipe")
+local tdflow = require("tensordict.host.tdflow")
+local recipe = require("tensordict.host.recipe")
 local spec_steps = {}
 for j = 1, NODES do spec_steps[j] = { use = "Apply", keys = "x", fn = touch } end
 local function host_run()

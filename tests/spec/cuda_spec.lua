@@ -9,7 +9,7 @@ local T = require("tensordict")
 local H = require("helpers")
 local flow = require("tensordict.flow")
 local lib = require("tensordict.lib")
-local device = require("tensordict.device")
+local device = require("tensordict.tensor.device")
 local tensor = require("tensordict.tensor")
 
 local C = lib.C

@@ -6,7 +6,7 @@ local H = require("helpers")
 
 describe("the generated node reference", function()
   it("docs/flow.md and docs/recipes.md have the node reference the registry generates", function()
-    require("tensordict.plugins").load_all()
+    require("tensordict.host.plugins").load_all()
     for _, doc in ipairs(gen.DOCS) do
       local f = assert(io.open(doc, "rb"))
       local text = f:read("*a")
@@ -55,7 +55,7 @@ describe("the generated node reference", function()
     assert.is_truthy(code, "docs/flow.md has no plugin example")
     assert.is_nil(code:find("require%(\"tensordict%."), "the example requires an internal module")
     local plugin = assert(loadstring(code, "@docs/flow.md plugin example"))()
-    local entry = require("tensordict.plugins").register(plugin, "docs/flow.md plugin example")
+    local entry = require("tensordict.host.plugins").register(plugin, "docs/flow.md plugin example")
     assert.are.same({ "clip.Clip" }, entry.nodes)
     local Clip = flow["clip.Clip"]
     local dir = H.tmpdir()

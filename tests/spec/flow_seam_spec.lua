@@ -6,7 +6,7 @@
 local T = require("tensordict")
 local H = require("helpers")
 local flow = T.flow
-local recipe = require("tensordict.recipe")
+local recipe = require("tensordict.host.recipe")
 
 -- rows 1..n: x = i (float32), ok = i odd
 local function data(n)

@@ -10,7 +10,7 @@ local flow = require("tensordict.flow")
 -- hand otherwise; the plugin file returns the same table however often it is run.
 local P
 do
-  local ok, plugins = pcall(require, "tensordict.plugins")
+  local ok, plugins = pcall(require, "tensordict.host.plugins")
   if ok then plugins.load_all() end
   P = dofile("plugins/physics.lua")
   for name, fn in pairs(P.functions) do
@@ -72,8 +72,8 @@ describe("physics plugin", function()
   end)
 
   it("is found by the plugin loader", function()
-    local ok, plugins = pcall(require, "tensordict.plugins")
-    if not ok then return pending("tensordict.plugins is not there yet") end
+    local ok, plugins = pcall(require, "tensordict.host.plugins")
+    if not ok then return pending("tensordict.host.plugins is not there yet") end
     local entry = plugins.load_all().physics
     assert.is_truthy(entry)
     assert.is_truthy(entry.file:find("plugins/physics.lua", 1, true))
@@ -486,7 +486,7 @@ describe("physics.Histogram", function()
 end)
 
 describe("physics in a recipe", function()
-  local ok, recipe = pcall(require, "tensordict.recipe")
+  local ok, recipe = pcall(require, "tensordict.host.recipe")
 
   -- ParticleSource -> EnergyFilter -> Features -> Histogram, as a recipe would say it
   local function steps(features)
@@ -500,7 +500,7 @@ describe("physics in a recipe", function()
   end
 
   it("runs, and its result matches the same nodes driven by hand", function()
-    if not ok then return pending("tensordict.recipe is not there yet") end
+    if not ok then return pending("tensordict.host.recipe is not there yet") end
     local res = recipe.run(recipe.load(steps({ use = "physics.Features", features = { "speed" } })))
     local all = ParticleSource { n = 200, steps = 4, batch_size = 200 }:iter({ seed = 3 })()
     local kept = EnergyFilter { max = 2 }(all)
@@ -512,7 +512,7 @@ describe("physics in a recipe", function()
   end)
 
   it("reports a feature input the source lacks, with the step's path", function()
-    if not ok then return pending("tensordict.recipe is not there yet") end
+    if not ok then return pending("tensordict.host.recipe is not there yet") end
     local problems = recipe.check(steps({ use = "physics.Features", features = { "speed" }, vel = "v" }))
     assert.are.equal(1, #problems)
     local want = "steps[2] (physics.Features): key 'v' is neither given by the source nor produced upstream"

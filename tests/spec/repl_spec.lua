@@ -5,7 +5,7 @@
 local T = require("tensordict")
 local flow = require("tensordict.flow")
 local repl = require("tensordict.repl")
-local readline = require("tensordict.readline")
+local readline = require("tensordict.repl.readline")
 local H = require("helpers")
 
 local tmpdir, write_file, read_file = H.tmpdir, H.write, H.read
@@ -255,7 +255,7 @@ describe("repl.run", function()
   end)
 end)
 
-describe("tensordict.readline", function()
+describe("tensordict.repl.readline", function()
   it("reads plain lines and trims the history file to its newest entries", function()
     local dir = tmpdir()
     local path = dir .. "/hist"
@@ -276,7 +276,7 @@ describe("tensordict.readline", function()
 end)
 
 describe(":load and the stepper", function()
-  -- x = 1..10, y = x * 10; the stub stands for tensordict.recipe (the contract:
+  -- x = 1..10, y = x * 10; the stub stands for tensordict.host.recipe (the contract:
   -- recipe.load(path, opts) -> r with source, steps, node, sink, seed, path)
   local function stub_recipe()
     local data = T.TensorDict({ x = T.arange(1, 10, "float32"), y = T.arange(1, 10) * 10 }, { 10 })
@@ -291,9 +291,9 @@ describe(":load and the stepper", function()
 
   local saved, calls
   before_each(function()
-    saved = package.loaded["tensordict.recipe"]
+    saved = package.loaded["tensordict.host.recipe"]
     calls = {}
-    package.loaded["tensordict.recipe"] = {
+    package.loaded["tensordict.host.recipe"] = {
       load = function(path, opts)
         calls[#calls + 1] = { path, opts }
         if path == "bad.json" then error("tensordict: recipe: steps[1].fn: required", 0) end
@@ -301,7 +301,7 @@ describe(":load and the stepper", function()
       end,
     }
   end)
-  after_each(function() package.loaded["tensordict.recipe"] = saved end)
+  after_each(function() package.loaded["tensordict.host.recipe"] = saved end)
 
   it("builds the recipe as r and a stepper p that shows each node's output", function()
     local st = repl.new()

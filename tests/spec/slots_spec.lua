@@ -1,7 +1,7 @@
 -- Tensor owners without finalisers (slots.lua): results are returned to C once per GC
 -- cycle, slots are reused, and small results share one block with their header.
 local T = require("tensordict")
-local slots = require("tensordict.slots")
+local slots = require("tensordict.tensor.slots")
 
 local function owners()
   return debug.getregistry()["tensordict:tensor_type"][3]

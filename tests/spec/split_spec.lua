@@ -1,4 +1,4 @@
--- split and chunk follow one rule (torch's, lua/tensordict/split_rule.lua) for tensors
+-- split and chunk follow one rule (torch's, lua/tensordict/tensor/split_rule.lua) for tensors
 -- and TensorDicts: each case below runs on a tensor and on a TensorDict of the same
 -- shape, and both must give the same piece sizes or the same error.
 local T = require("tensordict")

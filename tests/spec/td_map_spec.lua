@@ -1,5 +1,5 @@
--- td_map_spec.lua: td:map over forked worker processes (lua/tensordict/td_map.lua and
--- the engine in lua/tensordict/workers.lua, core/dict/dict_workers.c, core/dict/dict_ship.c):
+-- td_map_spec.lua: td:map over forked worker processes (lua/tensordict/dict/map.lua and
+-- the engine in lua/tensordict/dict/workers.lua, core/dict/dict_workers.c, core/dict/dict_ship.c):
 -- results and their order, chunking, shipping of every kind of entry, determinism for
 -- any worker count, out=, failures (errors, exits, signals, Ctrl-C) and fork safety.
 local T = require("tensordict")

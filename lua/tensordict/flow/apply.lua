@@ -5,7 +5,7 @@
 -- memmap load, say) is first copied shallowly (its leaves shared, not copied).
 local util = require("tensordict.util")
 local tensor = require("tensordict.tensor")
-local td_core = require("tensordict.td_core")
+local td_core = require("tensordict.dict")
 local core = require("tensordict.flow.core")
 
 local describe = util.describe

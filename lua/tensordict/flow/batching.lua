@@ -3,8 +3,8 @@
 -- exactly size rows), Shuffle (a seeded shuffle buffer over rows) and Take (the first
 -- n rows). They hold rows between pushes, so a source must not overwrite a batch it
 -- has yielded; flush emits what they hold at the end of the stream.
-local join = require("tensordict.td_join")
-local random = require("tensordict.random")
+local join = require("tensordict.dict.join")
+local random = require("tensordict.tensor.random")
 local core = require("tensordict.flow.core")
 
 -- Rows along the first batch dim; raises for a batch without batch dims.

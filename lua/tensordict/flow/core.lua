@@ -2,9 +2,9 @@
 -- checking (which also drives spec(), flow.build and the generated docs), named
 -- functions, key helpers and node errors. The protocol itself is in docs/flow.md.
 local util = require("tensordict.util")
-local td_core = require("tensordict.td_core")
+local td_core = require("tensordict.dict")
 local tensor = require("tensordict.tensor")
-local dtypes = require("tensordict.dtype")
+local dtypes = require("tensordict.tensor.dtype")
 
 local fail, describe = util.fail, util.describe
 local is_td, is_tensor = td_core.is_td, tensor.is_tensor

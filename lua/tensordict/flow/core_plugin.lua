@@ -1,5 +1,5 @@
 -- flow/core_plugin.lua: the built-in node types as a plugin, registered through the
--- same loader as third-party plugins (plugins.lua), so they have the same powers and
+-- same loader as third-party plugins (host/plugins.lua), so they have the same powers and
 -- `tdflow plugins` lists them with their origin.
 local flow = require("tensordict.flow")
 local core = require("tensordict.flow.core")

@@ -5,9 +5,9 @@ local ffi = require("ffi")
 local C = require("tensordict.lib").C
 local util = require("tensordict.util")
 local tensor = require("tensordict.tensor")
-local create = require("tensordict.create")
-local dtypes = require("tensordict.dtype")
-local td_core = require("tensordict.td_core")
+local create = require("tensordict.tensor.create")
+local dtypes = require("tensordict.tensor.dtype")
+local td_core = require("tensordict.dict")
 local core = require("tensordict.flow.core")
 local shard_rows = require("tensordict.flow.sources").shard_rows
 

@@ -1,8 +1,8 @@
 -- flow/device.lua: ToDevice, which moves every leaf of a batch to a device ("cpu",
 -- "cuda", "cuda:N") in one pass (td:to). A CUDA device that is not available raises at
 -- open (flow.run) or at the first batch (a direct call), with CUDA's reason.
-local cuda = require("tensordict.cuda")
-local td_device = require("tensordict.td_device")
+local cuda = require("tensordict.tensor.cuda")
+local td_device = require("tensordict.dict.device")
 local core = require("tensordict.flow.core")
 
 local ToDevice = core.define("ToDevice", {

@@ -1,13 +1,13 @@
 -- flow/map.lua: Map, a stream node that runs fn on batches in worker processes
--- (lua/tensordict/workers.lua): forked once at open (they inherit this Lua state, so
+-- (lua/tensordict/dict/workers.lua): forked once at open (they inherit this Lua state, so
 -- closures and upvalues work), reused for every batch, batches and results through
 -- shared memory. Results come out in input order unless ordered = false. Batch k (the
 -- k-th pushed since open, from 1) seeds the global generator from (seed, k) before fn
 -- runs, so the output is the same for any worker count, workers = 0 (inline) included.
 local util = require("tensordict.util")
-local td_core = require("tensordict.td_core")
+local td_core = require("tensordict.dict")
 local core = require("tensordict.flow.core")
-local workers = require("tensordict.workers")
+local workers = require("tensordict.dict.workers")
 
 local describe, is_td = util.describe, td_core.is_td
 

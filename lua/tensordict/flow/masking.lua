@@ -4,7 +4,7 @@
 -- or what a function of the batch returns.
 local util = require("tensordict.util")
 local tensor = require("tensordict.tensor")
-local ops = require("tensordict.ops")
+local ops = require("tensordict.tensor.ops")
 local core = require("tensordict.flow.core")
 
 local describe = util.describe
@@ -21,7 +21,7 @@ local function check_mask_param(self, name)
     self.p[name] = core.resolve_function(m) -- a registered name such as "physics.is_bound"
     return
   end
-  local ok = pcall(require("tensordict.td_core").check_key, name, m)
+  local ok = pcall(require("tensordict.dict").check_key, name, m)
   if not ok or m == "" then
     self:fail("%s: expected a key (a bool leaf of the batch) or a function of the batch, got %s", name, describe(m))
   end

@@ -7,15 +7,15 @@
 local ffi = require("ffi")
 local C = require("tensordict.lib").C
 local util = require("tensordict.util")
-local td_core = require("tensordict.td_core")
-local td_memmap = require("tensordict.td_memmap")
-local random = require("tensordict.random")
-local create = require("tensordict.create")
+local td_core = require("tensordict.dict")
+local td_memmap = require("tensordict.dict.memmap")
+local random = require("tensordict.tensor.random")
+local create = require("tensordict.tensor.create")
 local core = require("tensordict.flow.core")
 local fs = require("tensordict.fs")
 local row_batches = require("tensordict.flow.sources").row_batches
 local ToDevice = require("tensordict.flow.device").ToDevice
-local td_device = require("tensordict.td_device")
+local td_device = require("tensordict.dict.device")
 
 local describe = util.describe
 local is_td, D, wrap = td_core.is_td, td_core.D, td_core.wrap

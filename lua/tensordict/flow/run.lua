@@ -6,7 +6,7 @@
 -- summary, and with profile = true every place's own time and rows, which hosts
 -- (tdflow's report) only format.
 local util = require("tensordict.util")
-local random = require("tensordict.random")
+local random = require("tensordict.tensor.random")
 local core = require("tensordict.flow.core")
 local meter = require("tensordict.flow.meter")
 local Seq = require("tensordict.flow.seq")

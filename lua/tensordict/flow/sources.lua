@@ -1,8 +1,8 @@
 -- flow/sources.lua: the in-memory source and sink: TensorSource (batches of rows of a
 -- TensorDict) and Collect (keeps what reaches it). The file-backed ones are in
 -- memmap.lua and csv.lua, the synthetic one in synthetic.lua.
-local join = require("tensordict.td_join")
-local random = require("tensordict.random")
+local join = require("tensordict.dict.join")
+local random = require("tensordict.tensor.random")
 local core = require("tensordict.flow.core")
 local meter = require("tensordict.flow.meter")
 

@@ -11,13 +11,13 @@ local ffi = require("ffi")
 local C = require("tensordict.lib").C
 local util = require("tensordict.util")
 local tensor = require("tensordict.tensor")
-local create = require("tensordict.create")
-local dtypes = require("tensordict.dtype")
-local td_core = require("tensordict.td_core")
-local td_memmap = require("tensordict.td_memmap")
+local create = require("tensordict.tensor.create")
+local dtypes = require("tensordict.tensor.dtype")
+local td_core = require("tensordict.dict")
+local td_memmap = require("tensordict.dict.memmap")
 local core = require("tensordict.flow.core")
-require("tensordict.ops") -- tensor methods used below (mul, div, lt, sqrt, any)
-require("tensordict.reduce")
+require("tensordict.tensor.ops") -- tensor methods used below (mul, div, lt, sqrt, any)
+require("tensordict.tensor.reduce")
 
 local fail, describe, format_list = util.fail, util.describe, util.format_list
 local is_tensor, is_td, H = tensor.is_tensor, td_core.is_td, tensor.handle

@@ -9,15 +9,15 @@
 -- T.Generator(seed). Force F = -K pos - DAMP vel + vel x (0, 0, 1); a = F / mass;
 -- semi-implicit Euler: vel += a dt, then pos += vel dt. State 1 is the start, state
 -- k + 1 the state after k steps (time (k - 1) dt).
-local create = require("tensordict.create")
-local random = require("tensordict.random")
-local join = require("tensordict.join")
-local td_core = require("tensordict.td_core")
+local create = require("tensordict.tensor.create")
+local random = require("tensordict.tensor.random")
+local join = require("tensordict.tensor.join")
+local td_core = require("tensordict.dict")
 local core = require("tensordict.flow.core")
 local shard_rows = require("tensordict.flow.sources").shard_rows
-require("tensordict.ops")
-require("tensordict.reduce")
-require("tensordict.linalg")
+require("tensordict.tensor.ops")
+require("tensordict.tensor.reduce")
+require("tensordict.tensor.linalg")
 
 local K, DAMP = 1.0, 0.1
 

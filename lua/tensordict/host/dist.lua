@@ -4,7 +4,7 @@
 -- a barrier, rank 0's value to all, every rank's value), and sums the per-node reports
 -- of the ranks for rank 0 to print.
 local json = require("tensordict.json")
-local td_core = require("tensordict.td_core")
+local td_core = require("tensordict.dict")
 local util = require("tensordict.util")
 
 local M = {}

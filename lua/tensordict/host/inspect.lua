@@ -2,11 +2,11 @@
 -- (Python-written ones too) as a tree: keys, dtypes, shapes, bytes, batch sizes, dim
 -- names and non-tensor values. Nothing is read beyond the metadata.
 local T = require("tensordict")
-local dtypes = require("tensordict.dtype")
+local dtypes = require("tensordict.tensor.dtype")
 local fs = require("tensordict.fs")
 local json = require("tensordict.json")
 local util = require("tensordict.util")
-local td_core = require("tensordict.td_core")
+local td_core = require("tensordict.dict")
 
 local M = {}
 

@@ -1,0 +1,128 @@
+-- dict/entries.lua: Python's dict-like container methods over whole entries:
+-- setdefault, popitem, filter_non_tensor_data, split_keys, and the scoped unlock
+-- td:unlocked(fn). Leaves are shared, never copied.
+local C = require("tensordict.lib").C
+local util = require("tensordict.util")
+local core = require("tensordict.dict.core")
+local struct = require("tensordict.dict.struct")
+
+local TD = core.methods
+local D, check, is_td = core.D, core.check, core.is_td
+local fail, describe = util.fail, util.describe
+local KIND_TENSOR, KIND_DICT = C.TD_ENTRY_TENSOR, C.TD_ENTRY_DICT
+
+-- Refuses a change of keys on a locked container, naming the call (the C message would
+-- name set or del).
+local function check_unlocked(self, call, what)
+  if self._td_head.locked ~= 0 then
+    fail(("%s: cannot %s: the TensorDict is locked (unlock() it first, or use td:unlocked(fn))")
+      :format(call, what))
+  end
+end
+
+-- td:setdefault(key, default): the value at key; when there is none, default is set
+-- there first (as td:set would) and the stored value returned, as Python's setdefault.
+function TD.setdefault(self, key, default)
+  core.check_key("setdefault", key)
+  local v = TD.get(self, key)
+  if v ~= nil then return v end
+  if default == nil then
+    fail(("setdefault: no value at %s and the default is nil"):format(core.key_text(key)))
+  end
+  check_unlocked(self, "setdefault", "set key " .. core.key_text(key))
+  TD.set(self, key, default)
+  return TD.get(self, key)
+end
+
+-- td:popitem(): removes the last entry and returns its key and value (Python's
+-- popitem; a nested TensorDict comes out whole).
+function TD.popitem(self)
+  local n = D(self) and self._td_head.nkeys
+  if n == 0 then fail("popitem: the TensorDict is empty") end
+  local keys = core.key_list(self)
+  local k = keys[n]
+  check_unlocked(self, "popitem", "remove '" .. k .. "'")
+  local v = core.get_string(self, k)
+  check(C.td_dict_del(D(self), n - 1))
+  return k, v
+end
+
+-- td:filter_non_tensor_data(): a new TensorDict without the non-tensor values, nested
+-- ones included; a nested TensorDict left empty stays, as in Python.
+function TD.filter_non_tensor_data(self)
+  local r = struct.new_like(self)
+  local d = D(self)
+  for i, k in ipairs(core.key_list(self)) do
+    local kind = C.td_dict_kind(d, i - 1)
+    if kind == KIND_TENSOR then
+      check(C.td_dict_set_entry(D(r), k, #k, d, i - 1))
+    elseif kind == KIND_DICT then
+      core.set_string(r, k, TD.filter_non_tensor_data(core.get_string(self, k)),
+        "filter_non_tensor_data")
+    end
+  end
+  return r
+end
+
+-- td:split_keys(keys1, keys2, ... [, {inplace =, strict =}]): one TensorDict per table
+-- of keys (in that order), then one with the rest, as Python's split_keys. Each set is
+-- taken from what the sets before it left. strict (default true) raises for a key that
+-- is not there; inplace = true takes the keys out of td, which is then the rest.
+function TD.split_keys(self, ...)
+  D(self)
+  local sets, n = { ... }, select("#", ...)
+  local opts = {}
+  if n > 0 and type(sets[n]) == "table" and sets[n][1] == nil and next(sets[n]) ~= nil then
+    opts, sets[n], n = sets[n], nil, n - 1
+  end
+  opts = util.options("split_keys", opts, { inplace = "boolean", strict = "boolean" })
+  local strict = opts.strict ~= false
+  if opts.inplace then check_unlocked(self, "split_keys", "take keys out of it (inplace = true)") end
+  local rest = opts.inplace and self or TD.exclude(self)
+  local out = {}
+  for i = 1, n do
+    local keys = sets[i]
+    if type(keys) ~= "table" or is_td(keys) then
+      fail(("split_keys: argument %d must be a table of keys, got %s"):format(i, describe(keys)))
+    end
+    for j = 1, #keys do core.check_key("split_keys", keys[j]) end
+    if strict then
+      for j = 1, #keys do
+        if not TD.has(rest, keys[j]) then core.missing(rest, "split_keys", keys[j]) end
+      end
+    end
+    local args = { unpack(keys, 1, #keys) }
+    args[#args + 1] = { strict = false }
+    out[i] = TD.select(rest, unpack(args, 1, #args))
+    if opts.inplace then
+      for j = 1, #keys do
+        if TD.has(rest, keys[j]) then TD.del(rest, keys[j]) end
+      end
+    else -- exclude makes new nested containers where keys go: self's stay whole
+      rest = TD.exclude(rest, unpack(keys, 1, #keys))
+    end
+  end
+  out[n + 1] = rest
+  return unpack(out, 1, n + 1)
+end
+
+local function relock_and_return(self, was_locked, ok, ...)
+  if was_locked and self._td_p ~= nil then C.td_dict_set_locked(self._td_p, 1) end
+  if not ok then error((...), 0) end
+  return ...
+end
+
+-- td:unlocked(fn): runs fn(td) with td unlocked and locks it again afterwards, also
+-- when fn raises (the error is raised again); returns fn's results. A td that was not
+-- locked is left unlocked.
+function TD.unlocked(self, fn)
+  D(self)
+  if type(fn) ~= "function" and not (getmetatable(fn) or {}).__call then
+    fail(("unlocked: expected a function, got %s"):format(describe(fn)))
+  end
+  local was_locked = self._td_head.locked ~= 0
+  if was_locked then C.td_dict_set_locked(D(self), 0) end
+  return relock_and_return(self, was_locked, pcall(fn, self))
+end
+
+return {}

@@ -1,0 +1,18 @@
+-- tensordict.tensor: the tensor class, complete. tensor/core.lua defines the class and
+-- its metatable; the other files of this folder add their methods to it when they
+-- load. Requiring this module (not core.lua) loads them all, so a module above this
+-- layer gets every method without knowing which file defines it. Returns core's module.
+local core = require("tensordict.tensor.core")
+require("tensordict.tensor.create")
+require("tensordict.tensor.index")
+require("tensordict.tensor.dtype")
+require("tensordict.tensor.memory")
+require("tensordict.tensor.ops")
+require("tensordict.tensor.join")
+require("tensordict.tensor.random")
+require("tensordict.tensor.linalg")
+require("tensordict.tensor.reduce") -- methods only
+require("tensordict.tensor.tile") -- expand_as, repeat, repeat_interleave
+require("tensordict.tensor.gather") -- methods only
+require("tensordict.tensor.cuda")
+return core
