@@ -115,7 +115,7 @@ cuda:
 endif
 
 $(BUILD)/obj/core/cuda/%.o: core/cuda/%.cu core/cuda/cuda_internal.h core/include/tensordict.h \
-                            core/include/tensordict_cuda.h core/kernels/philox.h
+                            core/include/tensordict_cuda.h core/include/philox.h
 	@mkdir -p $(dir $@)
 	$(NVCC) $(CUDA_FLAGS) -c $< -o $@
 

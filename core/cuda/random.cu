@@ -15,7 +15,7 @@
 #include "cuda_internal.h"
 
 #define TD_PHILOX_FN static __host__ __device__ __forceinline__
-#include "../kernels/philox.h"
+#include "philox.h"
 
 enum { DRAW_UNIFORM, DRAW_NORMAL, DRAW_BERNOULLI, DRAW_RANDINT };
 

@@ -1,5 +1,8 @@
 /*
- * dtype_table.h: the one table of what each dtype is, as X-macros (not ABI).
+ * dtype_table.h: the one table of what each dtype is, as X-macros (not ABI: no FFI
+ * declarations, not installed). It sits in core/include because every C library of the
+ * project walks it: libtensordict's src, kernels and dict, and the CUDA (core/cuda) and
+ * MPI (core/mpi) backends, which reach nothing else of libtensordict but its ABI.
  *
  * One row per dtype, X(ARG, suffix, stored, kind, compute, family, name):
  *  - suffix:  the enum name after TD_ (tensordict.h keeps the codes themselves as a plain
