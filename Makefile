@@ -34,7 +34,10 @@ BINDIR  ?= $(PREFIX)/bin
 
 LIB_SRCS  = $(wildcard core/src/*.c core/kernels/*.c core/dict/*.c)
 LIB_OBJS  = $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
-LIB_HDRS  = $(wildcard core/include/*.h core/src/*.h core/kernels/*.h core/dict/*.h)
+# core/include: the public headers and the non-ABI ones every library shares (the dtype
+# table, philox.h, float_below.h).
+INC_HDRS  = $(wildcard core/include/*.h)
+LIB_HDRS  = $(INC_HDRS) $(wildcard core/src/*.h core/kernels/*.h core/dict/*.h)
 LIB       = $(BUILD)/libtensordict.so
 CDEFS     = lua/tensordict/cdefs.lua
 MPI_SRCS  = $(wildcard core/mpi/*.c)
@@ -72,7 +75,7 @@ mpi:
 	@echo "libtensordict_mpi.so skipped: $(MPICC) not found (install libopenmpi-dev; see docs/dist.md)"
 endif
 
-$(BUILD)/obj/core/mpi/%.o: core/mpi/%.c core/mpi/mpi_internal.h core/include/tensordict_mpi.h core/include/tensordict.h
+$(BUILD)/obj/core/mpi/%.o: core/mpi/%.c core/mpi/mpi_internal.h $(INC_HDRS)
 	@mkdir -p $(dir $@)
 	OMPI_CC=$(CC) $(MPICC) $(TD_CFLAGS) -c $< -o $@
 
@@ -114,8 +117,7 @@ cuda:
 	@echo "nvcc not found (PATH, /usr/local/cuda/bin): skipping libtensordict_cuda.so"
 endif
 
-$(BUILD)/obj/core/cuda/%.o: core/cuda/%.cu core/cuda/cuda_internal.h core/include/tensordict.h \
-                            core/include/tensordict_cuda.h core/include/philox.h
+$(BUILD)/obj/core/cuda/%.o: core/cuda/%.cu core/cuda/cuda_internal.h $(INC_HDRS)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(CUDA_FLAGS) -c $< -o $@
 

@@ -940,6 +940,13 @@ void td_worker_exit(int32_t code);
 int32_t td_signal_watch(int32_t signo);
 int32_t td_signal_count(int32_t signo);
 
+/* ---- later additions (new calls are appended here) ---- */
+
+/* torch's Tensor method that casts to dtype ("float" for float32, "byte" for uint8: the
+ * dtype table's method column); NULL for an unknown code. The Lua layer names its cast
+ * methods with it. */
+const char *td_dtype_method_name(int32_t dtype);
+
 #ifdef __cplusplus
 }
 #endif
