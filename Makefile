@@ -35,7 +35,7 @@ BINDIR  ?= $(PREFIX)/bin
 LIB_SRCS  = $(wildcard core/src/*.c core/kernels/*.c core/dict/*.c)
 LIB_OBJS  = $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 # core/include: the public headers and the non-ABI ones every library shares (the dtype
-# table, philox.h, float_below.h).
+# and op tables, philox.h, float_below.h).
 INC_HDRS  = $(wildcard core/include/*.h)
 LIB_HDRS  = $(INC_HDRS) $(wildcard core/src/*.h core/kernels/*.h core/dict/*.h)
 LIB       = $(BUILD)/libtensordict.so

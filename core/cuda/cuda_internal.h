@@ -13,6 +13,7 @@
 #include <stdio.h>
 
 #include "dtype_table.h"
+#include "op_table.h"
 #include "tensordict.h"
 #include "tensordict_cuda.h"
 
