@@ -2,8 +2,8 @@
 #   make            libtensordict.so and the generated Lua cdefs; where nvcc is found
 #                   (PATH or /usr/local/cuda/bin), also libtensordict_cuda.so (docs/cuda.md);
 #                   where mpicc is found, also libtensordict_mpi.so (docs/dist.md)
-#   make test       luacheck, the layering check, then the C tests and busted specs; ends
-#                   with "N passed, N failed"
+#   make test       luacheck, the layering and table checks, then the C tests and busted
+#                   specs; ends with "N passed, N failed"
 #   make lint       luacheck over the Lua sources, scripts, plugins and tests (.luacheckrc)
 #   make asan       the same tests under AddressSanitizer and UBSan
 #   make valgrind   valgrind memcheck over the C tests and a subset of the specs: 0 errors,
@@ -61,7 +61,7 @@ CUDA_LIB    = $(BUILD)/libtensordict_cuda.so
 CUDA_OBJS   = $(patsubst %.cu,$(BUILD)/obj/%.o,$(wildcard core/cuda/*.cu))
 CUDA_CDEFS  = lua/tensordict/cuda_cdefs.lua
 
-.PHONY: all lib cuda cuda-bench mpi layers test check lint asan valgrind fuzz fuzz-c fuzz-targets bench bench-quick install deps \
+.PHONY: all lib cuda cuda-bench mpi layers tables test check lint asan valgrind fuzz fuzz-c fuzz-targets bench bench-quick install deps \
         clean demo run
 
 all: $(LIB) $(CDEFS) $(CUDA_CDEFS) cuda $(CDEFS_MPI) mpi
@@ -153,8 +153,12 @@ $(BUILD)/bench/%: tests/bench/%.c tests/bench/bench.h $(LIB) $(LIB_HDRS)
 layers: $(LIB)
 	bash scripts/check_layers.sh $(BUILD)
 
+# dtypes and ops are listed only in their tables (core/include/dtype_table.h, op_table.h).
+tables:
+	bash scripts/check_tables.sh
+
 # The tests run against whatever BUILD holds; asan re-enters with a sanitized BUILD.
-check: all layers $(CTESTS)
+check: all layers tables $(CTESTS)
 	BUILD=$(BUILD) TD_PRELOAD="$(TD_PRELOAD)" bash scripts/run-tests.sh
 
 test: deps lint
