@@ -2,8 +2,8 @@
 #   make            libtensordict.so and the generated Lua cdefs; where nvcc is found
 #                   (PATH or /usr/local/cuda/bin), also libtensordict_cuda.so (docs/cuda.md);
 #                   where mpicc is found, also libtensordict_mpi.so (docs/dist.md)
-#   make test       luacheck, the layering check, then the C tests and busted specs; ends
-#                   with "N passed, N failed"
+#   make test       luacheck, the layering and table checks, then the C tests and busted
+#                   specs; ends with "N passed, N failed"
 #   make lint       luacheck over the Lua sources, scripts, plugins and tests (.luacheckrc)
 #   make asan       the same tests under AddressSanitizer and UBSan
 #   make valgrind   valgrind memcheck over the C tests and a subset of the specs: 0 errors,
@@ -34,7 +34,10 @@ BINDIR  ?= $(PREFIX)/bin
 
 LIB_SRCS  = $(wildcard core/src/*.c core/kernels/*.c core/dict/*.c core/store/*.c)
 LIB_OBJS  = $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
-LIB_HDRS  = $(wildcard core/include/*.h core/src/*.h core/kernels/*.h core/dict/*.h core/store/*.h)
+# core/include: the public headers and the non-ABI ones every library shares (the dtype
+# and op tables, philox.h, float_below.h).
+INC_HDRS  = $(wildcard core/include/*.h)
+LIB_HDRS  = $(INC_HDRS) $(wildcard core/src/*.h core/kernels/*.h core/dict/*.h core/store/*.h)
 LIB       = $(BUILD)/libtensordict.so
 CDEFS     = lua/tensordict/cdefs.lua
 # The Lua layers, a folder each under lua/tensordict (docs/architecture.md)
@@ -60,7 +63,7 @@ CUDA_LIB    = $(BUILD)/libtensordict_cuda.so
 CUDA_OBJS   = $(patsubst %.cu,$(BUILD)/obj/%.o,$(wildcard core/cuda/*.cu))
 CUDA_CDEFS  = lua/tensordict/cuda_cdefs.lua
 
-.PHONY: all lib cuda cuda-bench mpi layers test check lint asan valgrind fuzz fuzz-c fuzz-targets bench bench-quick install deps \
+.PHONY: all lib cuda cuda-bench mpi layers tables test check lint asan valgrind fuzz fuzz-c fuzz-targets bench bench-quick install deps \
         clean demo run
 
 all: $(LIB) $(CDEFS) $(CUDA_CDEFS) cuda $(CDEFS_MPI) mpi
@@ -74,7 +77,7 @@ mpi:
 	@echo "libtensordict_mpi.so skipped: $(MPICC) not found (install libopenmpi-dev; see docs/dist.md)"
 endif
 
-$(BUILD)/obj/core/mpi/%.o: core/mpi/%.c core/mpi/mpi_internal.h core/include/tensordict_mpi.h core/include/tensordict.h
+$(BUILD)/obj/core/mpi/%.o: core/mpi/%.c core/mpi/mpi_internal.h $(INC_HDRS)
 	@mkdir -p $(dir $@)
 	OMPI_CC=$(CC) $(MPICC) $(TD_CFLAGS) -c $< -o $@
 
@@ -116,8 +119,7 @@ cuda:
 	@echo "nvcc not found (PATH, /usr/local/cuda/bin): skipping libtensordict_cuda.so"
 endif
 
-$(BUILD)/obj/core/cuda/%.o: core/cuda/%.cu core/cuda/cuda_internal.h core/include/tensordict.h \
-                            core/include/tensordict_cuda.h core/kernels/philox.h
+$(BUILD)/obj/core/cuda/%.o: core/cuda/%.cu core/cuda/cuda_internal.h $(INC_HDRS)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(CUDA_FLAGS) -c $< -o $@
 
@@ -153,8 +155,12 @@ $(BUILD)/bench/%: tests/bench/%.c tests/bench/bench.h $(LIB) $(LIB_HDRS)
 layers: $(LIB)
 	bash scripts/check_layers.sh $(BUILD)
 
+# dtypes and ops are listed only in their tables (core/include/dtype_table.h, op_table.h).
+tables:
+	bash scripts/check_tables.sh
+
 # The tests run against whatever BUILD holds; asan re-enters with a sanitized BUILD.
-check: all layers $(CTESTS)
+check: all layers tables $(CTESTS)
 	BUILD=$(BUILD) TD_PRELOAD="$(TD_PRELOAD)" bash scripts/run-tests.sh
 
 test: deps lint

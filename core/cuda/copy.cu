@@ -53,42 +53,39 @@ struct wide {
   bool is_int;
 };
 
+/* A stored element widened: bool and integers into i, floating types into f. */
+template <class T> __device__ __forceinline__ wide widen(T v) { return wide{0, (int64_t)v, true}; }
+__device__ __forceinline__ wide widen(__half v) { return wide{__half2float(v), 0, false}; }
+__device__ __forceinline__ wide widen(__nv_bfloat16 v) {
+  return wide{__bfloat162float(v), 0, false};
+}
+__device__ __forceinline__ wide widen(float v) { return wide{v, 0, false}; }
+__device__ __forceinline__ wide widen(double v) { return wide{v, 0, false}; }
+
+/* A wide value as a stored element. One-byte integers take a floating value through
+ * int64 (wrapping); wider types convert it directly (the device saturates). */
+template <class T> __device__ __forceinline__ T narrow(wide w) {
+  if (sizeof(T) == 1) return w.is_int ? (T)w.i : (T)(int64_t)w.f;
+  return w.is_int ? (T)w.i : (T)w.f;
+}
+template <> __device__ __forceinline__ bool narrow<bool>(wide w) {
+  return w.is_int ? w.i != 0 : w.f != 0.0;
+}
+template <> __device__ __forceinline__ __half narrow<__half>(wide w) {
+  return __double2half(w.is_int ? (double)w.i : w.f);
+}
+template <> __device__ __forceinline__ __nv_bfloat16 narrow<__nv_bfloat16>(wide w) {
+  return __double2bfloat16(w.is_int ? (double)w.i : w.f);
+}
+
 __device__ __forceinline__ wide load_wide(const char *p, int32_t dt) {
   wide w = {0, 0, true};
-  switch (dt) {
-    case TD_BOOL: w.i = *(const bool *)p; break;
-    case TD_UINT8: w.i = *(const uint8_t *)p; break;
-    case TD_INT8: w.i = *(const int8_t *)p; break;
-    case TD_INT16: w.i = *(const int16_t *)p; break;
-    case TD_INT32: w.i = *(const int32_t *)p; break;
-    case TD_INT64: w.i = *(const int64_t *)p; break;
-    case TD_FLOAT16: w.f = __half2float(*(const __half *)p); w.is_int = false; break;
-    case TD_BFLOAT16: w.f = __bfloat162float(*(const __nv_bfloat16 *)p); w.is_int = false; break;
-    case TD_FLOAT32: w.f = *(const float *)p; w.is_int = false; break;
-    default: w.f = *(const double *)p; w.is_int = false; break;
-  }
+  TDC_DISPATCH(dt, T, w = widen(*(const T *)p));
   return w;
 }
 
-template <class T> __device__ __forceinline__ T narrow(wide w) {
-  return w.is_int ? (T)w.i : (T)w.f;
-}
-
 __device__ __forceinline__ void store_wide(char *p, int32_t dt, wide w) {
-  switch (dt) {
-    case TD_BOOL: *(bool *)p = w.is_int ? w.i != 0 : w.f != 0.0; break;
-    case TD_UINT8: *(uint8_t *)p = w.is_int ? (uint8_t)w.i : (uint8_t)(int64_t)w.f; break;
-    case TD_INT8: *(int8_t *)p = w.is_int ? (int8_t)w.i : (int8_t)(int64_t)w.f; break;
-    case TD_INT16: *(int16_t *)p = narrow<int16_t>(w); break;
-    case TD_INT32: *(int32_t *)p = narrow<int32_t>(w); break;
-    case TD_INT64: *(int64_t *)p = narrow<int64_t>(w); break;
-    case TD_FLOAT16: *(__half *)p = __double2half(w.is_int ? (double)w.i : w.f); break;
-    case TD_BFLOAT16:
-      *(__nv_bfloat16 *)p = __double2bfloat16(w.is_int ? (double)w.i : w.f);
-      break;
-    case TD_FLOAT32: *(float *)p = w.is_int ? (float)w.i : (float)w.f; break;
-    default: *(double *)p = w.is_int ? (double)w.i : w.f; break;
-  }
+  TDC_DISPATCH(dt, T, *(T *)p = narrow<T>(w));
 }
 
 __global__ void copy_kernel(char *dst, tdc_layout dl, int32_t ddt, int64_t dsize,

@@ -12,6 +12,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "dtype_table.h"
+#include "op_table.h"
 #include "tensordict.h"
 #include "tensordict_cuda.h"
 
@@ -161,19 +163,27 @@ template <class D, class S> __host__ __device__ __forceinline__ D tdc_cast(S v) 
   return tdc_conv<D>::from(v);
 }
 
-/* Runs the code given with T the stored type of dtype DT (a switch over the ten dtypes). */
-#define TDC_DISPATCH(DT, T, ...)                         \
-  switch (DT) {                                           \
-    case TD_BOOL: { typedef bool T; __VA_ARGS__; } break;        \
-    case TD_UINT8: { typedef uint8_t T; __VA_ARGS__; } break;    \
-    case TD_INT8: { typedef int8_t T; __VA_ARGS__; } break;      \
-    case TD_INT16: { typedef int16_t T; __VA_ARGS__; } break;    \
-    case TD_INT32: { typedef int32_t T; __VA_ARGS__; } break;    \
-    case TD_INT64: { typedef int64_t T; __VA_ARGS__; } break;    \
-    case TD_FLOAT16: { typedef __half T; __VA_ARGS__; } break;   \
-    case TD_BFLOAT16: { typedef __nv_bfloat16 T; __VA_ARGS__; } break; \
-    case TD_FLOAT32: { typedef float T; __VA_ARGS__; } break;    \
-    default: { typedef double T; __VA_ARGS__; } break;           \
+/* The device type of a stored element, by the dtype table's kind: bool for B, CUDA's
+ * own 16-bit float types for H and BF, the stored type itself otherwise. */
+#define TDC_TYPE_B(DT) bool
+#define TDC_TYPE_I(DT) DT
+#define TDC_TYPE_H(DT) __half
+#define TDC_TYPE_BF(DT) __nv_bfloat16
+#define TDC_TYPE_F(DT) DT
+#define TDC_UNPAREN(...) __VA_ARGS__
+#define TDC_DISPATCH_CASE(T, BODY, DN, DT, DK, ...) \
+  case TD_##DN: {                                   \
+    typedef TDC_TYPE_##DK(DT) T;                    \
+    TDC_UNPAREN BODY;                               \
+  } break;
+
+/* Runs the code given with T the device type of dtype DT: a switch with a case per row
+ * of the dtype table (the code travels through the table in parentheses, commas and
+ * all). Every dtype reaching a kernel is valid: another code runs nothing. */
+#define TDC_DISPATCH(DT, T, ...) \
+  switch (DT) {                  \
+    TD_DTYPES_ALL(TDC_DISPATCH_CASE, T, (__VA_ARGS__)) \
+    default: break;              \
   }
 
 #endif

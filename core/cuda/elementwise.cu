@@ -130,15 +130,16 @@ template <class A> __device__ __forceinline__ bool compare(int32_t op, A a, A b)
   }
 }
 
-/* Scalars come in the arithmetic type A, already converted (see scalar_value). */
+/* Scalars come in the arithmetic type A, already converted (see scalar_value). to_bool:
+ * op compares or is logical (its category gives bool). */
 template <class T, class O, class A>
-__global__ void binary_kernel(int32_t op, O *out, tdc_layout ol, const T *x, tdc_layout xl,
-                              const T *y, tdc_layout yl, A xs, A ys, int32_t xscalar,
-                              int32_t yscalar, int64_t n, int32_t *zero) {
+__global__ void binary_kernel(int32_t op, bool to_bool, O *out, tdc_layout ol, const T *x,
+                              tdc_layout xl, const T *y, tdc_layout yl, A xs, A ys,
+                              int32_t xscalar, int32_t yscalar, int64_t n, int32_t *zero) {
   TDC_LOOP(i, n) {
     const A a = xscalar ? xs : tdc_cast<A>(x[tdc_offset(xl, i)]);
     const A b = yscalar ? ys : tdc_cast<A>(y[tdc_offset(yl, i)]);
-    if (op >= TD_BINARY_EQ) out[tdc_offset(ol, i)] = tdc_cast<O>(compare<A>(op, a, b));
+    if (to_bool) out[tdc_offset(ol, i)] = tdc_cast<O>(compare<A>(op, a, b));
     else out[tdc_offset(ol, i)] = tdc_cast<O>(arith<A>::apply(op, a, b, zero));
   }
 }
@@ -245,6 +246,7 @@ static bool run_binary(const char *call, int32_t op, int32_t c, td_tensor *out,
   cudaStream_t s = tdc_stream();
   const unsigned blocks = tdc_blocks(n, TDC_THREADS);
   const tdc_layout ol = tdc_layout_of(out), none = tdc_layout{};
+  const bool to_bool = TD_OPCAT_GIVES_BOOL(td_op_category(TD_OPS_BINARY, op));
   TDC_DISPATCH(c, T, {
     typedef typename tdc_acc<T>::type A;
     A xs{}, ys{};
@@ -256,11 +258,11 @@ static bool run_binary(const char *call, int32_t op, int32_t c, td_tensor *out,
     const T *xp = x ? (const T *)tdc_ptr(x) : NULL, *yp = y ? (const T *)tdc_ptr(y) : NULL;
     const tdc_layout xl = x ? tdc_layout_of(x) : none, yl = y ? tdc_layout_of(y) : none;
     if (out->dtype == TD_BOOL)
-      binary_kernel<T, bool, A><<<blocks, TDC_THREADS, 0, s>>>(op, (bool *)tdc_ptr(out), ol, xp, xl,
-                                                               yp, yl, xs, ys, !x, !y, n, zero);
+      binary_kernel<T, bool, A><<<blocks, TDC_THREADS, 0, s>>>(
+          op, to_bool, (bool *)tdc_ptr(out), ol, xp, xl, yp, yl, xs, ys, !x, !y, n, zero);
     else
-      binary_kernel<T, T, A><<<blocks, TDC_THREADS, 0, s>>>(op, (T *)tdc_ptr(out), ol, xp, xl, yp,
-                                                            yl, xs, ys, !x, !y, n, zero);
+      binary_kernel<T, T, A><<<blocks, TDC_THREADS, 0, s>>>(
+          op, to_bool, (T *)tdc_ptr(out), ol, xp, xl, yp, yl, xs, ys, !x, !y, n, zero);
   });
   if (!tdc_launched(call)) {
     td_tensor_release(flag);
@@ -279,17 +281,19 @@ static bool run_binary(const char *call, int32_t op, int32_t c, td_tensor *out,
   return true;
 }
 
-static const char *const binary_names[TD_BINARY_LOGICAL_XOR + 1] = {
-    "add",     "sub",     "mul", "div", "floor_divide", "remainder",   "pow",
-    "minimum", "maximum", "eq",  "ne",  "lt",           "le",          "gt",
-    "ge",      "logical_and",    "logical_or",          "logical_xor"};
+/* An op's name for messages, in place or not, from the CPU library's op table;
+ * otherwise "<fallback>" (an unknown op, refused by the caller or by the CPU's plan). */
+static const char *op_call(int32_t kind, int32_t op, int32_t inplace, const char *fallback) {
+  const char *name = td_op_name(kind, op, inplace);
+  return name ? name : fallback;
+}
 
 static td_tensor *binary_new(int32_t op, operand xo, operand yo) {
-  if (op < 0 || op > TD_BINARY_LOGICAL_XOR) {
+  const char *call = td_op_name(TD_OPS_BINARY, op, 0);
+  if (!call) {
     tdc_fail(TD_EINVAL, "binary: unknown op %d", (int)op);
     return NULL;
   }
-  const char *call = binary_names[op];
   const td_tensor *a = xo.t ? xo.t : yo.t;
   const int32_t device = common_device(call, xo.t, yo.t, NULL);
   if (device < 0) return NULL;
@@ -360,15 +364,12 @@ TDC_EXPORT td_tensor *td_cuda_binary_scalar(int32_t op, const td_tensor *a, doub
 }
 
 TDC_EXPORT int32_t td_cuda_binary_(int32_t op, td_tensor *a, const td_tensor *b) {
-  char call[32];
-  snprintf(call, sizeof call, "%s_", op >= 0 && op <= TD_BINARY_LOGICAL_XOR ? binary_names[op] : "binary");
-  return tdc_into(call, a, td_cuda_binary(op, a, b));
+  return tdc_into(op_call(TD_OPS_BINARY, op, 1, "binary_"), a, td_cuda_binary(op, a, b));
 }
 
 TDC_EXPORT int32_t td_cuda_binary_scalar_(int32_t op, td_tensor *a, double s, int32_t scalar_kind) {
-  char call[32];
-  snprintf(call, sizeof call, "%s_", op >= 0 && op <= TD_BINARY_LOGICAL_XOR ? binary_names[op] : "binary");
-  return tdc_into(call, a, td_cuda_binary_scalar(op, a, s, scalar_kind, 0));
+  return tdc_into(op_call(TD_OPS_BINARY, op, 1, "binary_"), a,
+                  td_cuda_binary_scalar(op, a, s, scalar_kind, 0));
 }
 
 /* ---- unary ---- */
@@ -424,26 +425,24 @@ template <class A> __device__ __forceinline__ bool unary_test(int32_t op, A a) {
   return a - a != a - a && !is_nan(a); /* ISINF: inf - inf is NaN */
 }
 
+/* test: op is logical_not or a test (its category gives bool). */
 template <class T, class O>
-__global__ void unary_kernel(int32_t op, O *out, tdc_layout ol, const T *x, tdc_layout xl, int64_t n) {
+__global__ void unary_kernel(int32_t op, bool test, O *out, tdc_layout ol, const T *x,
+                             tdc_layout xl, int64_t n) {
   typedef typename tdc_acc<T>::type A;
   TDC_LOOP(i, n) {
     const A a = tdc_cast<A>(x[tdc_offset(xl, i)]);
-    if (op >= TD_UNARY_LOGICAL_NOT) out[tdc_offset(ol, i)] = tdc_cast<O>(unary_test<A>(op, a));
+    if (test) out[tdc_offset(ol, i)] = tdc_cast<O>(unary_test<A>(op, a));
     else out[tdc_offset(ol, i)] = tdc_cast<O>(unary_arith<A>::apply(op, a));
   }
 }
 
-static const char *const unary_names[TD_UNARY_ISINF + 1] = {
-    "neg",  "abs",  "exp",     "log",  "log1p", "expm1", "sqrt",  "rsqrt",       "sin",   "cos",
-    "tanh", "sigmoid", "relu", "floor", "ceil", "round", "sign", "logical_not", "isnan", "isinf"};
-
 TDC_EXPORT td_tensor *td_cuda_unary(int32_t op, const td_tensor *a) {
-  if (op < 0 || op > TD_UNARY_ISINF) {
+  const char *call = td_op_name(TD_OPS_UNARY, op, 0);
+  if (!call) {
     tdc_fail(TD_EINVAL, "unary: unknown op %d", (int)op);
     return NULL;
   }
-  const char *call = unary_names[op];
   const int32_t device = common_device(call, a, NULL, NULL);
   if (device < 0) return NULL;
   int32_t c, o;
@@ -456,12 +455,13 @@ TDC_EXPORT td_tensor *td_cuda_unary(int32_t op, const td_tensor *a) {
     cudaStream_t s = tdc_stream();
     const unsigned blocks = tdc_blocks(n, TDC_THREADS);
     const tdc_layout ol = tdc_layout_of(out), xl = tdc_layout_of(x);
+    const bool test = TD_OPCAT_GIVES_BOOL(td_op_category(TD_OPS_UNARY, op));
     TDC_DISPATCH(c, T, {
       if (o == TD_BOOL)
-        unary_kernel<T, bool><<<blocks, TDC_THREADS, 0, s>>>(op, (bool *)tdc_ptr(out), ol,
+        unary_kernel<T, bool><<<blocks, TDC_THREADS, 0, s>>>(op, test, (bool *)tdc_ptr(out), ol,
                                                              (const T *)tdc_ptr(x), xl, n);
       else
-        unary_kernel<T, T><<<blocks, TDC_THREADS, 0, s>>>(op, (T *)tdc_ptr(out), ol,
+        unary_kernel<T, T><<<blocks, TDC_THREADS, 0, s>>>(op, test, (T *)tdc_ptr(out), ol,
                                                           (const T *)tdc_ptr(x), xl, n);
     });
     if (!tdc_launched(call)) {
@@ -474,8 +474,7 @@ TDC_EXPORT td_tensor *td_cuda_unary(int32_t op, const td_tensor *a) {
 }
 
 TDC_EXPORT int32_t td_cuda_unary_(int32_t op, td_tensor *a) {
-  char call[32];
-  snprintf(call, sizeof call, "%s_", op >= 0 && op <= TD_UNARY_ISINF ? unary_names[op] : "unary");
+  const char *call = op_call(TD_OPS_UNARY, op, 1, "unary_");
   if (!a) return tdc_fail(TD_EINVAL, "%s: the tensor is NULL", call);
   return tdc_into(call, a, td_cuda_unary(op, a));
 }

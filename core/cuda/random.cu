@@ -13,9 +13,10 @@
 #include <math.h>
 
 #include "cuda_internal.h"
+#include "float_below.h"
 
 #define TD_PHILOX_FN static __host__ __device__ __forceinline__
-#include "../kernels/philox.h"
+#include "philox.h"
 
 enum { DRAW_UNIFORM, DRAW_NORMAL, DRAW_BERNOULLI, DRAW_RANDINT };
 
@@ -60,26 +61,6 @@ __global__ void draw_kernel(draw_params p, double *fbuf, int64_t *ibuf, int64_t 
   }
 }
 
-/* The largest value of dtype below high (the CPU's rule, so uniform_ never gives high). */
-static double largest_below(int32_t dtype, double high) {
-  switch (dtype) {
-    case TD_FLOAT16:
-    case TD_BFLOAT16: {
-      const bool half = dtype == TD_FLOAT16;
-      uint16_t h = half ? td_float_to_half((float)high) : td_float_to_bfloat16((float)high);
-      const double back = half ? td_half_to_float(h) : td_bfloat16_to_float(h);
-      if (back >= high) h = (h & 0x7FFF) == 0 ? 0x8001 : (h & 0x8000) ? (uint16_t)(h + 1) : (uint16_t)(h - 1);
-      return half ? td_half_to_float(h) : td_bfloat16_to_float(h);
-    }
-    case TD_FLOAT32: {
-      float h = (float)high;
-      if ((double)h >= high) h = nextafterf(h, -INFINITY);
-      return h;
-    }
-    default: return nextafter(high, -INFINITY);
-  }
-}
-
 /* Checks with the CPU function on an empty twin, then draws into t. */
 static int32_t draw(const char *call, td_tensor *t, draw_params p, td_generator *g,
                     int32_t (*check)(td_tensor *, draw_params *, td_generator *)) {
@@ -113,7 +94,7 @@ static int32_t draw(const char *call, td_tensor *t, draw_params p, td_generator 
 static int32_t check_uniform(td_tensor *twin, draw_params *p, td_generator *g) {
   const int32_t s = td_uniform_(twin, p->low_arg, p->high_arg, g);
   if (s == TD_OK) {
-    const double top = largest_below(twin->dtype, p->high_arg);
+    const double top = td_float_below(twin->dtype, p->high_arg); /* the CPU's clamp */
     p->top = top < p->a ? p->a : top;
   }
   return s;

@@ -194,23 +194,26 @@ static bool launch_arg(const char *call, bool max, td_tensor *values, td_tensor 
   return tdc_launched(call);
 }
 
+/* The op's name from the CPU library's op table (those without a CUDA kernel are named
+ * for their refusal); "reduce" for an unknown op. */
 static const char *red_name(int32_t op) {
-  switch (op) {
-    case TD_RED_SUM: return "sum";
-    case TD_RED_MEAN: return "mean";
-    case TD_RED_PROD: return "prod";
-    case TD_RED_MIN: return "min";
-    case TD_RED_MAX: return "max";
-    case TD_RED_ARGMIN: return "argmin";
-    case TD_RED_ARGMAX: return "argmax";
-    case TD_RED_STD: return "std";
-    case TD_RED_VAR: return "var";
-    case TD_RED_NORM: return "norm"; /* the rest are named for their refusal */
-    case TD_RED_ALL: return "all";
-    case TD_RED_ANY: return "any";
-    case TD_RED_LOGSUMEXP: return "logsumexp";
-    default: return "reduce";
+  const char *name = td_op_name(TD_OPS_REDUCE, op, 0);
+  return name ? name : "reduce";
+}
+
+/* The reductions with a CUDA kernel: the codes up to var. */
+static bool has_kernel(int32_t op) { return op >= 0 && op <= TD_RED_VAR; }
+
+/* "sum, mean, ... and var": the names of the ops has_kernel takes, for its refusal. */
+static const char *kernel_names(char *buf, size_t n) {
+  size_t at = 0;
+  buf[0] = '\0';
+  for (int32_t op = 0; has_kernel(op) && at < n; op++) {
+    const char *sep = op == 0 ? "" : has_kernel(op + 1) ? ", " : " and ";
+    const int w = snprintf(buf + at, n - at, "%s%s", sep, red_name(op));
+    at += w > 0 ? (size_t)w : 0;
   }
+  return buf;
 }
 
 tdc_split tdc_split_dims(const td_tensor *a, const bool *reduced, int32_t keepdim) {
@@ -274,9 +277,10 @@ static td_tensor *spread(int32_t op, const td_tensor *a, const int32_t *dims, in
 TDC_EXPORT td_tensor *td_cuda_reduce(int32_t op, const td_tensor *a, const int32_t *dims,
                                      int32_t ndims, int32_t keepdim, double param) {
   const char *call = red_name(op);
-  if (op < 0 || op > TD_RED_VAR) {
-    tdc_fail(TD_EINVAL, "%s: op %d has no CUDA kernel (sum, mean, prod, min, max, argmin, "
-             "argmax, std and var do); move the tensor to the CPU with :cpu() for it", call, (int)op);
+  if (!has_kernel(op)) {
+    char names[128];
+    tdc_fail(TD_EINVAL, "%s: op %d has no CUDA kernel (%s do); move the tensor to the CPU with "
+             ":cpu() for it", call, (int)op, kernel_names(names, sizeof names));
     return NULL;
   }
   if (!tdc_on_its_device(call, a)) return NULL;

@@ -766,14 +766,9 @@ TD_EXPORT td_dict *td_dict_copy(const td_dict *d, int32_t mode) {
   return map_values(d, &op);
 }
 
-static bool is_floating(int32_t dtype) {
-  return dtype == TD_FLOAT16 || dtype == TD_BFLOAT16 || dtype == TD_FLOAT32 ||
-         dtype == TD_FLOAT64;
-}
-
 static int32_t cast_leaf(const td_leaf_op *op, const td_tensor *in, td_tensor *out) {
   const copy_ctx *c = op->ctx;
-  if (c->floating_only && !is_floating(in->dtype)) {
+  if (c->floating_only && !td_dtype_is_floating(in->dtype)) {
     td_header_copy(out, in);
     return TD_LEAF_VIEW;
   }

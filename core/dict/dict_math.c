@@ -50,30 +50,12 @@
 
 #include "dict_internal.h"
 #include "../kernels/elementwise.h"
+#include "../kernels/ops.h"
 
 
 static const char *shape_str(char *buf, int32_t ndim, const int64_t *shape) {
   return td_format_shape(buf, TD_SHAPE_STR, ndim, shape);
 }
-
-static const char *const binary_names[TD_BINARY_LOGICAL_XOR + 1] = {
-    "add",     "sub",     "mul", "div", "floor_divide", "remainder",   "pow",
-    "minimum", "maximum", "eq",  "ne",  "lt",           "le",          "gt",
-    "ge",      "logical_and",    "logical_or",          "logical_xor"};
-static const char *const binary_names_[TD_BINARY_LOGICAL_XOR + 1] = {
-    "add_",     "sub_",     "mul_", "div_", "floor_divide_", "remainder_",   "pow_",
-    "minimum_", "maximum_", "eq_",  "ne_",  "lt_",           "le_",          "gt_",
-    "ge_",      "logical_and_",     "logical_or_",           "logical_xor_"};
-static const char *const unary_names[TD_UNARY_ISINF + 1] = {
-    "neg",  "abs",  "exp",  "log",     "log1p", "expm1", "sqrt",        "rsqrt", "sin",  "cos",
-    "tanh", "sigmoid", "relu", "floor", "ceil", "round", "sign", "logical_not", "isnan", "isinf"};
-static const char *const unary_names_[TD_UNARY_ISINF + 1] = {
-    "neg_",  "abs_",     "exp_",  "log_",   "log1p_", "expm1_", "sqrt_",
-    "rsqrt_", "sin_",    "cos_",  "tanh_",  "sigmoid_", "relu_", "floor_",
-    "ceil_", "round_",   "sign_", "logical_not_", "isnan_", "isinf_"};
-static const char *const reduce_names[TD_RED_LOGSUMEXP + 1] = {
-    "sum", "mean", "prod", "min", "max", "argmin", "argmax",
-    "std", "var",  "norm", "all", "any", "logsumexp"};
 
 /* Tensors, containers and non-tensor values (uniform or stacked) pair with their own. */
 static int32_t entry_class(int32_t kind) {
@@ -331,16 +313,16 @@ static int32_t unary_leaf_(const math_ctx *c, td_tensor *x, const td_tensor *y, 
 }
 
 TD_EXPORT td_dict *td_dict_unary(int32_t op, const td_dict *a) {
-  if (op < TD_UNARY_NEG || op > TD_UNARY_ISINF)
+  if (op < 0 || op >= TD_UNARY_COUNT)
     return td_fail_null(TD_EINVAL, "unary: unknown unary op %d", (int)op);
-  math_ctx c = {.call = unary_names[op], .fn = unary_leaf, .op = op};
+  math_ctx c = {.call = td_unary_rows[op].name, .fn = unary_leaf, .op = op};
   return check_dict(c.call, a, "TensorDict") ? map_dict(a, NULL, &c) : NULL;
 }
 
 TD_EXPORT int32_t td_dict_unary_(int32_t op, td_dict *a) {
-  if (op < TD_UNARY_NEG || op > TD_UNARY_ISINF)
+  if (op < 0 || op >= TD_UNARY_COUNT)
     return td_fail(TD_EINVAL, "unary_: unknown unary op %d", (int)op);
-  math_ctx c = {.call = unary_names_[op], .fn_ = unary_leaf_, .op = op};
+  math_ctx c = {.call = td_unary_rows[op].inplace, .fn_ = unary_leaf_, .op = op};
   return check_dict(c.call, a, "TensorDict") ? visit_dict(a, NULL, &c) : td_last_status();
 }
 
@@ -397,11 +379,11 @@ static int32_t binary_leaf_(const math_ctx *c, td_tensor *x, const td_tensor *y,
 /* The checks td_dict_binary and its in-place form share; fills c. */
 static bool binary_setup(math_ctx *c, int32_t op, const td_dict *a, const td_dict *b,
                          const td_tensor *bt, double s, int32_t s_kind, bool inplace) {
-  if (op < TD_BINARY_ADD || op > TD_BINARY_LOGICAL_XOR) {
+  if (op < 0 || op >= TD_BINARY_COUNT) {
     td_fail(TD_EINVAL, "%s: unknown binary op %d", inplace ? "binary_" : "binary", (int)op);
     return false;
   }
-  c->call = inplace ? binary_names_[op] : binary_names[op];
+  c->call = inplace ? td_binary_rows[op].inplace : td_binary_rows[op].name;
   c->op = op;
   c->t = bt;
   c->s = s;
@@ -654,9 +636,9 @@ fail:
 
 TD_EXPORT td_dict *td_dict_reduce(int32_t op, const td_dict *a, const int32_t *dims,
                                   int32_t ndims, int32_t keepdim, double param) {
-  if (op < TD_RED_SUM || op > TD_RED_LOGSUMEXP)
+  if (op < 0 || op >= TD_RED_COUNT)
     return td_fail_null(TD_EINVAL, "reduce: unknown reduction op %d", (int)op);
-  red_ctx c = {.call = reduce_names[op], .op = op, .dims = dims, .ndims = ndims,
+  red_ctx c = {.call = td_reduce_rows[op].name, .op = op, .dims = dims, .ndims = ndims,
                .keepdim = keepdim != 0, .param = param};
   if (!check_dict(c.call, a, "TensorDict")) return NULL;
   c.top = a->head.ndim;
@@ -710,11 +692,12 @@ static int32_t gather_leaves(const char *call, const td_dict *d, td_tensor *buf,
 }
 
 TD_EXPORT td_tensor *td_dict_reduce_all(int32_t op, const td_dict *a, double param) {
-  if (op < TD_RED_SUM || op > TD_RED_LOGSUMEXP)
+  if (op < 0 || op >= TD_RED_COUNT)
     return td_fail_null(TD_EINVAL, "reduce_all: unknown reduction op %d", (int)op);
-  const char *call = reduce_names[op];
+  const char *call = td_reduce_rows[op].name;
+  const int32_t category = td_reduce_rows[op].category;
   if (!check_dict(call, a, "TensorDict")) return NULL;
-  if (op == TD_RED_ARGMIN || op == TD_RED_ARGMAX)
+  if (category == TD_OPCAT_INDEX) /* argmin, argmax */
     return td_fail_null(
         TD_EINVAL,
         "%s: an index over every leaf of a TensorDict has no meaning; reduce each leaf "
@@ -722,7 +705,7 @@ TD_EXPORT td_tensor *td_dict_reduce_all(int32_t op, const td_dict *a, double par
         call);
   int64_t total = 0, nleaves = 0;
   gather_leaves(call, a, NULL, &total, &nleaves, NULL);
-  const bool logical = op == TD_RED_ALL || op == TD_RED_ANY;
+  const bool logical = category == TD_OPCAT_LOGICAL; /* all, any */
   const int32_t dtype = logical ? TD_BOOL : TD_FLOAT64;
   if (nleaves == 0) {
     switch (op) {

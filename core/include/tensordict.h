@@ -306,7 +306,8 @@ enum td_binary_op {
   TD_BINARY_GE = 14,
   TD_BINARY_LOGICAL_AND = 15, /* logical ops give bool */
   TD_BINARY_LOGICAL_OR = 16,
-  TD_BINARY_LOGICAL_XOR = 17
+  TD_BINARY_LOGICAL_XOR = 17,
+  TD_BINARY_COUNT = 18        /* how many there are (new ops take the next codes) */
 };
 
 /* a op b with broadcasting and promotion: a new tensor. */
@@ -345,7 +346,8 @@ enum td_unary_op {
   TD_UNARY_SIGN = 16,
   TD_UNARY_LOGICAL_NOT = 17, /* logical_not, isnan, isinf give bool */
   TD_UNARY_ISNAN = 18,
-  TD_UNARY_ISINF = 19
+  TD_UNARY_ISINF = 19,
+  TD_UNARY_COUNT = 20        /* how many there are (new ops take the next codes) */
 };
 
 td_tensor *td_unary(int32_t op, const td_tensor *a);
@@ -381,7 +383,8 @@ enum td_reduce_op {
   TD_RED_NORM = 9,        /* floating only; param is p (inf allowed) */
   TD_RED_ALL = 10,        /* bool */
   TD_RED_ANY = 11,
-  TD_RED_LOGSUMEXP = 12   /* integers give float32 */
+  TD_RED_LOGSUMEXP = 12,  /* integers give float32 */
+  TD_RED_COUNT = 13       /* how many there are (new ops take the next codes) */
 };
 
 /* Reduces over the ndims dims listed (ndims 0: every dim, giving a 0-dim tensor). */
@@ -947,6 +950,34 @@ void td_worker_exit(int32_t code);
  * blocking waits return EINTR); td_signal_count tells how many came so far. */
 int32_t td_signal_watch(int32_t signo);
 int32_t td_signal_count(int32_t signo);
+
+/* ---- later additions (new calls are appended here) ---- */
+
+/* torch's Tensor method that casts to dtype ("float" for float32, "byte" for uint8: the
+ * dtype table's method column); NULL for an unknown code. The Lua layer names its cast
+ * methods with it. */
+const char *td_dtype_method_name(int32_t dtype);
+
+/* The op tables (core/include/op_table.h): each op's name and category by kind and code,
+ * for the CUDA backend's messages and the Lua layer's methods. */
+enum td_op_kind { TD_OPS_BINARY = 0, TD_OPS_UNARY = 1, TD_OPS_REDUCE = 2 };
+/* What an op gives (its kernels plan by it; the Lua layer makes methods by it). */
+enum td_op_category {
+  TD_OPCAT_ARITH = 0,    /* values of the operands' (promoted) dtype */
+  TD_OPCAT_FLOAT = 1,    /* the same, but bool and integers give float32 (div, exp, ...) */
+  TD_OPCAT_COMPARE = 2,  /* bool: eq .. ge */
+  TD_OPCAT_LOGICAL = 3,  /* bool, nonzero counting as true: logical_*, all, any */
+  TD_OPCAT_TEST = 4,     /* bool: isnan, isinf */
+  TD_OPCAT_EXTREME = 5,  /* reductions to the extreme value: min, max */
+  TD_OPCAT_INDEX = 6,    /* reductions to its int64 position: argmin, argmax */
+  TD_OPCAT_SPREAD = 7,   /* reductions whose param is the correction: std, var */
+  TD_OPCAT_NORM = 8      /* reductions whose param is p: norm */
+};
+/* "add", or with inplace "add_" (reductions have no in-place form: NULL); NULL for an
+ * unknown kind or code. */
+const char *td_op_name(int32_t kind, int32_t op, int32_t inplace);
+/* The op's TD_OPCAT_* code; -1 for an unknown kind or code. */
+int32_t td_op_category(int32_t kind, int32_t op);
 
 #ifdef __cplusplus
 }

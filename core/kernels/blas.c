@@ -21,6 +21,7 @@
 #include <limits.h>
 
 #include "../src/parallel.h"
+#include "dtype_table.h"
 #include "iter.h"
 
 /* The problem after torch's rules. */
@@ -348,11 +349,14 @@ static int32_t run_int(plan p, const td_tensor *a, const td_tensor *b, td_tensor
 
 /* ---- dispatch -------------------------------------------------------------------------- */
 
-/* The dtype the product is computed in. */
+/* The dtype the product is computed in: a floating dtype's compute family's (float32 for
+ * the 16-bit floats), int64 for the others. */
+#define FAMILY_DTYPE_FL TD_FLOAT32
+#define FAMILY_DTYPE_DB TD_FLOAT64
+#define COMPUTE_CASE(_, DN, DT, DK, CT, FAM, ...) case TD_##DN: return FAMILY_DTYPE_##FAM;
 static int32_t compute_dtype(int32_t dtype) {
   switch (dtype) {
-    case TD_FLOAT32: case TD_FLOAT64: return dtype;
-    case TD_FLOAT16: case TD_BFLOAT16: return TD_FLOAT32;
+    TD_DTYPES_FLOAT(COMPUTE_CASE, _)
     default: return TD_INT64;
   }
 }

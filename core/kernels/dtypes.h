@@ -1,8 +1,8 @@
 /*
  * dtypes.h: what every kernel needs to treat the dtypes alike: the dtype table
- * (src/dtype_table.h) and, per kind, loading a stored element as its compute type,
- * storing a compute value back, and converting any natural value into a stored type
- * with the project's rules. copy.c's casts are built from these; other kernels use them
+ * (core/include/dtype_table.h) and, per kind, loading a stored element as its compute
+ * type, storing a compute value back, and converting any natural value into a stored
+ * type with the project's rules. copy.c's casts are built from these; other kernels use them
  * for their typed loops.
  */
 #ifndef TD_KERNEL_DTYPES_H
@@ -10,7 +10,7 @@
 
 #include <stdint.h>
 
-#include "../src/dtype_table.h"
+#include "dtype_table.h"
 #include "iter.h"
 
 /* ---- element conversions ----------------------------------------------------------

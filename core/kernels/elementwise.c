@@ -77,17 +77,12 @@
 
 #include "../src/parallel.h"
 #include "elementwise.h"
+#include "ops.h"
 
-static const char *const names[TD_BINARY_LOGICAL_XOR + 1] = {
-    "add",     "sub",     "mul", "div", "floor_divide", "remainder",   "pow",
-    "minimum", "maximum", "eq",  "ne",  "lt",           "le",          "gt",
-    "ge",      "logical_and",    "logical_or",          "logical_xor"};
-/* The in-place forms' names, written out: formatting one per call cost more than a
- * small add_. */
-static const char *const inplace_names[TD_BINARY_LOGICAL_XOR + 1] = {
-    "add_",     "sub_",     "mul_", "div_", "floor_divide_", "remainder_",   "pow_",
-    "minimum_", "maximum_", "eq_",  "ne_",  "lt_",           "le_",          "gt_",
-    "ge_",      "logical_and_",     "logical_or_",           "logical_xor_"};
+/* The op's result dtype when it computes in c. */
+static int32_t result_dtype(int32_t op, int32_t c) {
+  return TD_OPCAT_GIVES_BOOL(td_binary_rows[op].category) ? TD_BOOL : c;
+}
 
 static bool is_bool_operand(td_operand x) {
   return x.t ? x.t->dtype == TD_BOOL : x.kind == TD_SCALAR_BOOL;
@@ -104,7 +99,7 @@ static int32_t compute_dtype(const char *call, int32_t op, td_operand x, td_oper
     return td_fail(TD_EDTYPE, "%s: subtraction with a bool tensor is not supported; to "
                               "invert a mask use logical_not instead", call);
   }
-  if (op == TD_BINARY_DIV)
+  if (td_binary_rows[op].category == TD_OPCAT_FLOAT) /* div: integers give float32 */
     return td_dtype_category(promoted) == TD_CAT_FLOAT ? promoted : TD_FLOAT32;
   /* bool ** a bool scalar is allowed: torch fills or copies before looking at dtypes */
   if ((op == TD_BINARY_FLOOR_DIVIDE || op == TD_BINARY_REMAINDER || op == TD_BINARY_POW) &&
@@ -146,7 +141,7 @@ static int32_t binary_impl(const char *call, int32_t op, td_operand x, td_operan
                            td_tensor *a, td_tensor **result) {
   const int32_t c = plan_dtype(call, op, x, y);
   if (c < 0) return c;
-  const int32_t o = op >= TD_BINARY_EQ ? TD_BOOL : c; /* the op's result dtype */
+  const int32_t o = result_dtype(op, c);
   int32_t ndim;
   int64_t shape[TD_MAX_DIMS];
   if (!td_ew_broadcast(call, x, y, &ndim, shape)) return td_last_status();
@@ -219,7 +214,7 @@ done:
 }
 
 static bool check_op(const char *call, int32_t op) {
-  if (op >= TD_BINARY_ADD && op <= TD_BINARY_LOGICAL_XOR) return true;
+  if (op >= 0 && op < TD_BINARY_COUNT) return true;
   td_fail(TD_EINVAL, "%s: unknown binary op %d", call, (int)op);
   return false;
 }
@@ -245,7 +240,7 @@ static bool binary_same_layout(const char *call, int32_t op, const td_tensor *a,
   if (plan_dtype(call, op, (td_operand){a, 0, 0}, (td_operand){b, 0, 0}) != a->dtype) return false;
   const td_inner_loop loop = td_ew_binary_loop(op, a->dtype);
   if (!loop) return false;
-  td_tensor *out = td_tensor_empty(a->ndim, a->shape, op >= TD_BINARY_EQ ? TD_BOOL : a->dtype);
+  td_tensor *out = td_tensor_empty(a->ndim, a->shape, result_dtype(op, a->dtype));
   *result = out;
   if (!out || n == 0) return true;
   td_ew_ctx ctx;
@@ -258,7 +253,7 @@ static bool binary_same_layout(const char *call, int32_t op, const td_tensor *a,
 
 TD_EXPORT td_tensor *td_binary(int32_t op, const td_tensor *a, const td_tensor *b) {
   if (!check_op("binary", op)) return NULL;
-  const char *call = names[op];
+  const char *call = td_binary_rows[op].name;
   if (!td_ew_check_tensor(call, a, "first tensor") || !td_ew_check_tensor(call, b, "second tensor"))
     return NULL;
   td_tensor *r = NULL;
@@ -270,7 +265,7 @@ TD_EXPORT td_tensor *td_binary(int32_t op, const td_tensor *a, const td_tensor *
 TD_EXPORT td_tensor *td_binary_scalar(int32_t op, const td_tensor *a, double s,
                                       int32_t scalar_kind, int32_t scalar_first) {
   if (!check_op("binary_scalar", op)) return NULL;
-  const char *call = names[op];
+  const char *call = td_binary_rows[op].name;
   if (!td_ew_check_tensor(call, a, "tensor") || !td_ew_check_kind(call, scalar_kind))
     return NULL;
   td_operand t = {a, 0, 0}, k = {NULL, s, scalar_kind};
@@ -283,7 +278,7 @@ TD_EXPORT int32_t td_binary_dtypes(int32_t op, const td_tensor *a, const td_tens
                                    int32_t scalar_kind, int32_t scalar_first, int32_t *compute,
                                    int32_t *result) {
   if (!check_op("binary_dtypes", op)) return td_last_status();
-  const char *call = names[op];
+  const char *call = td_binary_rows[op].name;
   if (!a || (!b && !td_ew_check_kind(call, scalar_kind)))
     return td_fail(TD_EINVAL, "%s: the tensor is NULL", call);
   td_operand t = {a, 0, 0}, y = b ? (td_operand){b, 0, 0} : (td_operand){NULL, s, scalar_kind};
@@ -292,13 +287,13 @@ TD_EXPORT int32_t td_binary_dtypes(int32_t op, const td_tensor *a, const td_tens
   const int32_t c = plan_dtype(call, op, x, y);
   if (c < 0) return c;
   *compute = c;
-  *result = op >= TD_BINARY_EQ ? TD_BOOL : c;
+  *result = result_dtype(op, c);
   return TD_OK;
 }
 
 TD_EXPORT int32_t td_binary_(int32_t op, td_tensor *a, const td_tensor *b) {
   if (!check_op("binary_", op)) return td_last_status();
-  const char *call = inplace_names[op];
+  const char *call = td_binary_rows[op].inplace;
   if (!td_ew_check_tensor(call, a, "tensor") || !td_ew_check_tensor(call, b, "second tensor"))
     return td_last_status();
   return binary_impl(call, op, (td_operand){a, 0, 0}, (td_operand){b, 0, 0}, a, NULL);
@@ -306,7 +301,7 @@ TD_EXPORT int32_t td_binary_(int32_t op, td_tensor *a, const td_tensor *b) {
 
 TD_EXPORT int32_t td_binary_scalar_(int32_t op, td_tensor *a, double s, int32_t scalar_kind) {
   if (!check_op("binary_scalar_", op)) return td_last_status();
-  const char *call = inplace_names[op];
+  const char *call = td_binary_rows[op].inplace;
   if (!td_ew_check_tensor(call, a, "tensor") || !td_ew_check_kind(call, scalar_kind))
     return td_last_status();
   return binary_impl(call, op, (td_operand){a, 0, 0}, (td_operand){NULL, s, scalar_kind}, a,

@@ -134,8 +134,8 @@ td_inner_loop td_ew_unary_loop(int32_t op, int32_t dtype);
 td_inner_loop td_ew_vecmath_loop(int32_t op, int32_t dtype);
 
 /* ---- building blocks of the typed loops ------------------------------------------------
- * The loops are generated over the dtype table (src/dtype_table.h): every loop computes
- * in its dtype's compute type, loads and stores with LOAD_<kind> / STORE_<kind>
+ * The loops are generated over the dtype table (core/include/dtype_table.h): every loop
+ * computes in its dtype's compute type, loads and stores with LOAD_<kind> / STORE_<kind>
  * (dtypes.h), and calls element functions named e_<op>_<family>; the dtypes each op
  * takes are the table's subsets (TD_DTYPES_ALL, _NUM, _SINT, _FLOAT, _HALF). */
 

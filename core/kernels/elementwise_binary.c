@@ -252,7 +252,7 @@ TD_DTYPES_ALL(DEF_PRED, logical_xor)
 
 #define ENTRY(OP, DN, ...) [TD_##DN] = bin_##OP##_##DN,
 /* loops[op][dtype] */
-static const td_inner_loop loops[TD_BINARY_LOGICAL_XOR + 1][TD_NUM_DTYPES] = {
+static const td_inner_loop loops[TD_BINARY_COUNT][TD_NUM_DTYPES] = {
     [TD_BINARY_ADD] = {TD_DTYPES_ALL(ENTRY, add)},
     [TD_BINARY_SUB] = {TD_DTYPES_NUM(ENTRY, sub)},
     [TD_BINARY_MUL] = {TD_DTYPES_ALL(ENTRY, mul)},

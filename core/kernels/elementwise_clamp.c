@@ -78,27 +78,21 @@ static bool set_bounds(const char *call, int32_t r, double min, double max, bool
   }
   /* Integers: both bounds are integral here (a fractional one would have promoted).
    * [lo, hi) is the dtype's range as doubles, hi exclusive (2^63 is not an int64). */
-  static const double lo[] = {[TD_UINT8] = 0, [TD_INT8] = -0x1p7, [TD_INT16] = -0x1p15,
-                              [TD_INT32] = -0x1p31, [TD_INT64] = -0x1p63};
-  static const double hi[] = {[TD_UINT8] = 0x1p8, [TD_INT8] = 0x1p7, [TD_INT16] = 0x1p15,
-                              [TD_INT32] = 0x1p31, [TD_INT64] = 0x1p63};
-  static const int64_t ilo[] = {[TD_UINT8] = 0, [TD_INT8] = INT8_MIN, [TD_INT16] = INT16_MIN,
-                                [TD_INT32] = INT32_MIN, [TD_INT64] = INT64_MIN};
-  static const int64_t ihi[] = {[TD_UINT8] = UINT8_MAX, [TD_INT8] = INT8_MAX,
-                                [TD_INT16] = INT16_MAX, [TD_INT32] = INT32_MAX,
-                                [TD_INT64] = INT64_MAX};
-  if (has_min && min >= hi[r]) {
+  const double lo = td_dtype_lowest(r), hi = td_dtype_max(r) + 1; /* exact */
+  int64_t ilo, ihi;
+  td_dtype_exact_range(r, &ilo, &ihi);
+  if (has_min && min >= hi) {
     td_fail(TD_EINVAL, "%s: min value %.17g is outside the range of %s", call, min,
             td_dtype_name(r));
     return false;
   }
-  if (has_max && max < lo[r]) {
+  if (has_max && max < lo) {
     td_fail(TD_EINVAL, "%s: max value %.17g is outside the range of %s", call, max,
             td_dtype_name(r));
     return false;
   }
-  ctx->ilo = !has_min || min <= lo[r] ? ilo[r] : (int64_t)min;
-  ctx->ihi = !has_max || max >= hi[r] ? ihi[r] : (int64_t)max;
+  ctx->ilo = !has_min || min <= lo ? ilo : (int64_t)min;
+  ctx->ihi = !has_max || max >= hi ? ihi : (int64_t)max;
   return true;
 }
 

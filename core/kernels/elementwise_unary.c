@@ -16,6 +16,7 @@
 #include <math.h>
 
 #include "elementwise.h"
+#include "ops.h"
 #include "widest.h"
 
 /* ---- element functions ---------------------------------------------------------------- */
@@ -124,7 +125,7 @@ TD_DTYPES_FLOAT(DEF_PRED, isinf)
 #define ENTRY(OP, DN, ...) [TD_##DN] = un_##OP##_##DN,
 /* loops[op][dtype]; a missing entry is an identity (abs of uint8, floor of integers,
  * sign of bool, ...), a constant false (isnan of integers) or a refusal. */
-static const td_inner_loop loops[TD_UNARY_ISINF + 1][TD_NUM_DTYPES] = {
+static const td_inner_loop loops[TD_UNARY_COUNT][TD_NUM_DTYPES] = {
     [TD_UNARY_NEG] = {TD_DTYPES_NUM(ENTRY, neg)},
     [TD_UNARY_ABS] = {TD_DTYPES_SINT(ENTRY, abs) TD_DTYPES_FLOAT(ENTRY, abs)},
     [TD_UNARY_EXP] = {TD_DTYPES_FLOAT(ENTRY, exp)},
@@ -155,24 +156,14 @@ td_inner_loop td_ew_unary_loop(int32_t op, int32_t dtype) {
 
 /* ---- entry points ------------------------------------------------------------------------- */
 
-static const char *const names[TD_UNARY_ISINF + 1] = {
-    "neg",  "abs",     "exp",  "log",   "log1p", "expm1", "sqrt",
-    "rsqrt", "sin",    "cos",  "tanh",  "sigmoid", "relu", "floor",
-    "ceil", "round",   "sign", "logical_not", "isnan", "isinf"};
-/* The in-place forms' names, written out (formatting one per call cost more than a
- * small exp_). */
-static const char *const inplace_names[TD_UNARY_ISINF + 1] = {
-    "neg_",  "abs_",     "exp_",  "log_",   "log1p_", "expm1_", "sqrt_",
-    "rsqrt_", "sin_",    "cos_",  "tanh_",  "sigmoid_", "relu_", "floor_",
-    "ceil_", "round_",   "sign_", "logical_not_", "isnan_", "isinf_"};
-
 enum plan { RUN_LOOP, RUN_IDENTITY, RUN_FALSE };
 
 /* How op runs on dtype a: the compute dtype *c, the result dtype *o and the plan;
  * -1 after td_fail for a refused combination. */
 static int32_t plan_for(const char *call, int32_t op, int32_t a, int32_t *c, int32_t *o) {
   *c = *o = a;
-  if (op >= TD_UNARY_EXP && op <= TD_UNARY_SIGMOID) {
+  const int32_t category = td_unary_rows[op].category;
+  if (category == TD_OPCAT_FLOAT) {
     *c = *o = td_dtype_category(a) == TD_CAT_FLOAT ? a : TD_FLOAT32;
     return RUN_LOOP;
   }
@@ -182,9 +173,10 @@ static int32_t plan_for(const char *call, int32_t op, int32_t a, int32_t *c, int
   if (a == TD_BOOL && (op == TD_UNARY_ABS || op == TD_UNARY_RELU || op == TD_UNARY_FLOOR ||
                        op == TD_UNARY_CEIL || op == TD_UNARY_ROUND))
     return td_fail(TD_EDTYPE, "%s: not supported for bool tensors", call);
-  if (op >= TD_UNARY_LOGICAL_NOT) *o = TD_BOOL;
+  const bool gives_bool = TD_OPCAT_GIVES_BOOL(category);
+  if (gives_bool) *o = TD_BOOL;
   if (loops[op][a]) return RUN_LOOP;
-  return op >= TD_UNARY_LOGICAL_NOT ? RUN_FALSE : RUN_IDENTITY;
+  return gives_bool ? RUN_FALSE : RUN_IDENTITY;
 }
 
 static td_tensor *unary_new(const char *call, int32_t op, const td_tensor *a) {
@@ -206,25 +198,29 @@ static td_tensor *unary_new(const char *call, int32_t op, const td_tensor *a) {
 }
 
 static bool check_op(const char *call, int32_t op) {
-  if (op >= TD_UNARY_NEG && op <= TD_UNARY_ISINF) return true;
+  if (op >= 0 && op < TD_UNARY_COUNT) return true;
   td_fail(TD_EINVAL, "%s: unknown unary op %d", call, (int)op);
   return false;
 }
 
 TD_EXPORT td_tensor *td_unary(int32_t op, const td_tensor *a) {
-  if (!check_op("unary", op) || !td_ew_check_tensor(names[op], a, "tensor")) return NULL;
-  return unary_new(names[op], op, a);
+  if (!check_op("unary", op)) return NULL;
+  const char *call = td_unary_rows[op].name;
+  if (!td_ew_check_tensor(call, a, "tensor")) return NULL;
+  return unary_new(call, op, a);
 }
 
 TD_EXPORT int32_t td_unary_dtypes(int32_t op, int32_t dtype, int32_t *compute, int32_t *result) {
-  if (!check_op("unary_dtypes", op) || !td_check_dtype(names[op], dtype)) return td_last_status();
-  const int32_t plan = plan_for(names[op], op, dtype, compute, result);
+  if (!check_op("unary_dtypes", op)) return td_last_status();
+  const char *call = td_unary_rows[op].name;
+  if (!td_check_dtype(call, dtype)) return td_last_status();
+  const int32_t plan = plan_for(call, op, dtype, compute, result);
   return plan < 0 ? plan : TD_OK;
 }
 
 TD_EXPORT int32_t td_unary_(int32_t op, td_tensor *a) {
   if (!check_op("unary_", op)) return td_last_status();
-  const char *call = inplace_names[op];
+  const char *call = td_unary_rows[op].inplace;
   if (!td_ew_check_tensor(call, a, "tensor")) return td_last_status();
   int32_t c, o;
   const int32_t plan = plan_for(call, op, a->dtype, &c, &o);

@@ -4,7 +4,6 @@
  * detection for in-place ops, broadcasting and in-place shape/dtype checks.
  */
 #include <assert.h>
-#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -115,9 +114,8 @@ bool td_ew_fill_value(const char *call, double v, int32_t dtype, bool round_floa
   if (td_dtype_is_floating(dtype)) {
     /* torch refuses a finite value beyond the largest finite one (65519 into float16,
      * although it would round to 65504); infinities and NaN pass. */
-    static const double max[] = {[TD_FLOAT16] = 65504.0, [TD_BFLOAT16] = 0x1.fep127,
-                                 [TD_FLOAT32] = FLT_MAX, [TD_FLOAT64] = DBL_MAX};
-    if (!round_float && isfinite(v) && fabs(v) > max[dtype]) return overflow(call, v, dtype);
+    if (!round_float && isfinite(v) && fabs(v) > td_dtype_max(dtype))
+      return overflow(call, v, dtype);
     char *ptrs[2] = {(char *)bits, (char *)&v};
     const int64_t strides[2] = {td_itemsizes[dtype], 8};
     td_cast_loop(dtype, TD_FLOAT64)(ptrs, strides, 1, NULL);
@@ -128,14 +126,11 @@ bool td_ew_fill_value(const char *call, double v, int32_t dtype, bool round_floa
    * -255..-1 (wrapping, torch's allowance for two's complement), signed types their
    * exact range. A value with a fraction is truncated toward zero and must lie in
    * [min, max + 1). */
-  static const double lo[] = {[TD_UINT8] = 0, [TD_INT8] = -128.0, [TD_INT16] = -32768.0,
-                              [TD_INT32] = -0x1p31, [TD_INT64] = -0x1p63};
-  static const double hi[] = {[TD_UINT8] = 256.0, [TD_INT8] = 128.0, [TD_INT16] = 32768.0,
-                              [TD_INT32] = 0x1p31, [TD_INT64] = 0x1p63}; /* max + 1 */
   if (!isfinite(v)) return overflow(call, v, dtype);
+  const double lo = td_dtype_lowest(dtype), hi = td_dtype_max(dtype) + 1; /* exact */
   const bool integral = v == trunc(v);
   const bool bad = (integral && dtype == TD_UINT8) ? (v <= -256.0 || v >= 256.0)
-                                                  : (v < lo[dtype] || v >= hi[dtype]);
+                                                  : (v < lo || v >= hi);
   if (bad) return overflow(call, v, dtype);
   const int64_t i = (int64_t)v;
   char *ptrs[2] = {(char *)bits, (char *)&i};

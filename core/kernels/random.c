@@ -42,7 +42,6 @@
  * generator (the default one included) must not be used from two threads at once;
  * give each thread its own generator. Forked workers inherit a copy of the state.
  */
-#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +49,7 @@
 #include "../src/parallel.h"
 #include "dtypes.h"
 #include "elementwise.h"
+#include "float_below.h"
 #include "iter.h"
 #include "philox.h"
 #include "widest.h"
@@ -258,54 +258,16 @@ static bool check_target(const char *call, const td_tensor *t) {
 
 static bool check_floating(const char *call, const td_tensor *t) {
   if (td_dtype_is_floating(t->dtype)) return true;
-  td_fail(TD_EDTYPE, "%s: expected a floating dtype (float16, bfloat16, float32, float64), "
-          "got %s", call, td_dtype_name(t->dtype));
+  td_fail(TD_EDTYPE, "%s: expected a floating dtype (%s), got %s", call,
+          td_dtype_floating_names(), td_dtype_name(t->dtype));
   return false;
-}
-
-/* The largest finite value of a floating dtype. */
-static double floating_max(int32_t dtype) {
-  switch (dtype) {
-    case TD_FLOAT16: return 65504.0;
-    case TD_BFLOAT16: return 0x1.FEp127;
-    case TD_FLOAT32: return FLT_MAX;
-    default: return DBL_MAX;
-  }
-}
-
-/* The next 16-bit float (half or bfloat16, both sign-magnitude) towards -inf. */
-static uint16_t step_down16(uint16_t bits) {
-  if ((bits & 0x7FFF) == 0) return 0x8001; /* +-0 -> the smallest negative subnormal */
-  return bits & 0x8000 ? (uint16_t)(bits + 1) : (uint16_t)(bits - 1);
-}
-
-/* The largest value of dtype below high (high is finite and within the dtype's range). */
-static double largest_below(int32_t dtype, double high) {
-  switch (dtype) {
-    case TD_FLOAT16: {
-      uint16_t h = td_float_to_half((float)high);
-      if (td_half_to_float(h) >= high) h = step_down16(h);
-      return td_half_to_float(h);
-    }
-    case TD_BFLOAT16: {
-      uint16_t h = td_float_to_bfloat16((float)high);
-      if (td_bfloat16_to_float(h) >= high) h = step_down16(h);
-      return td_bfloat16_to_float(h);
-    }
-    case TD_FLOAT32: {
-      float h = (float)high;
-      if ((double)h >= high) h = nextafterf(h, -INFINITY);
-      return h;
-    }
-    default: return nextafter(high, -INFINITY);
-  }
 }
 
 /* ---- public fills ------------------------------------------------------------------------ */
 
 TD_EXPORT int32_t td_uniform_(td_tensor *t, double low, double high, td_generator *g) {
   if (!check_target("uniform_", t) || !check_floating("uniform_", t)) return td_last_status();
-  const double max = floating_max(t->dtype);
+  const double max = td_dtype_max(t->dtype);
   if (!(low >= -max && low <= max && high >= -max && high <= max))
     return td_fail(TD_EINVAL, "uniform_: low %g and high %g must be finite and within the "
                    "range of %s", low, high, td_dtype_name(t->dtype));
@@ -314,7 +276,7 @@ TD_EXPORT int32_t td_uniform_(td_tensor *t, double low, double high, td_generato
                    low, high);
   if (!isfinite(high - low))
     return td_fail(TD_EINVAL, "uniform_: high - low overflows (low %g, high %g)", low, high);
-  const double top = largest_below(t->dtype, high);
+  const double top = td_float_below(t->dtype, high);
   draw_job j = {.kind = DRAW_UNIFORM, .a = low, .b = high - low, .top = top < low ? low : top};
   return draw(t, &j, g, TD_FLOAT64);
 }
@@ -335,25 +297,13 @@ TD_EXPORT int32_t td_bernoulli_(td_tensor *t, double p, td_generator *g) {
   return draw(t, &j, g, TD_INT64);
 }
 
-/* The integers a dtype holds exactly: [*lo, *hi]. */
-static void exact_range(int32_t dtype, int64_t *lo, int64_t *hi) {
-  static const int64_t los[TD_NUM_DTYPES] = {
-      0, 0, INT8_MIN, INT16_MIN, INT32_MIN, INT64_MIN,
-      -(INT64_C(1) << 11), -(INT64_C(1) << 8), -(INT64_C(1) << 24), -(INT64_C(1) << 53)};
-  static const int64_t his[TD_NUM_DTYPES] = {
-      1, UINT8_MAX, INT8_MAX, INT16_MAX, INT32_MAX, INT64_MAX,
-      INT64_C(1) << 11, INT64_C(1) << 8, INT64_C(1) << 24, INT64_C(1) << 53};
-  *lo = los[dtype];
-  *hi = his[dtype];
-}
-
 TD_EXPORT int32_t td_randint_(td_tensor *t, int64_t low, int64_t high, td_generator *g) {
   if (!check_target("randint_", t)) return td_last_status();
   if (high <= low)
     return td_fail(TD_EINVAL, "randint_: expects low < high, but got low %lld, high %lld",
                    (long long)low, (long long)high);
   int64_t lo, hi;
-  exact_range(t->dtype, &lo, &hi);
+  td_dtype_exact_range(t->dtype, &lo, &hi);
   if (low < lo || high - 1 > hi)
     return td_fail(TD_EINVAL, "randint_: range [%lld, %lld) does not fit dtype %s (%lld .. %lld)",
                    (long long)low, (long long)high, td_dtype_name(t->dtype), (long long)lo,
@@ -366,7 +316,7 @@ TD_EXPORT td_tensor *td_randperm(int64_t n, int32_t dtype, td_generator *g) {
   if (!td_check_dtype("randperm", dtype)) return NULL;
   if (n < 0) return td_fail_null(TD_EINVAL, "randperm: n %lld is negative", (long long)n);
   int64_t lo, hi;
-  exact_range(dtype, &lo, &hi);
+  td_dtype_exact_range(dtype, &lo, &hi);
   if (dtype == TD_BOOL || n - 1 > hi)
     return td_fail_null(TD_EDTYPE, "randperm: dtype %s cannot hold values up to %lld",
                         td_dtype_name(dtype), (long long)(n - 1));

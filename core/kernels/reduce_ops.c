@@ -7,15 +7,11 @@
 #include <string.h>
 
 #include "dtypes.h"
+#include "ops.h"
 #include "reduce.h"
 
-static const char *const op_names[] = {"sum", "mean", "prod",   "min", "max",
-                                       "argmin", "argmax", "std", "var", "norm",
-                                       "all", "any",  "logsumexp"};
-
 const char *td_reduce_op_name(int32_t op) {
-  return op >= 0 && op < (int32_t)(sizeof op_names / sizeof op_names[0]) ? op_names[op]
-                                                                         : "reduce";
+  return op >= 0 && op < TD_RED_COUNT ? td_reduce_rows[op].name : "reduce";
 }
 
 bool td_reduce_check_input(const char *name, const td_tensor *t) {
@@ -144,8 +140,8 @@ int32_t td_reduce_describe(int32_t op, int32_t dtype, double param, td_reduce_de
       d->out_dtype[0] = fl ? dtype : TD_FLOAT32;
       break;
     default:
-      return td_fail(TD_EINVAL, "reduce: unknown op %d (expected %d..%d)", (int)op,
-                     (int)TD_RED_SUM, (int)TD_RED_LOGSUMEXP);
+      return td_fail(TD_EINVAL, "reduce: unknown op %d (expected 0..%d)", (int)op,
+                     (int)TD_RED_COUNT - 1);
   }
   d->init = identity(d->family[0]);
   for (int32_t p = 0; p < 2; p++) {

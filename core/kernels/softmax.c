@@ -125,10 +125,8 @@ TD_EXPORT td_tensor *td_softmax(const td_tensor *a, int32_t dim, int32_t log) {
   const char *name = log ? "log_softmax" : "softmax";
   if (!td_ew_check_tensor(name, a, "tensor")) return NULL;
   if (!td_dtype_is_floating(a->dtype))
-    return td_fail_null(TD_EDTYPE,
-                        "%s: expected a floating tensor (float16, bfloat16, float32, "
-                        "float64), got %s",
-                        name, td_dtype_name(a->dtype));
+    return td_fail_null(TD_EDTYPE, "%s: expected a floating tensor (%s), got %s", name,
+                        td_dtype_floating_names(), td_dtype_name(a->dtype));
   const int32_t nd = a->ndim > 0 ? a->ndim : 1;
   if (dim < 0 || dim >= nd)
     return td_fail_null(TD_EINDEX,

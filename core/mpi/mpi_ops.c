@@ -6,6 +6,7 @@
  * own that widen both operands to float (libtensordict's conversions), combine, and
  * round back, as a float16 tensor op does. max/min compare as MPI's float ops do.
  */
+#include "dtype_table.h"
 #include "mpi_internal.h"
 #include "tensordict.h"
 
@@ -53,22 +54,28 @@ void tdm_ops_free(void) {
   }
 }
 
+/* Each dtype's MPI type and op, by the dtype table's kind: integers are MPI's sized
+ * types (MPI_INT8_T for INT8), float and double MPI_FLOAT and MPI_DOUBLE, bool a byte
+ * reduced logically, the 16-bit floats 16-bit words reduced by our ops. */
+#define MPI_TYPE_B(DN, DT) MPI_UINT8_T
+#define MPI_TYPE_I(DN, DT) MPI_##DN##_T
+#define MPI_TYPE_H(DN, DT) MPI_UINT16_T
+#define MPI_TYPE_BF(DN, DT) MPI_UINT16_T
+#define MPI_TYPE_F(DN, DT) (sizeof(DT) == sizeof(float) ? MPI_FLOAT : MPI_DOUBLE)
+#define MPI_OP_B(op) (op == TD_MPI_MIN ? MPI_LAND : MPI_LOR)
+#define MPI_OP_I(op) builtin[op]
+#define MPI_OP_H(op) half_ops[op]
+#define MPI_OP_BF(op) bf16_ops[op]
+#define MPI_OP_F(op) builtin[op]
+#define MPI_CASE(_, DN, DT, DK, ...) \
+  case TD_##DN: *type = MPI_TYPE_##DK(DN, DT); *mop = MPI_OP_##DK(op); return TD_MPI_OK;
+
 /* The type and op of (dtype, op); TD_MPI_EINVAL for a code outside the enums. */
 int32_t tdm_reduction(int32_t dtype, int32_t op, MPI_Datatype *type, MPI_Op *mop, const char *call) {
   static const MPI_Op builtin[3] = {MPI_SUM, MPI_MAX, MPI_MIN};
   if (op < TD_MPI_SUM || op > TD_MPI_MIN) return tdm_fail(TD_MPI_EINVAL, "%s: unknown op %d", call, op);
-  *mop = builtin[op];
   switch (dtype) {
-    case TD_BOOL: *type = MPI_UINT8_T; *mop = op == TD_MPI_MIN ? MPI_LAND : MPI_LOR; return TD_MPI_OK;
-    case TD_UINT8: *type = MPI_UINT8_T; return TD_MPI_OK;
-    case TD_INT8: *type = MPI_INT8_T; return TD_MPI_OK;
-    case TD_INT16: *type = MPI_INT16_T; return TD_MPI_OK;
-    case TD_INT32: *type = MPI_INT32_T; return TD_MPI_OK;
-    case TD_INT64: *type = MPI_INT64_T; return TD_MPI_OK;
-    case TD_FLOAT32: *type = MPI_FLOAT; return TD_MPI_OK;
-    case TD_FLOAT64: *type = MPI_DOUBLE; return TD_MPI_OK;
-    case TD_FLOAT16: *type = MPI_UINT16_T; *mop = half_ops[op]; return TD_MPI_OK;
-    case TD_BFLOAT16: *type = MPI_UINT16_T; *mop = bf16_ops[op]; return TD_MPI_OK;
+    TD_DTYPES_ALL(MPI_CASE, _)
     default: return tdm_fail(TD_MPI_EINVAL, "%s: unknown dtype %d", call, dtype);
   }
 }

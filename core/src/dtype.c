@@ -1,6 +1,6 @@
 /*
- * dtype.c: dtype names and sizes (from the table in dtype_table.h), and the IEEE half /
- * bfloat16 conversions.
+ * dtype.c: dtype names, sizes and ranges (from the table in dtype_table.h), and the IEEE
+ * half / bfloat16 conversions.
  *
  * The conversions work on bit patterns rather than a compiler _Float16 so they behave
  * the same with every compiler and target, and so rounding is exactly IEEE
@@ -18,36 +18,65 @@ _Static_assert(0 TD_DTYPES_ALL(ROW_COUNT, _) == TD_NUM_DTYPES,
 #define ITEMSIZE(_, DN, DT, ...) [TD_##DN] = sizeof(DT),
 const int64_t td_itemsizes[TD_NUM_DTYPES] = {TD_DTYPES_ALL(ITEMSIZE, _)};
 
-#define CANONICAL_NAME(_, DN, DT, DK, CT, FAM, NAME) [TD_##DN] = NAME,
-static const char *const canonical_names[TD_NUM_DTYPES] = {TD_DTYPES_ALL(CANONICAL_NAME, _)};
-
-/* ", bool, uint8, ..., float64": the message of an unknown name quotes it from its
- * third character on. */
-#define LISTED(_, DN, DT, DK, CT, FAM, NAME) ", " NAME
-static const char listed_names[] = TD_DTYPES_ALL(LISTED, _);
-
-/* torch's other spellings of the same dtypes (torch.float is float32, and so on). */
+/* The table's name columns, by code: canonical, torch's alias ("" for none) and torch's
+ * cast method. */
+#define NAMES(_, DN, DT, DK, CT, FAM, NAME, ALIAS, METHOD, ...) [TD_##DN] = {NAME, ALIAS, METHOD},
 static const struct {
-  const char *name;
-  int32_t dtype;
-} aliases[] = {
-    {"float", TD_FLOAT32}, {"double", TD_FLOAT64}, {"half", TD_FLOAT16},
-    {"long", TD_INT64},    {"int", TD_INT32},      {"short", TD_INT16},
-};
+  const char *name, *alias, *method;
+} names[TD_NUM_DTYPES] = {TD_DTYPES_ALL(NAMES, _)};
+
+/* ", bool, uint8, ..., float64": the messages quote them from their third character on. */
+static const char listed_names[] = TD_DTYPES_ALL(TD_DTYPE_LISTED, _);
+static const char floating_names[] = TD_DTYPES_FLOAT(TD_DTYPE_LISTED, _);
+
+const char *td_dtype_floating_names(void) { return floating_names + 2; }
+
+/* The finite range and the digits of exact integers, as doubles (int64's max rounds up to
+ * 2^63, which callers wanting max + 1 rely on). */
+#define RANGE(_, DN, DT, DK, CT, FAM, NAME, ALIAS, METHOD, LOWEST, MAX, DIGITS) \
+  [TD_##DN] = {(double)(LOWEST), (double)(MAX), DIGITS},
+static const struct {
+  double lowest, max;
+  int32_t digits;
+} ranges[TD_NUM_DTYPES] = {TD_DTYPES_ALL(RANGE, _)};
+
+/* The integral rows' ranges exactly (int64's max is no double). */
+#define INT_RANGE(_, DN, DT, DK, CT, FAM, NAME, ALIAS, METHOD, LOWEST, MAX, ...) \
+  [TD_##DN] = {LOWEST, MAX},
+static const struct {
+  int64_t lo, hi;
+} int_ranges[TD_NUM_DTYPES] = {TD_DTYPES_INTEGRAL(INT_RANGE, _)};
+
+double td_dtype_lowest(int32_t dtype) { return ranges[dtype].lowest; }
+double td_dtype_max(int32_t dtype) { return ranges[dtype].max; }
+
+void td_dtype_exact_range(int32_t dtype, int64_t *lo, int64_t *hi) {
+  if (td_dtype_is_floating(dtype)) {
+    *hi = INT64_C(1) << ranges[dtype].digits;
+    *lo = -*hi;
+  } else {
+    *lo = int_ranges[dtype].lo;
+    *hi = int_ranges[dtype].hi;
+  }
+}
 
 TD_EXPORT int32_t td_dtype_from_name(const char *name) {
   if (!name) return td_fail(TD_EINVAL, "dtype_from_name: name is NULL");
   const char *bare = strncmp(name, "torch.", 6) == 0 ? name + 6 : name;
   for (int32_t d = 0; d < TD_NUM_DTYPES; d++)
-    if (strcmp(bare, canonical_names[d]) == 0) return d;
-  for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
-    if (strcmp(bare, aliases[i].name) == 0) return aliases[i].dtype;
+    if (strcmp(bare, names[d].name) == 0) return d;
+  for (int32_t d = 0; d < TD_NUM_DTYPES; d++) /* torch.float is float32, and so on */
+    if (names[d].alias[0] && strcmp(bare, names[d].alias) == 0) return d;
   return td_fail(TD_EDTYPE, "unknown dtype '%.200s' (expected one of %s)", name,
                  listed_names + 2);
 }
 
 TD_EXPORT const char *td_dtype_name(int32_t dtype) {
-  return dtype >= 0 && dtype < TD_NUM_DTYPES ? canonical_names[dtype] : NULL;
+  return dtype >= 0 && dtype < TD_NUM_DTYPES ? names[dtype].name : NULL;
+}
+
+TD_EXPORT const char *td_dtype_method_name(int32_t dtype) {
+  return dtype >= 0 && dtype < TD_NUM_DTYPES ? names[dtype].method : NULL;
 }
 
 TD_EXPORT int64_t td_dtype_itemsize(int32_t dtype) {

@@ -121,8 +121,17 @@ bool td_broadcast_shapes(const char *call, int32_t a_ndim, const int64_t *a_shap
                          int32_t b_ndim, const int64_t *b_shape, int32_t *out_ndim,
                          int64_t *out_shape);
 
-/* ---- dtypes (dtype.c) ---- */
+/* ---- dtypes (dtype.c, from core/include/dtype_table.h) ---- */
 extern const int64_t td_itemsizes[TD_NUM_DTYPES];
+/* The finite range of a valid dtype as doubles (int64's max rounds up to 2^63, so
+ * max + 1 is exact for every integer dtype). */
+double td_dtype_lowest(int32_t dtype);
+double td_dtype_max(int32_t dtype);
+/* The integers a valid dtype holds exactly, [*lo, *hi]: an integer dtype's range, bool's
+ * [0, 1], +-2^digits for a floating dtype. */
+void td_dtype_exact_range(int32_t dtype, int64_t *lo, int64_t *hi);
+/* "float16, bfloat16, float32, float64": the floating dtypes, for messages. */
+const char *td_dtype_floating_names(void);
 
 /* ---- text (text.c) ---- */
 /* Growable NUL-terminated text; oom stays set after a failed growth (later puts do

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "../src/internal.h"
+#include "dtype_table.h"
 
 enum { CSV_BLOCK = 1 << 20, CSV_SHOW = 48 };
 
@@ -201,56 +202,19 @@ static char *span_text(const td_csv *r, const csv_span *s) {
 }
 
 
-static void int_range(int32_t dtype, int64_t *lo, int64_t *hi) {
-  switch (dtype) {
-    case TD_UINT8:
-      *lo = 0, *hi = UINT8_MAX;
-      break;
-    case TD_INT8:
-      *lo = INT8_MIN, *hi = INT8_MAX;
-      break;
-    case TD_INT16:
-      *lo = INT16_MIN, *hi = INT16_MAX;
-      break;
-    case TD_INT32:
-      *lo = INT32_MIN, *hi = INT32_MAX;
-      break;
-    default:
-      *lo = INT64_MIN, *hi = INT64_MAX;
-      break;
-  }
-}
-
-/* Stores v (already range-checked for integers) at p as dtype. */
+/* Stores v at p as dtype, by the dtype table's kind: integers (already range-checked)
+ * from iv, floating types from fv. */
+#define PUT_I(DT) *(DT *)p = (DT)iv
+#define PUT_H(DT) *(DT *)p = td_float_to_half((float)fv)
+#define PUT_BF(DT) *(DT *)p = td_float_to_bfloat16((float)fv)
+#define PUT_F(DT) *(DT *)p = (DT)fv
+#define PUT_CASE(_, DN, DT, DK, ...) \
+  case TD_##DN:                      \
+    PUT_##DK(DT);                    \
+    break;
 static void store(char *p, int32_t dtype, double fv, int64_t iv) {
   switch (dtype) {
-    case TD_UINT8:
-      *(uint8_t *)p = (uint8_t)iv;
-      break;
-    case TD_INT8:
-      *(int8_t *)p = (int8_t)iv;
-      break;
-    case TD_INT16:
-      *(int16_t *)p = (int16_t)iv;
-      break;
-    case TD_INT32:
-      *(int32_t *)p = (int32_t)iv;
-      break;
-    case TD_INT64:
-      *(int64_t *)p = iv;
-      break;
-    case TD_FLOAT16:
-      *(uint16_t *)p = td_float_to_half((float)fv);
-      break;
-    case TD_BFLOAT16:
-      *(uint16_t *)p = td_float_to_bfloat16((float)fv);
-      break;
-    case TD_FLOAT32:
-      *(float *)p = (float)fv;
-      break;
-    case TD_FLOAT64:
-      *(double *)p = fv;
-      break;
+    TD_DTYPES_NUM(PUT_CASE, _)
     default:
       break;
   }
@@ -452,7 +416,7 @@ TD_EXPORT int64_t td_csv_read(td_csv *r, int64_t max_rows, int32_t ndest, const 
       } else {
         int64_t v = 0, lo, hi;
         int ok = td_parse_int64(text, s->len, &v);
-        int_range(t->dtype, &lo, &hi);
+        td_dtype_exact_range(t->dtype, &lo, &hi);
         if (ok == 0) return cell_error(r, s, columns[i], td_dtype_name(t->dtype));
         if (ok < 0 || v < lo || v > hi) {
           char what[64];

@@ -239,12 +239,10 @@ static int32_t load_leaf(const mm_load *L, td_dict *d, int dirfd, const char *di
   if (!dt) return lfail(TD_EINVAL, file, "key '%s': \"dtype\" is missing", key);
   if (!cJSON_IsString(dt)) return lfail(TD_EINVAL, file, "key '%s': \"dtype\" must be a string", key);
   int32_t dtype = td_py_dtype_from_name(dt->valuestring);
+  char names[256];
   if (dtype < 0)
-    return lfail(TD_EDTYPE, file,
-                 "key '%s': unknown \"dtype\" '%s' (torch.bool, torch.uint8, torch.int8, "
-                 "torch.int16, torch.int32, torch.int64, torch.float16, torch.bfloat16, "
-                 "torch.float32 or torch.float64)",
-                 key, dt->valuestring);
+    return lfail(TD_EDTYPE, file, "key '%s': unknown \"dtype\" '%s' (%s)", key, dt->valuestring,
+                 td_py_dtype_list(names, sizeof names));
   int32_t ndim;
   int64_t shape[TD_MAX_DIMS], numel;
   int32_t st = get_shape(file, key, item, &ndim, shape, &numel);

@@ -9,15 +9,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dtype_table.h"
 #include "store_internal.h"
 
 /* ------------------------------------------------------------------ dtype names */
 
 /* str(torch.dtype) for each td_dtype, as tensordict writes them (its
- * _DTYPE_TO_STR_DTYPE); dtype.c's table holds the bare names. */
-static const char *const torch_dtypes[TD_NUM_DTYPES] = {
-    "torch.bool",    "torch.uint8",   "torch.int8",     "torch.int16",   "torch.int32",
-    "torch.int64",   "torch.float16", "torch.bfloat16", "torch.float32", "torch.float64"};
+ * _DTYPE_TO_STR_DTYPE): "torch." and the dtype table's name. */
+#define TORCH_NAME(_, DN, DT, DK, CT, FAM, NAME, ...) [TD_##DN] = "torch." NAME,
+static const char *const torch_dtypes[TD_NUM_DTYPES] = {TD_DTYPES_ALL(TORCH_NAME, _)};
 
 const char *td_py_dtype_name(int32_t dtype) {
   return dtype >= 0 && dtype < TD_NUM_DTYPES ? torch_dtypes[dtype] : NULL;
@@ -27,6 +27,17 @@ int32_t td_py_dtype_from_name(const char *name) {
   for (int32_t i = 0; i < TD_NUM_DTYPES; i++)
     if (strcmp(name, torch_dtypes[i]) == 0) return i;
   return -1;
+}
+
+const char *td_py_dtype_list(char *buf, size_t n) {
+  size_t at = 0;
+  buf[0] = '\0';
+  for (int32_t i = 0; i < TD_NUM_DTYPES && at < n; i++) {
+    const char *sep = i == 0 ? "" : i + 1 < TD_NUM_DTYPES ? ", " : " or ";
+    const int w = snprintf(buf + at, n - at, "%s%s", sep, torch_dtypes[i]);
+    at += w > 0 ? (size_t)w : 0;
+  }
+  return buf;
 }
 
 /* -------------------------------------------------------- NonTensorStack texts */

@@ -16,6 +16,9 @@
 /* "torch.float32" for TD_FLOAT32 (NULL outside the dtypes); the dtype of such a name, or -1. */
 const char *td_py_dtype_name(int32_t dtype);
 int32_t td_py_dtype_from_name(const char *name);
+/* "torch.bool, torch.uint8, ... or torch.float64" (every such name) written into buf of
+ * n bytes (cut short if it does not fit): for messages. Returns buf. */
+const char *td_py_dtype_list(char *buf, size_t n);
 /* FNV-1a of a NUL-terminated text: both loaders dedupe a NonTensorStack's texts. */
 uint64_t td_py_text_hash(const char *s);
 

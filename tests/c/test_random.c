@@ -5,7 +5,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "../kernels/philox.h"
+#include "philox.h"
 #include "check.h"
 
 /* ---- helpers ---------------------------------------------------------------------- */

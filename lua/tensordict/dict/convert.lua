@@ -10,7 +10,7 @@ local is_tensor = tensor.is_tensor
 
 -- Every tensor leaf cast, whatever its dtype (Python's td.float() casts integer and bool
 -- leaves too, unlike td:to(dtype), which casts the floating ones).
-for name, dtype in pairs(tensor.CASTS) do
+for name, dtype in pairs(dtypes.CASTS) do
   local code = dtypes.code(dtype, name)
   TD[name] = function(self) return wrap(C.td_dict_to_dtype(D(self), code, 0)) end
 end

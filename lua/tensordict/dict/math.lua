@@ -247,16 +247,6 @@ local function reducer(op, call, param_default, fields)
   end
 end
 
-TD.sum = reducer(C.TD_RED_SUM, "sum")
-TD.mean = reducer(C.TD_RED_MEAN, "mean")
-TD.prod = reducer(C.TD_RED_PROD, "prod")
-TD.amin = reducer(C.TD_RED_MIN, "amin")
-TD.amax = reducer(C.TD_RED_MAX, "amax")
-TD.std = reducer(C.TD_RED_STD, "std", 1)
-TD.var = reducer(C.TD_RED_VAR, "var", 1)
-TD.norm = reducer(C.TD_RED_NORM, "norm", 2)
-TD.logsumexp = reducer(C.TD_RED_LOGSUMEXP, "logsumexp")
-
 -- max(dim [, opts]) / min: over one batch dim, the values and the 1-based indices, two
 -- TensorDicts (Python 0.15 returns them as a namedtuple (values, indices); Lua returns
 -- two values, as the tensor max(dim) does). opts.return_indices = false, a list of dims,
@@ -274,18 +264,30 @@ local function extreme(values_of, call)
     return values, indices
   end
 end
-TD.max = extreme(reducer(C.TD_RED_MAX, "max", nil, EXTREME_OPTIONS), "max")
-TD.min = extreme(reducer(C.TD_RED_MIN, "min", nil, EXTREME_OPTIONS), "min")
 
 -- all()/any(): a boolean over every element of every leaf; with a dim, a TensorDict.
-local all_reduce, any_reduce = reducer(C.TD_RED_ALL, "all"), reducer(C.TD_RED_ANY, "any")
-function TD.all(self, dim, opts)
-  if dim == nil then return all_reduce(self, nil, { reduce = true }):item() end
-  return all_reduce(self, dim, opts)
+local function logical(op, call)
+  local r = reducer(op, call)
+  return function(self, dim, opts)
+    if dim == nil then return r(self, nil, { reduce = true }):item() end
+    return r(self, dim, opts)
+  end
 end
-function TD.any(self, dim, opts)
-  if dim == nil then return any_reduce(self, nil, { reduce = true }):item() end
-  return any_reduce(self, dim, opts)
+
+-- The methods of every reduction in C's op table but argmin / argmax (an index over
+-- every leaf has no meaning), by its category. std / var default to the unbiased
+-- correction, norm to p = 2, as torch's; max and min also give amax and amin.
+local PARAM = { [C.TD_OPCAT_SPREAD] = 1, [C.TD_OPCAT_NORM] = 2 }
+for name, op in pairs(ops.REDUCE) do
+  local category = C.td_op_category(C.TD_OPS_REDUCE, op)
+  if category == C.TD_OPCAT_EXTREME then
+    TD[name] = extreme(reducer(op, name, nil, EXTREME_OPTIONS), name)
+    TD["a" .. name] = reducer(op, "a" .. name)
+  elseif category == C.TD_OPCAT_LOGICAL then
+    TD[name] = logical(op, name)
+  elseif category ~= C.TD_OPCAT_INDEX then
+    TD[name] = reducer(op, name, PARAM[category])
+  end
 end
 
 return M

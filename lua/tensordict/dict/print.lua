@@ -7,6 +7,7 @@ local C = require("tensordict.lib").C
 local util = require("tensordict.util")
 local core = require("tensordict.dict.core")
 local json = require("tensordict.json")
+local dtypes = require("tensordict.tensor.dtype")
 
 local mt = core.mt
 local KIND_TENSOR, KIND_DICT, KIND_VALUE = C.TD_ENTRY_TENSOR, C.TD_ENTRY_DICT, C.TD_ENTRY_VALUE
@@ -16,10 +17,11 @@ local COMPACT_WIDTH = 80
 
 ------------------------------------------------------------------------- compact
 
-local DTYPE_ABBR = {
-  bool = "bool", uint8 = "u8", int8 = "i8", int16 = "i16", int32 = "i32", int64 = "i64",
-  float16 = "f16", bfloat16 = "bf16", float32 = "f32", float64 = "f64",
-}
+-- Each dtype's short name: uint8 -> u8, int64 -> i64, bfloat16 -> bf16, float32 -> f32.
+local DTYPE_ABBR = {}
+for _, name in ipairs(dtypes.list()) do
+  DTYPE_ABBR[name] = (name:gsub("^uint", "u"):gsub("^int", "i"):gsub("^bfloat", "bf"):gsub("^float", "f"))
+end
 
 -- Python's type name for a non-tensor value, as 0.15 shows it.
 local function value_type(v)

@@ -328,9 +328,7 @@ end
 
 -- torch's cast methods: t:float() is t:to("float32"), and so on (self when the dtype
 -- already matches, as torch).
-local CASTS = { float = "float32", double = "float64", half = "float16", bfloat16 = "bfloat16",
-  int = "int32", long = "int64", short = "int16", char = "int8", byte = "uint8", bool = "bool" }
-for name, dtype in pairs(CASTS) do
+for name, dtype in pairs(dtypes.CASTS) do
   Tensor[name] = function(self) return Tensor.to(self, dtype) end
 end
 
@@ -415,7 +413,6 @@ function mt.__tostring(self)
 end
 
 return {
-  CASTS = CASTS,
   Tensor = Tensor,
   metatable = mt,
   Header = Header,

@@ -4,14 +4,18 @@ local C = require("tensordict.lib").C
 local util = require("tensordict.util")
 
 local M = {}
+-- Names, codes and cast methods come from C's dtype table (core/include/dtype_table.h):
+-- M.BOOL, M.INT64, ... are the codes by upper-case name; M.CASTS maps torch's cast
+-- methods to dtype names (float = "float32", byte = "uint8", ...).
 local by_name, names = {}, {}
+M.CASTS = {}
 for code = 0, C.TD_NUM_DTYPES - 1 do
   local name = ffi.string(C.td_dtype_name(code))
   names[code] = name
   by_name[name] = code
+  M[name:upper()] = code
+  M.CASTS[ffi.string(C.td_dtype_method_name(code))] = name
 end
-
-M.BOOL, M.INT64, M.FLOAT32, M.FLOAT64 = C.TD_BOOL, C.TD_INT64, C.TD_FLOAT32, C.TD_FLOAT64
 
 -- The code for a dtype name ("float32", "torch.float32" or a torch alias).
 function M.code(name, call)
@@ -33,9 +37,9 @@ function M.is_floating(code) return C.td_dtype_is_floating(code) ~= 0 end
 -- Bytes per element of a dtype name.
 function M.itemsize(name) return tonumber(C.td_dtype_itemsize(M.code(name, "itemsize"))) end
 
+-- A dtype that is neither floating nor bool.
 function M.is_integer(code)
-  return code == C.TD_UINT8 or code == C.TD_INT8 or code == C.TD_INT16 or code == C.TD_INT32
-    or code == C.TD_INT64
+  return names[code] ~= nil and code ~= M.BOOL and not M.is_floating(code)
 end
 
 -- Every canonical name, in code order.

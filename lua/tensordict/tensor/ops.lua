@@ -2,6 +2,7 @@
 -- Each is one call into core/kernels/elementwise*.c, which broadcasts and promotes
 -- dtypes with torch's rules. A Lua number is a scalar operand: integral values count
 -- as integers, others as floats; booleans as bool.
+local ffi = require("ffi")
 local lib = require("tensordict.lib")
 local util = require("tensordict.util")
 local tensor = require("tensordict.tensor.core")
@@ -61,18 +62,25 @@ local function binary_(op, call, self, b)
   return self
 end
 
-local BINARY = {
-  add = C.TD_BINARY_ADD, sub = C.TD_BINARY_SUB, mul = C.TD_BINARY_MUL, div = C.TD_BINARY_DIV,
-  floor_divide = C.TD_BINARY_FLOOR_DIVIDE, remainder = C.TD_BINARY_REMAINDER, pow = C.TD_BINARY_POW,
-  minimum = C.TD_BINARY_MINIMUM, maximum = C.TD_BINARY_MAXIMUM,
-  eq = C.TD_BINARY_EQ, ne = C.TD_BINARY_NE, lt = C.TD_BINARY_LT, le = C.TD_BINARY_LE,
-  gt = C.TD_BINARY_GT, ge = C.TD_BINARY_GE,
-  logical_and = C.TD_BINARY_LOGICAL_AND, logical_or = C.TD_BINARY_LOGICAL_OR, logical_xor = C.TD_BINARY_LOGICAL_XOR,
+-- The ops of a kind by name (name -> code), from C's op table (core/include/op_table.h),
+-- and the names of those whose results are bool: comparisons and logical ops. An in-place
+-- form of those would have to cast bool back, which torch allows but nobody means: they
+-- have no `_` form here.
+local BOOL_RESULT = {
+  [C.TD_OPCAT_COMPARE] = true, [C.TD_OPCAT_LOGICAL] = true, [C.TD_OPCAT_TEST] = true,
 }
--- Comparisons and logical ops produce bool; an in-place form would have to cast that
--- back, which torch allows but nobody means: they have no `_` form here.
-local NO_INPLACE = { eq = true, ne = true, lt = true, le = true, gt = true, ge = true,
-  logical_and = true, logical_or = true, logical_xor = true }
+local function op_table(kind, count)
+  local codes, no_inplace = {}, {}
+  for op = 0, count - 1 do
+    local name = ffi.string(C.td_op_name(kind, op, 0))
+    codes[name] = op
+    if BOOL_RESULT[C.td_op_category(kind, op)] then no_inplace[name] = true end
+  end
+  return codes, no_inplace
+end
+local BINARY, NO_INPLACE = op_table(C.TD_OPS_BINARY, C.TD_BINARY_COUNT)
+local UNARY, NO_UNARY_INPLACE = op_table(C.TD_OPS_UNARY, C.TD_UNARY_COUNT)
+local REDUCE = op_table(C.TD_OPS_REDUCE, C.TD_RED_COUNT)
 
 for name, op in pairs(BINARY) do
   Tensor[name] = function(self, other) return binary(op, name, self, other) end
@@ -80,15 +88,6 @@ for name, op in pairs(BINARY) do
     Tensor[name .. "_"] = function(self, other) return binary_(op, name .. "_", self, other) end
   end
 end
-
-local UNARY = {
-  neg = C.TD_UNARY_NEG, abs = C.TD_UNARY_ABS, exp = C.TD_UNARY_EXP, log = C.TD_UNARY_LOG,
-  log1p = C.TD_UNARY_LOG1P, expm1 = C.TD_UNARY_EXPM1, sqrt = C.TD_UNARY_SQRT, rsqrt = C.TD_UNARY_RSQRT,
-  sin = C.TD_UNARY_SIN, cos = C.TD_UNARY_COS, tanh = C.TD_UNARY_TANH, sigmoid = C.TD_UNARY_SIGMOID,
-  relu = C.TD_UNARY_RELU, floor = C.TD_UNARY_FLOOR, ceil = C.TD_UNARY_CEIL, round = C.TD_UNARY_ROUND,
-  sign = C.TD_UNARY_SIGN, logical_not = C.TD_UNARY_LOGICAL_NOT, isnan = C.TD_UNARY_ISNAN, isinf = C.TD_UNARY_ISINF,
-}
-local NO_UNARY_INPLACE = { logical_not = true, isnan = true, isinf = true }
 
 for name, op in pairs(UNARY) do
   Tensor[name] = function(self)
@@ -231,12 +230,16 @@ end
 -- Installs + - * / % ^ on a metatable from binary(op, name, a, b) and neg(a); the
 -- TensorDict type installs its own the same way.
 function M.install_operators(meta, bin, neg)
-  meta.__add = function(a, b) return bin(C.TD_BINARY_ADD, "add", a, b) end
-  meta.__sub = function(a, b) return bin(C.TD_BINARY_SUB, "sub", a, b) end
-  meta.__mul = function(a, b) return bin(C.TD_BINARY_MUL, "mul", a, b) end
-  meta.__div = function(a, b) return bin(C.TD_BINARY_DIV, "div", a, b) end
-  meta.__mod = function(a, b) return bin(C.TD_BINARY_REMAINDER, "remainder", a, b) end
-  meta.__pow = function(a, b) return bin(C.TD_BINARY_POW, "pow", a, b) end
+  local function operator(op)
+    local name = ffi.string(C.td_op_name(C.TD_OPS_BINARY, op, 0))
+    return function(a, b) return bin(op, name, a, b) end
+  end
+  meta.__add = operator(C.TD_BINARY_ADD)
+  meta.__sub = operator(C.TD_BINARY_SUB)
+  meta.__mul = operator(C.TD_BINARY_MUL)
+  meta.__div = operator(C.TD_BINARY_DIV)
+  meta.__mod = operator(C.TD_BINARY_REMAINDER)
+  meta.__pow = operator(C.TD_BINARY_POW)
   meta.__unm = neg
 end
 M.install_operators(mt, binary, function(a)
@@ -247,5 +250,6 @@ end)
 -- Shared with the TensorDict methods (dict/math.lua).
 M.scalar, M.clamp_bounds = scalar, clamp_bounds
 M.BINARY, M.NO_INPLACE, M.UNARY, M.NO_UNARY_INPLACE = BINARY, NO_INPLACE, UNARY, NO_UNARY_INPLACE
+M.REDUCE = REDUCE -- the reductions by name (tensor/reduce.lua and dict/math.lua make their methods)
 
 return M

@@ -8,6 +8,7 @@ local lib = require("tensordict.lib")
 local util = require("tensordict.util")
 local tensor = require("tensordict.tensor.core")
 local device = require("tensordict.tensor.device")
+local ops = require("tensordict.tensor.ops")
 
 local C = lib.C
 local fail, describe, dim0 = util.fail, util.describe, util.dim0
@@ -71,14 +72,11 @@ local function reduce(op, call, self, dims, opts, param)
   return adopt(p)
 end
 
-local SIMPLE = {
-  sum = C.TD_RED_SUM, mean = C.TD_RED_MEAN, prod = C.TD_RED_PROD, all = C.TD_RED_ALL,
-  any = C.TD_RED_ANY, logsumexp = C.TD_RED_LOGSUMEXP,
-}
-for name, op in pairs(SIMPLE) do
-  -- not a tail call, so an error's message can find the method in the stack
-  Tensor[name] = function(self, dims, opts)
-    local r = reduce(op, name, self, dims, opts)
+-- sum, mean, prod, all, any, logsumexp: (dims, opts).
+local function simple(op, call)
+  return function(self, dims, opts)
+    -- not a tail call, so an error's message can find the method in the stack
+    local r = reduce(op, call, self, dims, opts)
     return r
   end
 end
@@ -106,8 +104,6 @@ local function extreme(red, call)
     return adopt(values[0]), one_based(adopt(indices[0]))
   end
 end
-Tensor.max = extreme(C.TD_RED_MAX, "max")
-Tensor.min = extreme(C.TD_RED_MIN, "min")
 
 local function arg_extreme(op, call)
   return function(self, dim, opts)
@@ -124,8 +120,6 @@ local function arg_extreme(op, call)
     return result
   end
 end
-Tensor.argmax = arg_extreme(C.TD_RED_ARGMAX, "argmax")
-Tensor.argmin = arg_extreme(C.TD_RED_ARGMIN, "argmin")
 
 -- std and var: unbiased by default (correction 1), like torch. Options: keepdim,
 -- unbiased (boolean), correction (number).
@@ -140,14 +134,14 @@ local function spread(op, call)
     return reduce(op, call, self, dims, o, correction)
   end
 end
-Tensor.std = spread(C.TD_RED_STD, "std")
-Tensor.var = spread(C.TD_RED_VAR, "var")
 
 -- norm([p [, dims [, keepdim]]]): p defaults to 2; math.huge is the max norm.
-function Tensor.norm(self, p, dims, opts)
-  p = p or 2
-  if type(p) ~= "number" then fail(("norm: p must be a number, got %s"):format(describe(p))) end
-  return reduce(C.TD_RED_NORM, "norm", self, dims, opts, p)
+local function norm(op, call)
+  return function(self, p, dims, opts)
+    p = p or 2
+    if type(p) ~= "number" then fail(("%s: p must be a number, got %s"):format(call, describe(p))) end
+    return reduce(op, call, self, dims, opts, p)
+  end
 end
 
 -- amax/amin(dims [, keepdim]): torch's names for the extreme over several dims at once
@@ -165,8 +159,19 @@ local function extreme_values(op, call)
     return reduce(op, call, self, dims, opts)
   end
 end
-Tensor.amax = extreme_values(C.TD_RED_MAX, "amax")
-Tensor.amin = extreme_values(C.TD_RED_MIN, "amin")
+
+-- The methods of every reduction in C's op table, by its category: max and min also
+-- give amax and amin.
+local METHOD = {
+  [C.TD_OPCAT_ARITH] = simple, [C.TD_OPCAT_FLOAT] = simple, [C.TD_OPCAT_LOGICAL] = simple,
+  [C.TD_OPCAT_EXTREME] = extreme, [C.TD_OPCAT_INDEX] = arg_extreme,
+  [C.TD_OPCAT_SPREAD] = spread, [C.TD_OPCAT_NORM] = norm,
+}
+for name, op in pairs(ops.REDUCE) do
+  local category = C.td_op_category(C.TD_OPS_REDUCE, op)
+  Tensor[name] = METHOD[category](op, name)
+  if category == C.TD_OPCAT_EXTREME then Tensor["a" .. name] = extreme_values(op, "a" .. name) end
+end
 
 -- The one dim of cumsum, softmax, ...: a 0-dim tensor takes dim 1 (or -1), as torch's
 -- takes 0 (or -1).

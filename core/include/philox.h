@@ -5,7 +5,9 @@
  * It maps a 128-bit counter and a 64-bit key to 128 random bits, with no state: any
  * element of a stream can be computed on its own, which is what makes the results of
  * random.c independent of threads and chunking. Header-only so that tests can check it
- * against Random123's known-answer vectors.
+ * against Random123's known-answer vectors. It lives in core/include, beside the ABI but
+ * not part of it (not installed, no FFI declarations), because the CPU kernels
+ * (core/kernels/random.c) and the CUDA backend (core/cuda/random.cu) both compile it.
  */
 #ifndef TD_PHILOX_H
 #define TD_PHILOX_H
