@@ -152,8 +152,11 @@ $(BUILD)/bench/%: tests/bench/%.c tests/bench/bench.h $(LIB) $(LIB_HDRS)
 	$(CC) $(TD_CFLAGS) -Icore/src $< -o $@ -L$(BUILD) -ltensordict -Wl,-rpath,$(abspath $(BUILD)) $(LDLIBS) -lopenblas
 
 # core/src -> core/kernels -> core/dict -> core/store: no folder calls or includes one above it.
+# The Lua tree likewise: base -> tensor -> dict -> lazy_stack -> facade -> dist, flow ->
+# host -> repl, classes required whole, no C calls above the Lua layer.
 layers: $(LIB)
 	bash scripts/check_layers.sh $(BUILD)
+	luajit scripts/check_lua_layers.lua
 
 # dtypes and ops are listed only in their tables (core/include/dtype_table.h, op_table.h).
 tables:

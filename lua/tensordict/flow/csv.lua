@@ -1,18 +1,17 @@
 -- flow/csv.lua: CsvSource, batches of rows of a numeric CSV file. The parsing is in C
 -- (core/store/csv.c: large reads, RFC 4180 quotes, exact fast number parsing); this file
 -- maps columns to leaves and batches to TensorDicts.
-local ffi = require("ffi")
-local C = require("tensordict.lib").C
 local util = require("tensordict.util")
 local tensor = require("tensordict.tensor")
 local create = require("tensordict.tensor.create")
+local csv = require("tensordict.tensor.csv")
 local dtypes = require("tensordict.tensor.dtype")
 local td_core = require("tensordict.dict")
 local core = require("tensordict.flow.core")
 local shard_rows = require("tensordict.flow.sources").shard_rows
 
 local describe = util.describe
-local is_tensor, is_td, H = tensor.is_tensor, td_core.is_td, tensor.handle
+local is_tensor, is_td = tensor.is_tensor, td_core.is_td
 
 local CsvSource = core.define("CsvSource", {
   kind = "source",
@@ -29,18 +28,11 @@ local CsvSource = core.define("CsvSource", {
   },
 })
 
--- Opens a reader (closed by the GC unless closed first with close_reader).
+-- Opens a reader (closed by the GC unless closed first).
 local function open_reader(self)
-  local r = C.td_csv_open(self.p.path, self.p.delimiter:byte(), self.p.header and 1 or 0)
-  if r == nil then self:fail("%s", (ffi.string(C.td_last_error()):gsub("^csv: ", ""))) end
-  return ffi.gc(r, C.td_csv_close)
-end
-
-local function close_reader(r)
-  if r ~= nil then
-    ffi.gc(r, nil)
-    C.td_csv_close(r)
-  end
+  local r, msg = csv.open(self.p.path, self.p.delimiter, self.p.header)
+  if not r then self:fail("%s", msg) end
+  return r
 end
 
 local function is_list(t)
@@ -53,12 +45,11 @@ end
 -- { key =, dtype =, cols = {0-based column numbers}, grouped = bool }.
 function CsvSource:resolve(r)
   local p = self.p
-  local ncols = C.td_csv_num_columns(r)
-  local names, index = {}, {}
+  local names, index = r:column_names(), {}
+  local ncols = #names
   for c = 1, ncols do
-    local nm = C.td_csv_column_name_borrow(r, c - 1)
-    nm = nm ~= nil and ffi.string(nm) or ("col" .. c)
-    if nm == "" then nm = "col" .. c end
+    local nm = names[c]
+    if not nm or nm == "" then nm = "col" .. c end
     names[c] = nm
     if index[nm] then index[nm] = -1 else index[nm] = c end -- -1: the name repeats
   end
@@ -151,20 +142,12 @@ function CsvSource:resolve(r)
     if seen[leaf.key] then self:fail("columns: two leaves are named '%s'", leaf.key) end
     seen[leaf.key] = true
   end
-  -- The destination arrays td_csv_read takes (one entry per column of every leaf).
-  local n = 0
-  for _, leaf in ipairs(leaves) do n = n + #leaf.cols end
-  self.ndest = n
-  self.dest_cols = ffi.new("int32_t[?]", math.max(n, 1))
-  self.dest_outs = ffi.new("td_tensor *[?]", math.max(n, 1))
-  self.dest_offs = ffi.new("int64_t[?]", math.max(n, 1))
-  local j = 0
+  -- Where the reader puts each field (one destination per column of every leaf).
+  local dests = {}
   for _, leaf in ipairs(leaves) do
-    for i, c in ipairs(leaf.cols) do
-      self.dest_cols[j], self.dest_offs[j] = c, leaf.grouped and i - 1 or 0
-      j = j + 1
-    end
+    for i, c in ipairs(leaf.cols) do dests[#dests + 1] = { column = c, offset = leaf.grouped and i - 1 or 0 } end
   end
+  self.plan = csv.plan(dests)
   return leaves
 end
 
@@ -176,7 +159,7 @@ function CsvSource:init()
   end
   local r = open_reader(self)
   local ok, leaves = pcall(self.resolve, self, r)
-  close_reader(r)
+  r:close()
   if not ok then error(leaves, 0) end
   self.leaves = leaves
   self.out_keys = {}
@@ -190,10 +173,10 @@ function CsvSource:keys() return self.out_keys end
 function CsvSource:len()
   if self.rows == nil then
     local r = open_reader(self)
-    local n = C.td_csv_count_rows(r)
-    close_reader(r)
-    if n < 0 then self:fail("%s", (ffi.string(C.td_last_error()):gsub("^csv: ", ""))) end
-    self.rows = tonumber(n)
+    local n, msg = r:count_rows()
+    r:close()
+    if not n then self:fail("%s", msg) end
+    self.rows = n
   end
   return self.rows
 end
@@ -206,21 +189,21 @@ function CsvSource:iter(ctx)
   local state = { r = open_reader(self) }
   self.readers[state] = true
   local leaves, b = self.leaves, self.p.batch_size
-  local cols, outs, offs, ndest = self.dest_cols, self.dest_outs, self.dest_offs, self.ndest
+  local plan = self.plan
   local function finish()
     self.readers[state] = nil
-    close_reader(state.r)
+    if state.r then state.r:close() end
     state.r = nil
   end
-  local function fail_with_c_error()
-    local msg = ffi.string(C.td_last_error()):gsub("^csv: ", "")
+  local function fail_with(msg)
     finish()
     self:fail("%s", msg)
   end
   local left = math.huge -- rows this pass may still read
   if ctx and ctx.dist and ctx.dist.size > 1 then
     local lo, hi = shard_rows(self:len(), ctx)
-    if C.td_csv_skip_rows(state.r, lo - 1) < 0 then fail_with_c_error() end
+    local ok, msg = state.r:skip_rows(lo - 1)
+    if not ok then fail_with(msg) end
     left = hi - lo + 1
   end
   return function()
@@ -230,18 +213,14 @@ function CsvSource:iter(ctx)
       finish()
       return nil
     end
-    local tensors, j = {}, 0
+    local tensors, outs = {}, {}
     for i, leaf in ipairs(leaves) do
       local t = leaf.grouped and create.empty({ b, #leaf.cols }, leaf.dtype) or create.empty({ b }, leaf.dtype)
       tensors[i] = t
-      for _ = 1, #leaf.cols do
-        outs[j] = H(t)
-        j = j + 1
-      end
+      for _ = 1, #leaf.cols do outs[#outs + 1] = t end
     end
-    local n = C.td_csv_read(r, math.min(b, left), ndest, cols, outs, offs)
-    if n < 0 then fail_with_c_error() end
-    n = tonumber(n)
+    local n, msg = r:read(math.min(b, left), plan, outs)
+    if not n then fail_with(msg) end
     left = left - n
     if n == 0 then
       finish()
@@ -260,7 +239,7 @@ end
 
 function CsvSource:close()
   for state in pairs(self.readers) do
-    close_reader(state.r)
+    if state.r then state.r:close() end
     state.r = nil
   end
   self.readers = {}

@@ -2,15 +2,13 @@
 -- tensordict's layout, Python-written folders too) in batches of rows; MemmapSink
 -- appends batches into a folder that is committed atomically at finish; ReplayBuffer is
 -- a preallocated ring on disk (the RL use case) that is also a sink.
--- The C side is core/store/append.c (appends and preallocation) on top of the
--- memmap saver (core/store/memmap*.c): temporary sibling, fsync, rename. docs/flow-memmap.md.
-local ffi = require("ffi")
-local C = require("tensordict.lib").C
+-- Appends and rings are dict/append.lua's (core/store/append.c, on top of the memmap
+-- saver: temporary sibling, fsync, rename).
 local util = require("tensordict.util")
 local td_core = require("tensordict.dict")
 local td_memmap = require("tensordict.dict.memmap")
+local append = require("tensordict.dict.append")
 local random = require("tensordict.tensor.random")
-local create = require("tensordict.tensor.create")
 local core = require("tensordict.flow.core")
 local fs = require("tensordict.fs")
 local row_batches = require("tensordict.flow.sources").row_batches
@@ -18,14 +16,7 @@ local ToDevice = require("tensordict.flow.device").ToDevice
 local td_device = require("tensordict.dict.device")
 
 local describe = util.describe
-local is_td, D, wrap = td_core.is_td, td_core.D, td_core.wrap
-
--- The library's last error without the C call's own prefix ("append: ", "commit: "...),
--- for a node to put its name in front.
-local function c_message()
-  local msg = ffi.string(C.td_last_error())
-  return (msg:gsub("^%a[%w_]*: ", "", 1))
-end
+local is_td = td_core.is_td
 
 -- Raises as node, the error of a failed call (the library's message, or a Lua error).
 local function node_error(node, err)
@@ -134,14 +125,6 @@ function MemmapSource:iter(ctx)
   end
 end
 
--- The C save flags of a sink's existsok and fsync parameters.
-local function save_flags(p)
-  local flags = 0
-  if p.existsok then flags = flags + C.TD_MEMMAP_EXISTSOK end
-  if not p.fsync then flags = flags + C.TD_MEMMAP_NO_FSYNC end
-  return flags
-end
-
 ------------------------------------------------------------------------ MemmapSink
 
 local MemmapSink = core.define("MemmapSink", {
@@ -156,8 +139,6 @@ local MemmapSink = core.define("MemmapSink", {
   },
   examples = { 'flow.MemmapSink{path = "out/episodes", existsok = true}' },
 })
-
-local append_free = C.td_memmap_append_free
 
 -- Before any data moves (tdflow check): a path that exists without existsok.
 function MemmapSink:preflight()
@@ -181,7 +162,7 @@ end
 function MemmapSink:open(ctx)
   if self.app then self:abort() end
   if ctx then self.dist = ctx.dist end
-  local flags = save_flags(self.p)
+  local opts = { existsok = self.p.existsok, fsync = self.p.fsync }
   local target = self.p.path
   if self.dist then
     if not self.p.existsok and fs.exists(target) then
@@ -189,26 +170,24 @@ function MemmapSink:open(ctx)
     end
     if self.dist.rank ~= 0 then
       target = part_path(target, self.dist.rank, self.dist.size)
-      flags = bit.bor(flags, C.TD_MEMMAP_EXISTSOK) -- a part a failed run left is replaced
+      opts.existsok = true -- a part a failed run left is replaced
     end
   end
-  local a = C.td_memmap_append_open(target, flags)
-  if a == nil then
-    local msg = c_message():gsub("%(pass existsok%)", "(pass existsok = true to replace it)")
-    self:fail("%s", msg)
-  end
-  self.app = ffi.gc(a, append_free)
+  local a, msg = append.open(target, opts)
+  if not a then self:fail("%s", (msg:gsub("%(pass existsok%)", "(pass existsok = true to replace it)"))) end
+  self.app = a
 end
 
 function MemmapSink:write(td)
   if not is_td(td) then self:fail("write: expected a TensorDict, got %s", describe(td)) end
   if not self.app then self:open() end
-  if C.td_memmap_append_write(self.app, D(td)) < 0 then self:fail("%s", c_message()) end
+  local ok, msg = self.app:write(td)
+  if not ok then self:fail("%s", msg) end
 end
 
 -- Rows written so far.
 function MemmapSink:rows()
-  return self.app and tonumber(C.td_memmap_append_rows(self.app)) or 0
+  return self.app and self.app:rows() or 0
 end
 
 -- Commits and returns the folder loaded (T.load_memmap(path), read-only): every row
@@ -223,10 +202,8 @@ end
 function MemmapSink:commit_app()
   local a = self.app
   self.app = nil
-  local st = C.td_memmap_append_commit(a, 0)
-  local msg = st < 0 and c_message()
-  append_free(ffi.gc(a, nil))
-  if msg then self:fail("%s", msg) end
+  local ok, msg = a:commit()
+  if not ok then self:fail("%s", msg) end
 end
 
 -- Data-parallel: every rank but 0 commits its part; once every part is (a barrier, under
@@ -246,8 +223,9 @@ function MemmapSink:finish_parts()
     local ok, err = pcall(function()
       for r = 1, d.size - 1 do
         local part = td_memmap.load_memmap(part_path(self.p.path, r, d.size))
-        if #part > 0 and C.td_memmap_append_write(self.app, D(part)) < 0 then
-          self:fail("joining the part of rank %d: %s", r, c_message())
+        if #part > 0 then
+          local written, msg = self.app:write(part)
+          if not written then self:fail("joining the part of rank %d: %s", r, msg) end
         end
       end
       self:commit_app()
@@ -273,7 +251,7 @@ function MemmapSink:abort()
   local a = self.app
   if a == nil then return end
   self.app = nil
-  append_free(ffi.gc(a, nil))
+  a:abort()
 end
 
 ---------------------------------------------------------------------- ReplayBuffer
@@ -317,13 +295,10 @@ function ReplayBuffer:len() return self.filled end
 function ReplayBuffer:storage() return self.buf end
 
 local function make_ring(self, td)
-  local flags = save_flags(self.p)
-  local d = C.td_dict_memmap_rows_like(D(td), self.p.capacity, self.p.path, flags, 0)
-  if d == nil then
-    local msg = c_message():gsub("%(pass existsok%)", "(pass existsok = true to replace it)")
-    self:fail("extend: %s", msg)
-  end
-  self.buf = wrap(d)
+  local ring, msg = append.rows_like(td, self.p.capacity, self.p.path,
+                                     { existsok = self.p.existsok, fsync = self.p.fsync })
+  if not ring then self:fail("extend: %s", (msg:gsub("%(pass existsok%)", "(pass existsok = true to replace it)"))) end
+  self.buf = ring
 end
 
 -- rb:extend(td): td's rows go after the newest ones, wrapping around; of a batch of
@@ -335,9 +310,8 @@ function ReplayBuffer:extend(td)
   end
   if not self.buf then make_ring(self, td) end
   local buf, cap = self.buf, self.p.capacity
-  if C.td_dict_check_rows_like(D(buf), D(td), "the buffer") < 0 then
-    self:fail("extend: %s", c_message())
-  end
+  local fits, msg = append.check_rows_like(buf, td, "the buffer")
+  if not fits then self:fail("extend: %s", msg) end
   local n = #td
   if n == 0 then return self end
   if n > cap then td, n = td[{ { n - cap + 1, n } }], cap end
@@ -360,17 +334,15 @@ function ReplayBuffer:sample(n, gen)
   if gen ~= nil and getmetatable(gen) ~= GENERATOR_MT then
     self:fail("sample: gen must be a T.Generator (or nil: the global one), got %s", describe(gen))
   end
-  -- 0-based positions, drawn in range into a kept index tensor (reused while n stays
-  -- the same), go straight to the C gather (one per leaf): the index grammar's checks
-  -- and 1-based conversion would cost more than the copy of a few hundred rows.
+  -- The index tensor is kept while n stays the same (append.sample_rows: the positions
+  -- go straight to the C gather, cheaper than the index grammar for a few hundred rows).
   local idx = self.idx
   if idx == nil or self.idx_n ~= n then
-    idx = create.empty({ n }, "int64")
+    idx = append.sample_index(n)
     self.idx, self.idx_n = idx, n
   end
-  if C.td_randint_(idx.h, 0, self.filled, gen and gen.g or nil) < 0 then self:fail("sample: %s", c_message()) end
-  local out = wrap(C.td_dict_index(D(self.buf), nil, 0, idx.h, 0))
-  C.td_dict_set_locked(D(out), 0) -- the ring is locked (a memmap); the sample is the caller's
+  local out, msg = append.sample_rows(self.buf, self.filled, idx, gen)
+  if not out then self:fail("sample: %s", msg) end
   return out
 end
 

@@ -8,10 +8,10 @@
 -- the features being a leaf's dims after the batch dims; var is the population
 -- variance (M2 / count).
 local ffi = require("ffi")
-local C = require("tensordict.lib").C
 local util = require("tensordict.util")
 local tensor = require("tensordict.tensor")
 local create = require("tensordict.tensor.create")
+local kernels = require("tensordict.tensor.stats")
 local dtypes = require("tensordict.tensor.dtype")
 local td_core = require("tensordict.dict")
 local td_memmap = require("tensordict.dict.memmap")
@@ -21,10 +21,6 @@ require("tensordict.tensor.reduce")
 
 local fail, describe, format_list = util.fail, util.describe, util.format_list
 local is_tensor, is_td, H = tensor.is_tensor, td_core.is_td, tensor.handle
-
-local function check(status)
-  if status ~= 0 then util.c_fail() end
-end
 
 local function shape_text(shape) return format_list(shape) end
 
@@ -167,7 +163,7 @@ function RunningStats:update(x, batch_dims)
     fail("RunningStats:update: these statistics were given without a count, so they cannot be updated")
   end
   if x:dtype() == "bool" then fail("RunningStats:update: bool tensors have no mean; cast them first") end
-  check(C.td_stats_update(H(x), bd, self.n, H(self.m), H(self.q)))
+  kernels.update(x, bd, self.n, self.m, self.q)
   return self
 end
 
@@ -188,7 +184,7 @@ function RunningStats:merge(other)
     fail(("RunningStats:merge: feature shapes differ: %s and %s")
       :format(shape_text(self.shape), shape_text(other.shape)))
   end
-  check(C.td_stats_merge(self.n, H(self.m), H(self.q), other.n[0], H(other.m), H(other.q)))
+  kernels.merge(self.n, self.m, self.q, other.n[0], other.m, other.q)
   return self
 end
 
@@ -269,7 +265,7 @@ function RunningStats:normalize(x, batch_dims, eps)
   end
   local code = H(x).dtype
   local out = create.empty(x:shape(), dtypes.is_floating(code) and dtypes.name(code) or "float32")
-  check(C.td_stats_normalize(H(x), bd, H(mean), H(var), eps, H(out)))
+  kernels.normalize(x, bd, mean, var, eps, out)
   return out
 end
 

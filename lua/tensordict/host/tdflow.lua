@@ -7,7 +7,7 @@
 -- Exit codes: 0 done, 2 usage or recipe errors, 1 runtime errors, 130 interrupted.
 local argparse = require("argparse")
 local T = require("tensordict")
-local C = require("tensordict.lib").C
+local signals = require("tensordict.signals")
 local util = require("tensordict.util")
 local flow = require("tensordict.flow")
 local recipe = require("tensordict.host.recipe")
@@ -19,7 +19,7 @@ local host_dist = require("tensordict.host.dist")
 
 local now = util.now
 local kit = flow.kit.new()
-local SIGINT = 2
+local SIGINT = signals.SIGINT
 
 local M = {}
 
@@ -122,20 +122,20 @@ end
 -- own, and the report is every rank's summed).
 function M.execute(r, opts)
   opts = opts or {}
-  local interrupts = opts.interrupts or C.td_signal_count(SIGINT)
+  local interrupts = opts.interrupts or signals.count(SIGINT)
   local d = opts.dist
   local total = r.source.len and r.source:len() or nil
   local bar = progress.new({ total = total, quiet = opts.quiet or (d and d.rank ~= 0) })
   local ranks = d and d.size or 1
   local function on_batch(summary)
-    if C.td_signal_count(SIGINT) ~= interrupts then error({ interrupted = true }, 0) end
+    if signals.count(SIGINT) ~= interrupts then error({ interrupted = true }, 0) end
     bar:update(summary.rows_in * ranks)
   end
   local ok, result, summary = pcall(flow.run, by_place(r.source), r.node, by_place(r.sink), { seed = r.seed,
     workers = r.workers, on_batch = on_batch, profile = true, ctx = d and { dist = d } or nil })
   if not ok then
     if bar.drawn then io.stderr:write("\n") end
-    if C.td_signal_count(SIGINT) ~= interrupts then result = { interrupted = true } end
+    if signals.count(SIGINT) ~= interrupts then result = { interrupted = true } end
     return false, result
   end
   local info = { rows = summary.nodes, seconds = summary.seconds, rows_in = summary.rows_in,
@@ -146,8 +146,8 @@ function M.execute(r, opts)
 end
 
 function M.run_command(args, out, err)
-  C.td_signal_watch(SIGINT)
-  local interrupts = C.td_signal_count(SIGINT)
+  signals.watch(SIGINT)
+  local interrupts = signals.count(SIGINT)
   local r, problems = recipe.prepare(args.recipe, { set = args.set, workers = args.workers })
   if not r then
     print_problems(err, args.recipe, problems)
