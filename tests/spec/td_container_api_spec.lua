@@ -468,7 +468,7 @@ describe("a stacked value whose positions name no text", function()
   it("raises on get instead of reading a NULL text", function()
     local ffi = require("ffi")
     local C = require("tensordict.lib").C
-    local D = require("tensordict.dict").D
+    local D = require("tensordict.dict").cdict
     local td = T.TensorDict({}, { 2 })
     local texts = ffi.new("const char *[2]", '"a"', '"b"')
     local positions = T.tensor({ 0, 5 }, "int64") -- 5: there are 2 texts (C API misuse)

@@ -11,7 +11,7 @@ local core = require("tensordict.dict.core")
 local tensor = require("tensordict.tensor")
 local create = require("tensordict.tensor.create")
 
-local D, wrap, H = core.D, core.wrap, tensor.handle
+local cdict, wrap, header = core.cdict, core.wrap, tensor.handle
 
 local M = {}
 
@@ -38,7 +38,7 @@ end
 
 -- Appends td's rows (the first batch fixes the structure). true, or nil and the message.
 function Append:write(td)
-  if C.td_memmap_append_write(self.a, D(td)) < 0 then return nil, c_message() end
+  if C.td_memmap_append_write(self.a, cdict(td)) < 0 then return nil, c_message() end
   return true
 end
 
@@ -68,7 +68,7 @@ end
 -- A ring: td's structure with rows rows, zero-filled, saved at path (opts: existsok,
 -- fsync) and mapped read-write; or nil and the message.
 function M.rows_like(td, rows, path, opts)
-  local d = C.td_dict_memmap_rows_like(D(td), rows, path, save_flags(opts), 0)
+  local d = C.td_dict_memmap_rows_like(cdict(td), rows, path, save_flags(opts), 0)
   if d == nil then return nil, c_message() end
   return wrap(d)
 end
@@ -76,7 +76,7 @@ end
 -- true when batch can be rows of ring (keys, kinds, dtypes, dims after the first); else
 -- nil and the message, naming the key, both shapes and what.
 function M.check_rows_like(ring, batch, what)
-  if C.td_dict_check_rows_like(D(ring), D(batch), what) < 0 then return nil, c_message() end
+  if C.td_dict_check_rows_like(cdict(ring), cdict(batch), what) < 0 then return nil, c_message() end
   return true
 end
 
@@ -85,9 +85,9 @@ end
 -- idx, an int64 tensor of n elements, is reused across calls: the 0-based positions
 -- go straight to the C gather, without the index grammar's checks and conversion.
 function M.sample_rows(ring, filled, idx, gen)
-  if C.td_randint_(H(idx), 0, filled, gen and gen.g or nil) < 0 then return nil, c_message() end
-  local out = wrap(C.td_dict_index(D(ring), nil, 0, H(idx), 0))
-  C.td_dict_set_locked(D(out), 0) -- a ring is locked (a memmap); a sample is the caller's
+  if C.td_randint_(header(idx), 0, filled, gen and gen.g or nil) < 0 then return nil, c_message() end
+  local out = wrap(C.td_dict_index(cdict(ring), nil, 0, header(idx), 0))
+  C.td_dict_set_locked(cdict(out), 0) -- a ring is locked (a memmap); a sample is the caller's
   return out
 end
 

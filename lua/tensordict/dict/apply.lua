@@ -8,7 +8,7 @@ local core = require("tensordict.dict.core")
 local struct = require("tensordict.dict.struct")
 
 local TD = core.methods
-local D, wrap, check, is_td = core.D, core.wrap, core.check, core.is_td
+local cdict, wrap, check, is_td = core.cdict, core.wrap, core.check, core.is_td
 local fail, describe = util.fail, util.describe
 local is_tensor = tensor.is_tensor
 local KIND_TENSOR, KIND_DICT = C.TD_ENTRY_TENSOR, C.TD_ENTRY_DICT
@@ -106,7 +106,7 @@ end
 -- found on the way: asking is_empty at every level walked a deep tree once per level.
 local function apply_level(self, fn, others, n, opts, prefix, batch, out)
   local result = out or (batch and with_batch(batch)) or struct.new_like(self)
-  local d = D(self)
+  local d = cdict(self)
   local self_empty, result_empty = true, true
   for _, k in ipairs(core.key_list(self)) do
     local i = C.td_dict_find(d, k, #k)
@@ -140,7 +140,7 @@ local function apply_level(self, fn, others, n, opts, prefix, batch, out)
         result_empty = result_empty and sub_empty
       end
     else
-      check(C.td_dict_set_entry(D(result), k, #k, d, i))
+      check(C.td_dict_set_entry(cdict(result), k, #k, d, i))
       self_empty, result_empty = false, false
     end
   end
@@ -183,7 +183,7 @@ function TD.apply_(self, fn, ...)
   check_fn("apply_", fn)
   local others, n, opts = others_and_opts("apply_", APPLY__OPTS, ...)
   local function walk(td, subs, prefix)
-    local d = D(td)
+    local d = cdict(td)
     for _, k in ipairs(core.key_list(td)) do
       local i = C.td_dict_find(d, k, #k)
       local kind = C.td_dict_kind(d, i)

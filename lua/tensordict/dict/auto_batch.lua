@@ -8,7 +8,7 @@ local tensor = require("tensordict.tensor")
 local core = require("tensordict.dict.core")
 
 local TD = core.methods
-local D, check, is_td = core.D, core.check, core.is_td
+local cdict, check, is_td = core.cdict, core.check, core.is_td
 local fail, describe = util.fail, util.describe
 local KIND_TENSOR, KIND_DICT, KIND_VALUES = C.TD_ENTRY_TENSOR, C.TD_ENTRY_DICT, C.TD_ENTRY_VALUES
 
@@ -16,7 +16,7 @@ local M = {}
 
 local function set_batch(td, shape)
   local n = util.read_shape("auto_batch_size_", false, shape)
-  check(C.td_dict_set_batch(D(td), n, util.shape_buf))
+  check(C.td_dict_set_batch(cdict(td), n, util.shape_buf))
 end
 
 -- The shape of a tensor leaf (or a stacked value's positions) at entry i.
@@ -51,7 +51,7 @@ end
 -- returns td's, or nil when nothing below td has a shape (no tensor leaves): then the
 -- caller plans its own for it.
 local function plan_level(td, max_dims, plan)
-  local d = D(td)
+  local d = cdict(td)
   local shapes, shapeless = {}, {}
   for i, k in ipairs(core.key_list(td)) do
     local kind = C.td_dict_kind(d, i - 1)
@@ -97,7 +97,7 @@ end
 -- all tensor leaves share (at most batch_dims dims), nested TensorDicts each sized by
 -- their own leaves first; in place, returns td. Names of the dims kept stay.
 function TD.auto_batch_size_(self, batch_dims)
-  D(self)
+  cdict(self)
   local max_dims = check_batch_dims("auto_batch_size_", batch_dims)
   local names = core.dim_names(self)
   local plan = {}

@@ -5,14 +5,14 @@ local dtypes = require("tensordict.tensor.dtype")
 local tensor = require("tensordict.tensor")
 local core = require("tensordict.dict.core")
 
-local TD, D, wrap, is_td = core.methods, core.D, core.wrap, core.is_td
+local TD, cdict, wrap, is_td = core.methods, core.cdict, core.wrap, core.is_td
 local is_tensor = tensor.is_tensor
 
 -- Every tensor leaf cast, whatever its dtype (Python's td.float() casts integer and bool
 -- leaves too, unlike td:to(dtype), which casts the floating ones).
 for name, dtype in pairs(dtypes.CASTS) do
   local code = dtypes.code(dtype, name)
-  TD[name] = function(self) return wrap(C.td_dict_to_dtype(D(self), code, 0)) end
+  TD[name] = function(self) return wrap(C.td_dict_to_dtype(cdict(self), code, 0)) end
 end
 
 -- The entry of a nested list at batch position pos (an array of 1-based indices).
@@ -26,7 +26,7 @@ end
 -- (Python's td.tolist(convert_tensors=True); Python's default keeps 0-dim tensors).
 -- Nested TensorDicts become nested tables; non-tensor values appear in every element.
 function TD.tolist(self)
-  D(self)
+  cdict(self)
   local keys = core.key_list(self)
   local lists = {}
   for _, k in ipairs(keys) do

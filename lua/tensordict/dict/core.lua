@@ -100,19 +100,19 @@ end
 M.wrap = wrap
 
 -- The C container of a live handle.
-local function D(self)
+local function cdict(self)
   if not is_td(self) then util.bad_self("a TensorDict", self, TD) end
   local d = self._td_p
   if d == nil then fail("TensorDict used after free()") end
   return d
 end
-M.D = D
+M.cdict = cdict
 
 local function td_arg(x, call, what)
   if not is_td(x) then
     fail(("%s: %s must be a TensorDict, got %s"):format(call, what or "the argument", describe(x)))
   end
-  return D(x)
+  return cdict(x)
 end
 M.td_arg = td_arg
 
@@ -124,7 +124,7 @@ M.check = check
 
 -- A 1-based batch dim of self (negative from the end) -> 0-based.
 function M.batch_dim(call, self, d, extra)
-  D(self)
+  cdict(self)
   return util.dim0(call, d, self._td_head.ndim, extra, "%d batch dims")
 end
 
@@ -247,7 +247,7 @@ M.entry_value = entry_value
 
 -- The value of the string key k, or nil.
 local function get_string(self, k)
-  local d = D(self)
+  local d = cdict(self)
   local cache = cache_of(self)
   local v = cache[k]
   if v ~= nil then return v end
@@ -274,7 +274,7 @@ local function parent_of(self, path, call, create)
     if nxt == nil then
       if not create then return nil end
       nxt = wrap(C.td_dict_new(cur._td_head.ndim, cur._td_head.shape))
-      check(C.td_dict_set_dict(D(cur), path[i], #path[i], nxt._td_p))
+      check(C.td_dict_set_dict(cdict(cur), path[i], #path[i], nxt._td_p))
       cache_of(cur)[path[i]] = nxt
     elseif not is_td(nxt) then
       fail(("%s: key path %s goes through '%s', which is %s, not a TensorDict"):format(call,
@@ -308,7 +308,7 @@ local NAMES = {} -- where a handle's cache keeps its key names
 -- Lua string per key per call made keys() of 100 keys 7x slower than Python's). The
 -- list is shared: callers copy it before handing it out.
 local function names_of(self)
-  local d = D(self)
+  local d = cdict(self)
   local cache = cache_of(self)
   local names = cache[NAMES]
   if names then return names end
@@ -373,14 +373,14 @@ end
 
 -- Sets string key k of self to value v. Returns v as cached.
 local function set_string(self, k, v, call)
-  local d = D(self)
+  local d = cdict(self)
   local slot = self._td_slot
   local fresh = versions[slot] == self._td_head.version
   local tv = type(v)
   if tv == "table" and getmetatable(v) == tensor.metatable then
     check(C.td_dict_set_tensor(d, k, #k, tensor.handle(v)))
   elseif is_td(v) then
-    check(C.td_dict_set_dict(d, k, #k, D(v)))
+    check(C.td_dict_set_dict(d, k, #k, cdict(v)))
   elseif tv == "table" and v ~= json.null and not is_list(v) and getmetatable(v) ~= json.object_mt then
     v = make_from_table(v, self._td_head.ndim, self._td_head.shape, call)
     check(C.td_dict_set_dict(d, k, #k, v._td_p))
@@ -425,7 +425,7 @@ local function locate(self, key, call)
     k = key[#key]
     if parent == nil then missing(self, call, key) end
   end
-  local d = D(parent)
+  local d = cdict(parent)
   local i = C.td_dict_find(d, k, #k)
   if i < 0 then missing(parent, call, key) end
   return parent, d, i, k
@@ -451,7 +451,7 @@ function TD.set_(self, key, value)
       fail(("set_: '%s' is a TensorDict; the value must be one too, got %s"):format(k,
         describe(value)))
     end
-    check(C.td_dict_update_(D(current), D(value)))
+    check(C.td_dict_update_(cdict(current), cdict(value)))
   else
     -- Replacing a non-tensor value is set_'s in-place write: allowed when locked.
     local locked = parent._td_head.locked ~= 0
@@ -500,17 +500,17 @@ end
 
 function TD.has(self, key)
   if type(key) == "string" then
-    return C.td_dict_find(D(self), key, #key) >= 0
+    return C.td_dict_find(cdict(self), key, #key) >= 0
   end
   check_key("has", key)
   local parent = parent_of(self, key, "has", false)
   if parent == nil then return false end
   local k = key[#key]
-  return C.td_dict_find(D(parent), k, #k) >= 0
+  return C.td_dict_find(cdict(parent), k, #k) >= 0
 end
 
 function TD.is_empty(self)
-  local d = D(self)
+  local d = cdict(self)
   local n = self._td_head.nkeys
   -- Any leaf at this level answers first: a nested container is walked only when this
   -- level holds containers alone (apply asks at every level of a deep tree; walking
@@ -598,7 +598,7 @@ local function apply_device(self, device, call)
     fail(("%s: unknown device '%s' (expected 'cpu', 'cuda' or 'cuda:N')"):format(call, device))
   end
   if kind == "cuda" then late.cuda.need(call) end -- "CUDA is not available (why)"
-  check(C.td_dict_set_device(D(self), device_type[kind], tonumber(index) or 0))
+  check(C.td_dict_set_device(cdict(self), device_type[kind], tonumber(index) or 0))
 end
 M.apply_device = apply_device
 
@@ -613,7 +613,7 @@ local function construct(source, batch_size, opts)
     self = wrap(C.td_dict_new(ndim, util.shape_buf))
   elseif is_td(source) then
     self = wrap(C.td_dict_new(ndim, util.shape_buf))
-    local d = D(source)
+    local d = cdict(source)
     local len = ffi.new("int64_t[1]")
     for i = 0, source._td_head.nkeys - 1 do
       local kp = C.td_dict_key_borrow(d, i, len)
@@ -635,24 +635,24 @@ M.construct = construct
 ------------------------------------------------------------------------- properties
 
 function TD.batch_size(self)
-  D(self)
+  cdict(self)
   return util.int64_list(self._td_head.shape, self._td_head.ndim)
 end
 
 function TD.batch_dims(self)
-  D(self)
+  cdict(self)
   return self._td_head.ndim
 end
 
 function TD.numel(self)
-  D(self)
+  cdict(self)
   local n = 1
   for i = 0, self._td_head.ndim - 1 do n = n * tonumber(self._td_head.shape[i]) end
   return n
 end
 
 function TD.device(self)
-  D(self)
+  cdict(self)
   local t = self._td_head.device_type
   if t == C.TD_DEVICE_NONE then return nil end
   if t == C.TD_DEVICE_CPU then return "cpu" end
@@ -660,24 +660,24 @@ function TD.device(self)
 end
 
 function TD.lock(self)
-  C.td_dict_set_locked(D(self), 1)
+  C.td_dict_set_locked(cdict(self), 1)
   return self
 end
 
 function TD.unlock(self)
-  C.td_dict_set_locked(D(self), 0)
+  C.td_dict_set_locked(cdict(self), 0)
   return self
 end
 
 function TD.is_locked(self)
-  D(self)
+  cdict(self)
   return self._td_head.locked ~= 0
 end
 
 -- Names of the batch dims: a table with false for unnamed dims, or nil when no dim is
 -- named (what the library's own passes test for).
 local function dim_names(self)
-  local d = D(self)
+  local d = cdict(self)
   if self._td_head.has_names == 0 then return nil end
   local out = {}
   for i = 0, self._td_head.ndim - 1 do
@@ -698,7 +698,7 @@ function TD.names(self)
 end
 
 local function set_names(self, names, call)
-  local d = D(self)
+  local d = cdict(self)
   if names == nil then
     check(C.td_dict_set_names(d, nil))
     return self
@@ -723,7 +723,7 @@ M.set_names = set_names
 -- Names dims: a table of names (false leaves a dim unnamed), or "..." entries as
 -- torch's refine_names does not support here; names already set must agree.
 function TD.refine_names(self, ...)
-  D(self)
+  cdict(self)
   if select("#", ...) == 0 then fail("refine_names: expected names (strings, or false to keep a dim's)") end
   local names = util.list_args("refine_names", ...)
   local old = dim_names(self)
@@ -802,7 +802,7 @@ end
 
 -- Keys in order: strings, or key paths (arrays) for nested keys with include_nested.
 function TD.keys(self, opts)
-  D(self)
+  cdict(self)
   if type(opts) == "nil" then return key_list(self) end -- (a NULL cdata == nil: refused below)
   opts = util.options("keys", opts, KEYS_OPTIONS)
   local include_nested, leaves_only, sort = opts.include_nested, opts.leaves_only, opts.sort
@@ -846,7 +846,7 @@ TD.lock_, TD.unlock_, TD.del_, TD.rename_key_ = TD.lock, TD.unlock, TD.del, TD.r
 TD.shape, TD.dim, TD.ndim = TD.batch_size, TD.batch_dims, TD.batch_dims
 
 function mt.__len(self)
-  D(self)
+  cdict(self)
   if self._td_head.ndim == 0 then return 0 end -- Python's len() of batch size []
   return tonumber(self._td_head.shape[0])
 end

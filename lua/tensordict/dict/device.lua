@@ -8,7 +8,7 @@ require("tensordict.dict.apply") -- TD.apply
 require("tensordict.dict.struct") -- TD.exclude
 
 local TD = core.methods
-local D, check = core.D, core.check
+local cdict, check = core.cdict, core.check
 
 local M = {}
 
@@ -19,7 +19,7 @@ function M.to(self, spec, non_blocking, call)
   local target = cuda.parse(call, spec) -- raises when CUDA is asked for and missing
   local name = target == "cpu" and "cpu" or "cuda:" .. target
   local src = TD.exclude(self) -- a shallow copy: its device is cleared, not self's
-  check(C.td_dict_set_device(D(src), C.TD_DEVICE_NONE, 0))
+  check(C.td_dict_set_device(cdict(src), C.TD_DEVICE_NONE, 0))
   local r = TD.apply(src, function(t) return cuda.tensor_to(t, name, non_blocking, call) end,
     { filter_empty = false })
   core.apply_device(r, name, call)

@@ -38,7 +38,7 @@ end
 
 -- expand_as(other): to other's batch size (a TensorDict) or shape (a tensor), as Python.
 function TD.expand_as(self, other)
-  core.D(self)
+  core.cdict(self)
   if is_td(other) then return TD.expand(self, other:batch_size()) end
   if is_tensor(other) then return TD.expand(self, other:shape()) end
   fail(("expand_as: expected a TensorDict or a tensor, got %s"):format(describe(other)))
@@ -47,7 +47,7 @@ end
 -- repeat(sizes...): one size per batch dim (as Python requires); the batch size
 -- multiplies and the leaves' other dims repeat once.
 local function repeat_td(self, ...)
-  core.D(self)
+  core.cdict(self)
   local reps = util.list_args("repeat", ...)
   local batch = self:batch_size()
   if #reps ~= #batch then
@@ -74,7 +74,7 @@ TD.repeat_tensor = repeat_td
 -- per element of the dim, or one); without a dim the batch dims are flattened first,
 -- as Python.
 function TD.repeat_interleave(self, repeats, dim)
-  core.D(self)
+  core.cdict(self)
   local td = self
   if dim == nil then td, dim = TD.reshape(self, -1), 1 end
   local d = leaf_dim("repeat_interleave", td, dim)

@@ -7,7 +7,7 @@ local core = require("tensordict.dict.core")
 local struct = require("tensordict.dict.struct")
 
 local TD = core.methods
-local D, check, is_td = core.D, core.check, core.is_td
+local cdict, check, is_td = core.cdict, core.check, core.is_td
 local fail, describe = util.fail, util.describe
 local KIND_TENSOR, KIND_DICT = C.TD_ENTRY_TENSOR, C.TD_ENTRY_DICT
 
@@ -37,13 +37,13 @@ end
 -- td:popitem(): removes the last entry and returns its key and value (Python's
 -- popitem; a nested TensorDict comes out whole).
 function TD.popitem(self)
-  local n = D(self) and self._td_head.nkeys
+  local n = cdict(self) and self._td_head.nkeys
   if n == 0 then fail("popitem: the TensorDict is empty") end
   local keys = core.key_list(self)
   local k = keys[n]
   check_unlocked(self, "popitem", "remove '" .. k .. "'")
   local v = core.get_string(self, k)
-  check(C.td_dict_del(D(self), n - 1))
+  check(C.td_dict_del(cdict(self), n - 1))
   return k, v
 end
 
@@ -51,11 +51,11 @@ end
 -- ones included; a nested TensorDict left empty stays, as in Python.
 function TD.filter_non_tensor_data(self)
   local r = struct.new_like(self)
-  local d = D(self)
+  local d = cdict(self)
   for i, k in ipairs(core.key_list(self)) do
     local kind = C.td_dict_kind(d, i - 1)
     if kind == KIND_TENSOR then
-      check(C.td_dict_set_entry(D(r), k, #k, d, i - 1))
+      check(C.td_dict_set_entry(cdict(r), k, #k, d, i - 1))
     elseif kind == KIND_DICT then
       core.set_string(r, k, TD.filter_non_tensor_data(core.get_string(self, k)),
         "filter_non_tensor_data")
@@ -69,7 +69,7 @@ end
 -- taken from what the sets before it left. strict (default true) raises for a key that
 -- is not there; inplace = true takes the keys out of td, which is then the rest.
 function TD.split_keys(self, ...)
-  D(self)
+  cdict(self)
   local sets, n = { ... }, select("#", ...)
   local opts = {}
   if n > 0 and type(sets[n]) == "table" and sets[n][1] == nil and next(sets[n]) ~= nil then
@@ -116,12 +116,12 @@ end
 -- when fn raises (the error is raised again); returns fn's results. A td that was not
 -- locked is left unlocked.
 function TD.unlocked(self, fn)
-  D(self)
+  cdict(self)
   if type(fn) ~= "function" and not (getmetatable(fn) or {}).__call then
     fail(("unlocked: expected a function, got %s"):format(describe(fn)))
   end
   local was_locked = self._td_head.locked ~= 0
-  if was_locked then C.td_dict_set_locked(D(self), 0) end
+  if was_locked then C.td_dict_set_locked(cdict(self), 0) end
   return relock_and_return(self, was_locked, pcall(fn, self))
 end
 

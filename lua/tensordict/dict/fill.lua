@@ -10,7 +10,7 @@ local struct = require("tensordict.dict.struct")
 local td_index = require("tensordict.dict.index")
 
 local TD = core.methods
-local D, check, is_td = core.D, core.check, core.is_td
+local cdict, check, is_td = core.cdict, core.check, core.is_td
 local fail, describe = util.fail, util.describe
 local is_tensor = tensor.is_tensor
 local KIND_TENSOR, KIND_DICT = C.TD_ENTRY_TENSOR, C.TD_ENTRY_DICT
@@ -34,7 +34,7 @@ end
 -- Writes value into every tensor leaf of td, nested ones included (non-tensor values
 -- are left as they are, as in Python). prefix: td's key path, or nil at the top.
 local function fill_leaves(call, td, value, prefix)
-  local d = D(td)
+  local d = cdict(td)
   for i, k in ipairs(core.key_list(td)) do
     local kind = C.td_dict_kind(d, i - 1)
     local path = k
@@ -82,14 +82,14 @@ end
 -- way); shared, not copied.
 local function common_part(self, other)
   local r = struct.new_like(other)
-  local od = D(other)
+  local od = cdict(other)
   for i, k in ipairs(core.key_list(other)) do
     local mine = core.get_string(self, k)
     if mine ~= nil then
       if C.td_dict_kind(od, i - 1) == KIND_DICT and is_td(mine) then
         core.set_string(r, k, common_part(mine, core.get_string(other, k)), "copy_")
       else
-        check(C.td_dict_set_entry(D(r), k, #k, od, i - 1))
+        check(C.td_dict_set_entry(cdict(r), k, #k, od, i - 1))
       end
     end
   end
@@ -109,9 +109,9 @@ end
 -- broadcast: other's batch size may be a prefix-compatible smaller one such as []);
 -- non-tensor values replaced. Keys only other has are ignored, as in Python's copy_.
 function TD.copy_(self, other)
-  D(self)
+  cdict(self)
   other = td_or_table("copy_", other)
-  check_as("copy_", C.td_dict_update_(D(self), D(common_part(self, other))))
+  check_as("copy_", C.td_dict_update_(cdict(self), cdict(common_part(self, other))))
   return self
 end
 
@@ -119,7 +119,7 @@ end
 -- broadcast over the selection); other is a TensorDict or a Lua table. Every key of
 -- other must be in td, as Python's update_at_ requires. Returns td.
 function TD.update_at_(self, other, idx)
-  D(self)
+  cdict(self)
   other = td_or_table("update_at_", other)
   if idx == nil then fail("update_at_: the index is missing (td:update_at_(other, idx))") end
   for _, path in ipairs(TD.keys(other, { include_nested = true, leaves_only = true })) do

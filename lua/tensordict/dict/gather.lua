@@ -10,9 +10,9 @@ local gather = require("tensordict.tensor.gather")
 local core = require("tensordict.dict.core")
 
 local TD = core.methods
-local D, wrap, check = core.D, core.wrap, core.check
+local cdict, wrap, check = core.cdict, core.wrap, core.check
 local fail, describe = util.fail, util.describe
-local is_tensor, H, adopt = tensor.is_tensor, tensor.handle, tensor.adopt
+local is_tensor, header, adopt = tensor.is_tensor, tensor.handle, tensor.adopt
 local KIND_TENSOR, KIND_DICT, KIND_VALUES = C.TD_ENTRY_TENSOR, C.TD_ENTRY_DICT, C.TD_ENTRY_VALUES
 
 local function shape_text(s) return "[" .. table.concat(s, ", ") .. "]" end
@@ -41,7 +41,7 @@ local function set_values_like(r, k, d, i, positions)
   local n = tonumber(C.td_dict_value_count(d, i))
   local texts = ffi.new("const char *[?]", math.max(n, 1))
   for pos = 0, n - 1 do texts[pos] = C.td_dict_value_borrow(d, i, pos) end
-  check(C.td_dict_set_values(D(r), k, #k, n, texts, H(positions)))
+  check(C.td_dict_set_values(cdict(r), k, #k, n, texts, header(positions)))
 end
 
 local function gather_level(td, d0, zero, ishape, nb)
@@ -49,12 +49,12 @@ local function gather_level(td, d0, zero, ishape, nb)
   local own = TD.batch_size(td)
   for j = nb + 1, #own do batch[#batch + 1] = own[j] end
   local r = wrap(C.td_dict_new(util.read_shape("gather", false, batch), util.shape_buf))
-  local d = D(td)
+  local d = cdict(td)
   for i, k in ipairs(core.key_list(td)) do
     local kind = C.td_dict_kind(d, i - 1)
     if kind == KIND_TENSOR or kind == KIND_VALUES then
       local t = pinned(td, d, i - 1)
-      local got = adopt(C.td_gather(H(t), d0, H(index_for(zero, ishape, t:shape(), nb))))
+      local got = adopt(C.td_gather(header(t), d0, header(index_for(zero, ishape, t:shape(), nb))))
       if kind == KIND_TENSOR then
         core.set_string(r, k, got, "gather")
       else
@@ -63,7 +63,7 @@ local function gather_level(td, d0, zero, ishape, nb)
     elseif kind == KIND_DICT then
       core.set_string(r, k, gather_level(core.get_string(td, k), d0, zero, ishape, nb), "gather")
     else
-      check(C.td_dict_set_entry(D(r), k, #k, d, i - 1)) -- a uniform value stays
+      check(C.td_dict_set_entry(cdict(r), k, #k, d, i - 1)) -- a uniform value stays
     end
   end
   return r
@@ -74,7 +74,7 @@ end
 -- larger than the batch. The result has batch size index:shape(); non-tensor values
 -- stay, names are kept.
 function TD.gather(self, dim, index)
-  D(self)
+  cdict(self)
   local nb = self._td_head.ndim
   if nb == 0 then fail("gather: the TensorDict has no batch dims (batch size []) to gather along") end
   local d0 = core.batch_dim("gather", self, dim)

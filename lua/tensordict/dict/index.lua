@@ -11,9 +11,9 @@ local gather = require("tensordict.tensor.gather")
 local core = require("tensordict.dict.core")
 
 local TD, mt = core.methods, core.mt
-local D, wrap, check, is_td = core.D, core.wrap, core.check, core.is_td
+local cdict, wrap, check, is_td = core.cdict, core.wrap, core.check, core.is_td
 local fail, describe = util.fail, util.describe
-local is_tensor, H = tensor.is_tensor, tensor.handle
+local is_tensor, header = tensor.is_tensor, tensor.handle
 local type, tonumber = type, tonumber
 local SELECT, SLICE, NEWAXIS = C.TD_INDEX_SELECT, C.TD_INDEX_SLICE, C.TD_INDEX_NEWAXIS
 local entries = index.entries
@@ -90,7 +90,7 @@ local function parse(self, key, call, owned)
   local n, adv = index.parse(head, key, "%d batch dims")
   if not adv then return n, nil, 0, nil end
   local t = adv.tensor
-  if adv.mask then return n, H(t), adv.dim, adv end
+  if adv.mask then return n, header(t), adv.dim, adv end
   local flat = t.h.ndim == 1 and t or t:reshape(-1)
   if owned then
     return n, gather.zero_based_header(flat, tonumber(head.shape[adv.in_dim]), adv.in_dim + 1, call),
@@ -98,12 +98,12 @@ local function parse(self, key, call, owned)
   end
   local zero = gather.zero_based(flat, tonumber(head.shape[adv.in_dim]), adv.in_dim + 1, call)
   adv.flat = zero -- keep it alive through the C call
-  return n, H(zero), adv.dim, adv
+  return n, header(zero), adv.dim, adv
 end
 
 local function index_read(self, key)
   if type(key) == "string" or is_key_path(key) then return core.get_or_raise(self, key) end
-  local d = D(self)
+  local d = cdict(self)
   local n, advh, adv_dim, adv = parse(self, key, "index", true)
   local p = C.td_dict_index(d, entries, n, advh, adv_dim)
   if adv and not adv.mask then C.td_tensor_release(advh) end
@@ -153,7 +153,7 @@ end
 local function index_write(self, key, value, call)
   call = call or "index assignment"
   if type(value) == "table" and not is_tensor(value) then value = core.construct(value) end
-  local d = D(self)
+  local d = cdict(self)
   local n, advh, adv_dim, adv = parse(self, key, call)
   local src, scalar = nil, 0
   if is_td(value) then
@@ -163,7 +163,7 @@ local function index_write(self, key, value, call)
     if k > 1 and value._td_head.ndim >= adv_dim + k then
       value = TD.flatten(value, adv_dim + 1, adv_dim + k)
     end
-    src = D(value)
+    src = cdict(value)
   elseif type(value) == "number" then
     scalar = value
   elseif type(value) == "boolean" then
@@ -221,18 +221,18 @@ end
 
 function TD.view(self, ...)
   local n = util.read_shape("view", true, ...)
-  return wrap(C.td_dict_view(D(self), n, shape_buf))
+  return wrap(C.td_dict_view(cdict(self), n, shape_buf))
 end
 
 function TD.reshape(self, ...)
   local n = util.read_shape("reshape", true, ...)
-  return wrap(C.td_dict_reshape(D(self), n, shape_buf))
+  return wrap(C.td_dict_reshape(cdict(self), n, shape_buf))
 end
 
 function TD.expand(self, ...)
   local n = util.read_shape("expand", true, ...)
   local names = core.dim_names(self)
-  local r = wrap(C.td_dict_expand(D(self), n, shape_buf))
+  local r = wrap(C.td_dict_expand(cdict(self), n, shape_buf))
   if names then -- new leading dims are unnamed
     local out = {}
     for i = 1, n - #names do out[i] = false end
@@ -243,7 +243,7 @@ function TD.expand(self, ...)
 end
 
 function TD.permute(self, ...)
-  D(self)
+  cdict(self)
   if select("#", ...) == 0 then fail("permute: expected the new order of the batch dims") end
   local dims = util.list_args("permute", ...)
   local nd = self._td_head.ndim
@@ -259,7 +259,7 @@ function TD.permute(self, ...)
     seen[d0] = true
     dims_buf[i - 1] = d0
   end
-  local r = wrap(C.td_dict_permute(D(self), dims_buf))
+  local r = wrap(C.td_dict_permute(cdict(self), dims_buf))
   local names = core.dim_names(self)
   if names then
     local out = {}
@@ -270,7 +270,7 @@ function TD.permute(self, ...)
 end
 
 function TD.transpose(self, a, b)
-  D(self)
+  cdict(self)
   local nd = self._td_head.ndim
   local perm = {}
   for i = 1, nd do perm[i] = i end
@@ -281,7 +281,7 @@ end
 
 function TD.unsqueeze(self, dim)
   local d0 = batch_dim("unsqueeze", self, dim, 1)
-  local r = wrap(C.td_dict_unsqueeze(D(self), d0))
+  local r = wrap(C.td_dict_unsqueeze(cdict(self), d0))
   local names = core.dim_names(self)
   if names then
     table.insert(names, d0 + 1, false)
@@ -293,7 +293,7 @@ end
 function TD.squeeze(self, dim)
   local d0 = dim == nil and -1 or batch_dim("squeeze", self, dim)
   local names = core.dim_names(self)
-  local r = wrap(C.td_dict_squeeze(D(self), d0))
+  local r = wrap(C.td_dict_squeeze(cdict(self), d0))
   if names then
     local out = {}
     for i = 1, self._td_head.ndim do
@@ -306,13 +306,13 @@ function TD.squeeze(self, dim)
 end
 
 function TD.flatten(self, a, b)
-  D(self)
+  cdict(self)
   local nd = self._td_head.ndim
   if nd == 0 then return self end
   local a0 = a == nil and 0 or batch_dim("flatten", self, a)
   local b0 = b == nil and nd - 1 or batch_dim("flatten", self, b)
   local names = core.dim_names(self)
-  local r = wrap(C.td_dict_flatten(D(self), a0, b0))
+  local r = wrap(C.td_dict_flatten(cdict(self), a0, b0))
   if names and a0 < b0 then -- the merged dim is unnamed
     local out = {}
     for i = 1, nd do
@@ -332,7 +332,7 @@ function TD.unflatten(self, dim, sizes)
   end
   local n = util.read_shape("unflatten", true, sizes)
   local names = core.dim_names(self)
-  local r = wrap(C.td_dict_unflatten(D(self), d0, n, shape_buf))
+  local r = wrap(C.td_dict_unflatten(cdict(self), d0, n, shape_buf))
   if names then -- the new dims are unnamed
     local out = {}
     for i, name in ipairs(names) do
@@ -351,7 +351,7 @@ end
 function TD.set_batch_size(self, batch_size)
   local n = core.read_batch("set_batch_size", batch_size)
   local names = core.dim_names(self)
-  check(C.td_dict_set_batch(D(self), n, shape_buf))
+  check(C.td_dict_set_batch(cdict(self), n, shape_buf))
   if names then -- names of the dims kept stay; new dims are unnamed
     local out = {}
     for i = 1, n do out[i] = names[i] or false end

@@ -10,7 +10,7 @@ local join = require("tensordict.tensor.join")
 local split_rule = require("tensordict.tensor.split_rule")
 
 local TD = core.methods
-local D, wrap, check, is_td = core.D, core.wrap, core.check, core.is_td
+local cdict, wrap, check, is_td = core.cdict, core.wrap, core.check, core.is_td
 local fail, describe = util.fail, util.describe
 
 local M = {}
@@ -25,7 +25,7 @@ local function handles(call, list)
     if not is_td(td) then
       fail(("%s: element %d is %s, not a TensorDict"):format(call, i, describe(td)))
     end
-    arr[i - 1] = D(td)
+    arr[i - 1] = cdict(td)
   end
   return arr, #list
 end
@@ -62,7 +62,7 @@ local function split_sizes(self, d, sizes)
   local buf = ffi.new("int64_t[?]", math.max(n, 1))
   for i, s in ipairs(sizes) do buf[i - 1] = s end
   local out = ffi.new("td_dict *[?]", math.max(n, 1))
-  check(C.td_dict_split(D(self), d, n, buf, out))
+  check(C.td_dict_split(cdict(self), d, n, buf, out))
   local names = core.dim_names(self)
   local pieces = {}
   for i = 1, n do
@@ -80,7 +80,7 @@ end
 -- td:split(size, dim) (pieces of size, the last smaller) or td:split({sizes}, dim):
 -- the rule of t:split (tensor/split_rule.lua).
 function TD.split(self, size, dim)
-  D(self)
+  cdict(self)
   if self._td_head.ndim == 0 then fail("split: the TensorDict has no batch dims (batch size [])") end
   local d = core.batch_dim("split", self, dim or 1)
   return split_sizes(self, d, split_rule.split(size, tonumber(self._td_head.shape[d]), dim_of_batch, self, d))
@@ -88,7 +88,7 @@ end
 
 -- td:chunk(n, dim): at most n pieces of ceil(size / n), as t:chunk.
 function TD.chunk(self, n, dim)
-  D(self)
+  cdict(self)
   if self._td_head.ndim == 0 then fail("chunk: the TensorDict has no batch dims (batch size [])") end
   local d = core.batch_dim("chunk", self, dim or 1)
   return split_sizes(self, d, split_rule.chunk(n, tonumber(self._td_head.shape[d])))
@@ -96,7 +96,7 @@ end
 
 -- The slices along dim with that dim removed (views).
 function TD.unbind(self, dim)
-  D(self)
+  cdict(self)
   if self._td_head.ndim == 0 then fail("unbind: the TensorDict has no batch dims (batch size [])") end
   local d = core.batch_dim("unbind", self, dim or 1)
   local out = {}
@@ -112,9 +112,9 @@ end
 -- T.pad(td, pads, value): pads = {before_1, after_1, before_2, ...} for batch dims from
 -- the first (tensordict.pad's order; negative amounts crop).
 function M.pad(td, pads, value)
-  D(td)
+  cdict(td)
   local buf, n, v = join.pad_args(pads, value)
-  local r = wrap(C.td_dict_pad(D(td), buf, n, v))
+  local r = wrap(C.td_dict_pad(cdict(td), buf, n, v))
   local names = core.dim_names(td)
   if names then core.set_names(r, names, "pad") end
   return r

@@ -59,7 +59,7 @@ local function checked(a, b, r)
 end
 
 function TD.map(self, fn, opts)
-  td_core.D(self)
+  td_core.cdict(self)
   if type(fn) ~= "function" and not (getmetatable(fn) or {}).__call then
     fail(("map: expected a function, got %s"):format(describe(fn)))
   end

@@ -8,9 +8,9 @@ local ops = require("tensordict.tensor.ops")
 local core = require("tensordict.dict.core")
 
 local TD, mt = core.methods, core.mt
-local D, wrap, check, is_td = core.D, core.wrap, core.check, core.is_td
+local cdict, wrap, check, is_td = core.cdict, core.wrap, core.check, core.is_td
 local fail, describe = util.fail, util.describe
-local is_tensor, H, adopt = tensor.is_tensor, tensor.handle, tensor.adopt
+local is_tensor, header, adopt = tensor.is_tensor, tensor.handle, tensor.adopt
 local unpack = unpack
 local scalar = ops.scalar
 local type = type
@@ -19,8 +19,8 @@ local M = {}
 
 -- The other operand as (container, tensor header, scalar, kind).
 local function operand(call, x)
-  if is_td(x) then return D(x), nil, 0, 0 end
-  if is_tensor(x) then return nil, H(x), 0, 0 end
+  if is_td(x) then return cdict(x), nil, 0, 0 end
+  if is_tensor(x) then return nil, header(x), 0, 0 end
   local s, kind = scalar(x, call)
   return nil, nil, s, kind
 end
@@ -29,25 +29,25 @@ end
 local function binary(op, call, a, b)
   if is_td(a) then
     local od, ot, s, kind = operand(call, b)
-    return wrap(C.td_dict_binary(op, D(a), od, ot, s, kind, 0))
+    return wrap(C.td_dict_binary(op, cdict(a), od, ot, s, kind, 0))
   end
   if is_tensor(a) then
     fail(("%s: a tensor cannot be the left operand of a TensorDict; write td %s t"):format(call,
       call))
   end
   local s, kind = scalar(a, call)
-  return wrap(C.td_dict_binary(op, D(b), nil, nil, s, kind, 1))
+  return wrap(C.td_dict_binary(op, cdict(b), nil, nil, s, kind, 1))
 end
 
 -- tensor op td (the tensor's metamethod runs first and hands over): the tensor is the
 -- left operand of every leaf.
 ops.td_binary = function(op, _, a, b)
-  return wrap(C.td_dict_binary(op, D(b), nil, H(a), 0, 0, 1))
+  return wrap(C.td_dict_binary(op, cdict(b), nil, header(a), 0, 0, 1))
 end
 
 local function binary_(op, call, self, b)
   local od, ot, s, kind = operand(call, b)
-  check(C.td_dict_binary_(op, D(self), od, ot, s, kind))
+  check(C.td_dict_binary_(op, cdict(self), od, ot, s, kind))
   return self
 end
 
@@ -59,19 +59,19 @@ for name, op in pairs(ops.BINARY) do
 end
 
 for name, op in pairs(ops.UNARY) do
-  TD[name] = function(self) return wrap(C.td_dict_unary(op, D(self))) end
+  TD[name] = function(self) return wrap(C.td_dict_unary(op, cdict(self))) end
   if not ops.NO_UNARY_INPLACE[name] then
     TD[name .. "_"] = function(self)
-      check(C.td_dict_unary_(op, D(self)))
+      check(C.td_dict_unary_(op, cdict(self)))
       return self
     end
   end
 end
 
-ops.install_operators(mt, binary, function(a) return wrap(C.td_dict_unary(C.TD_UNARY_NEG, D(a))) end)
+ops.install_operators(mt, binary, function(a) return wrap(C.td_dict_unary(C.TD_UNARY_NEG, cdict(a))) end)
 
 function TD.clamp(self, lo, hi)
-  return wrap(C.td_dict_clamp(D(self), ops.clamp_bounds("clamp", lo, hi)))
+  return wrap(C.td_dict_clamp(cdict(self), ops.clamp_bounds("clamp", lo, hi)))
 end
 
 function TD.clamp_(self, lo, hi)
@@ -86,7 +86,7 @@ local function one_bound(call, is_min)
   TD[call] = function(self, bound)
     if type(bound) ~= "number" then return binary(other_op, call, self, bound) end
     local lo, hi = ops.clamp_bounds(call, is_min and bound or nil, (not is_min) and bound or nil)
-    return wrap(C.td_dict_clamp(D(self), lo, hi, is_min and 1 or 0, is_min and 0 or 1))
+    return wrap(C.td_dict_clamp(cdict(self), lo, hi, is_min and 1 or 0, is_min and 0 or 1))
   end
   TD[call .. "_"] = function(self, bound)
     if type(bound) ~= "number" then return binary_(other_op, call .. "_", self, bound) end
@@ -134,7 +134,7 @@ local function mask_arg(call, mask)
   if mask:dtype() ~= "bool" then
     fail(("%s: mask must be a bool tensor, got %s"):format(call, mask:dtype()))
   end
-  return H(mask)
+  return header(mask)
 end
 
 -- A number (or boolean) value to fill with.
@@ -148,30 +148,30 @@ end
 -- The mask covers the leading batch dims; it is expanded over each leaf's other dims.
 function TD.masked_fill(self, mask, value)
   local v = fill_value("masked_fill", value)
-  return wrap(C.td_dict_masked_fill(D(self), mask_arg("masked_fill", mask), v))
+  return wrap(C.td_dict_masked_fill(cdict(self), mask_arg("masked_fill", mask), v))
 end
 
 function TD.masked_fill_(self, mask, value)
   local v = fill_value("masked_fill_", value)
-  check(C.td_dict_masked_fill_(D(self), mask_arg("masked_fill_", mask), v))
+  check(C.td_dict_masked_fill_(cdict(self), mask_arg("masked_fill_", mask), v))
   return self
 end
 
 -- The batch rows where mask is true: batch size [count, rest..] (a copy).
 function TD.masked_select(self, mask)
-  return wrap(C.td_dict_masked_select(D(self), mask_arg("masked_select", mask)))
+  return wrap(C.td_dict_masked_select(cdict(self), mask_arg("masked_select", mask)))
 end
 
 -- T.where(mask, td, other): other a TensorDict with the same keys or a number.
 function M.where(mask, a, b)
   local m = mask_arg("where", mask)
   if not is_td(a) then fail(("where: expected a TensorDict, got %s"):format(describe(a))) end
-  if is_td(b) then return wrap(C.td_dict_where(m, D(a), D(b), 0, 0)) end
+  if is_td(b) then return wrap(C.td_dict_where(m, cdict(a), cdict(b), 0, 0)) end
   if type(b) ~= "number" and type(b) ~= "boolean" then
     fail(("where: the other operand must be a TensorDict or a number, got %s"):format(describe(b)))
   end
   local s, kind = scalar(b, "where")
-  return wrap(C.td_dict_where(m, D(a), nil, s, kind))
+  return wrap(C.td_dict_where(m, cdict(a), nil, s, kind))
 end
 
 -- td:equal(other): same keys, shapes and values. allclose: within rtol/atol.
@@ -179,7 +179,7 @@ local flag = require("ffi").new("int32_t[1]")
 
 function TD.equal(self, other)
   if not is_td(other) then return false end
-  check(C.td_dict_equal(D(self), D(other), flag))
+  check(C.td_dict_equal(cdict(self), cdict(other), flag))
   return flag[0] ~= 0
 end
 
@@ -192,7 +192,7 @@ function TD.allclose(self, other, rtol, atol)
     fail(("allclose: rtol and atol must be numbers, got %s and %s"):format(describe(rtol),
       describe(atol)))
   end
-  check(C.td_dict_allclose(D(self), D(other), rtol, atol, flag))
+  check(C.td_dict_allclose(cdict(self), cdict(other), rtol, atol, flag))
   return flag[0] ~= 0
 end
 
@@ -232,7 +232,7 @@ end
 -- TensorDict of 0-dim leaves); reduce = true: one tensor over all leaves.
 local function reducer(op, call, param_default, fields)
   return function(self, dim, opts, param)
-    D(self)
+    cdict(self)
     if type(param) ~= "nil" and type(param) ~= "number" then
       fail(("%s: argument 3 must be a number, got %s"):format(call, describe(param)))
     end
@@ -241,9 +241,9 @@ local function reducer(op, call, param_default, fields)
     param = param or opts.correction or opts.p or param_default or 0
     if opts.reduce then
       if n > 0 then fail(("%s: reduce = true takes no dim"):format(call)) end
-      return adopt(C.td_dict_reduce_all(op, D(self), param))
+      return adopt(C.td_dict_reduce_all(op, cdict(self), param))
     end
-    return wrap(C.td_dict_reduce(op, D(self), util.dims_buf, n, opts.keepdim and 1 or 0, param))
+    return wrap(C.td_dict_reduce(op, cdict(self), util.dims_buf, n, opts.keepdim and 1 or 0, param))
   end
 end
 

@@ -11,7 +11,7 @@ local core = require("tensordict.dict.core")
 local late = require("tensordict.late") -- td_device, cuda: they require td modules
 
 local TD = core.methods
-local D, wrap, check = core.D, core.wrap, core.check
+local cdict, wrap, check = core.cdict, core.wrap, core.check
 local fail, describe = util.fail, util.describe
 
 local M = {}
@@ -57,13 +57,13 @@ end
 -- in files under prefix (locked, as Python's).
 function TD.memmap(self, prefix, opts)
   local flags, threads = save_flags("memmap", opts)
-  return keep_names(self, wrap(C.td_dict_memmap(D(self), path_arg("memmap", prefix), flags, threads)))
+  return keep_names(self, wrap(C.td_dict_memmap(cdict(self), path_arg("memmap", prefix), flags, threads)))
 end
 
 -- td:memmap_(prefix [, opts]): the same, in place; returns td.
 function TD.memmap_(self, prefix, opts)
   local flags, threads = save_flags("memmap_", opts)
-  check(C.td_dict_memmap_(D(self), path_arg("memmap_", prefix), flags, threads))
+  check(C.td_dict_memmap_(cdict(self), path_arg("memmap_", prefix), flags, threads))
   return self
 end
 
@@ -71,7 +71,7 @@ end
 -- (a preallocated buffer to fill with buf[idx] = batch).
 function TD.memmap_like(self, prefix, opts)
   local flags, threads = save_flags("memmap_like", opts)
-  return keep_names(self, wrap(C.td_dict_memmap_like(D(self), path_arg("memmap_like", prefix), flags, threads)))
+  return keep_names(self, wrap(C.td_dict_memmap_like(cdict(self), path_arg("memmap_like", prefix), flags, threads)))
 end
 
 local MODES = { r = C.TD_MAP_READ, ["r+"] = C.TD_MAP_READWRITE }
@@ -117,10 +117,10 @@ local function take_content(self, loaded, batch, call)
     end
     names = core.dim_names(self)
   end
-  local d = D(self)
+  local d = cdict(self)
   for i = self._td_head.nkeys - 1, 0, -1 do check(C.td_dict_del(d, i)) end
   check(C.td_dict_set_batch(d, 0, nil))
-  local ld, len = D(loaded), ffi.new("int64_t[1]")
+  local ld, len = cdict(loaded), ffi.new("int64_t[1]")
   for i = 0, loaded._td_head.nkeys - 1 do
     local kp = C.td_dict_key_borrow(ld, i, len)
     check(C.td_dict_set_entry(d, kp, len[0], ld, i))
@@ -134,7 +134,7 @@ end
 -- (Python's load_memmap_): its keys are replaced by the folder's, its batch size kept
 -- (the folder's leaves must start with it). A locked td raises, as in Python.
 function TD.load_memmap_(self, prefix, opts)
-  D(self)
+  cdict(self)
   if self._td_head.locked ~= 0 then
     fail("load_memmap_: the TensorDict is locked (its keys would be replaced): unlock() it first")
   end
@@ -164,9 +164,9 @@ function TD.memmap_refresh_(self)
   local mode = writable(self) and C.TD_MAP_READWRITE or C.TD_MAP_READ
   local loaded = wrap(C.td_dict_load_memmap(prefix, mode))
   local locked = self._td_head.locked ~= 0
-  C.td_dict_set_locked(D(self), 0)
+  C.td_dict_set_locked(cdict(self), 0)
   local ok, err = pcall(take_content, self, loaded, nil, "memmap_refresh_")
-  if locked then C.td_dict_set_locked(D(self), 1) end
+  if locked then C.td_dict_set_locked(cdict(self), 1) end
   if not ok then error(err, 0) end
   return self
 end
@@ -193,7 +193,7 @@ function TD.make_memmap_from_tensor(self, key, t, opts)
     fail(("%s: the TensorDict was loaded read-only: load it with {mode = 'r+'} to add files to its folder")
       :format(call))
   end
-  check(C.td_dict_make_memmap_from_tensor(D(parent), last, #last, t.h, opts.copy_data == false and 0 or 1, 0))
+  check(C.td_dict_make_memmap_from_tensor(cdict(parent), last, #last, t.h, opts.copy_data == false and 0 or 1, 0))
   return TD.get(parent, last)
 end
 
@@ -224,18 +224,18 @@ function M.memmap_tensor(t, filename, opts)
 end
 
 function TD.is_memmap(self)
-  return C.td_dict_prefix_borrow(D(self)) ~= nil
+  return C.td_dict_prefix_borrow(cdict(self)) ~= nil
 end
 
 function TD.memmap_prefix(self)
-  local p = C.td_dict_prefix_borrow(D(self))
+  local p = C.td_dict_prefix_borrow(cdict(self))
   if p == nil then return nil end
   return ffi.string(p)
 end
 
 -- td:sync(): flushes every file-backed leaf to its file (msync).
 function TD.sync(self)
-  check(C.td_dict_sync(D(self)))
+  check(C.td_dict_sync(cdict(self)))
   return self
 end
 
@@ -245,7 +245,7 @@ end
 function TD.consolidate(self, filename, opts)
   if filename == nil then return TD.contiguous(self) end
   local flags = save_flags("consolidate", opts)
-  check(C.td_dict_consolidate(D(self), path_arg("consolidate", filename, "the filename"), flags))
+  check(C.td_dict_consolidate(cdict(self), path_arg("consolidate", filename, "the filename"), flags))
   return self
 end
 

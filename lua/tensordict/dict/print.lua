@@ -67,7 +67,7 @@ local function flat(node)
 end
 
 function compact_body(self)
-  local d = core.D(self)
+  local d = core.cdict(self)
   local entries = {}
   for _, k in ipairs(core.key_list(self)) do
     local node = compact_entry(self, k, C.td_dict_kind(d, C.td_dict_find(d, k, #k)))
@@ -113,7 +113,7 @@ end
 
 local function render(self, indent)
   local pad = string.rep("    ", indent)
-  local d = core.D(self)
+  local d = core.cdict(self)
   local lines = { "TensorDict(", pad .. "    fields={" }
   local keys = core.key_list(self)
   for n, k in ipairs(keys) do

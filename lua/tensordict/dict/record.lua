@@ -140,7 +140,7 @@ local function class_methods(class, info)
   function methods.memmap(self, prefix, opts)
     local st = instances[self]
     local flags, threads = td_memmap.save_flags("memmap", opts)
-    local saved = core.wrap(C.td_dict_memmap_tensorclass(core.D(st.td), type_name(info),
+    local saved = core.wrap(C.td_dict_memmap_tensorclass(core.cdict(st.td), type_name(info),
       td_memmap.path_arg("memmap", prefix), flags, threads))
     return wrap(class, td_memmap.keep_names(st.td, saved))
   end

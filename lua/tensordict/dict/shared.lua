@@ -8,7 +8,7 @@ local tensor = require("tensordict.tensor")
 local core = require("tensordict.dict.core")
 
 local TD = core.methods
-local D = core.D
+local cdict = core.cdict
 local fail = util.fail
 
 local function kind_of(leaf) return C.td_storage_kind(leaf.h.storage) end
@@ -26,14 +26,14 @@ end
 -- read before still sees the old memory. Memory-mapped leaves raise, as in Python
 -- (memmap and shared memory exclude each other). Returns td.
 function TD.share_memory_(self)
-  D(self)
+  cdict(self)
   each_leaf(self, function(path, leaf)
     if kind_of(leaf) == C.TD_STORAGE_FILE then
       fail(("share_memory_: %s is memory-mapped from a file; memmap and shared memory "
         .. "exclude each other"):format(core.key_text(path)))
     end
   end)
-  C.td_dict_set_locked(D(self), 0) -- replacing entries; locked again below, also on error
+  C.td_dict_set_locked(cdict(self), 0) -- replacing entries; locked again below, also on error
   local ok, err = pcall(each_leaf, self, function(path, leaf)
     if kind_of(leaf) ~= C.TD_STORAGE_SHARED then
       local moved = create.empty(leaf:shape(), leaf:dtype(), { shared = true })
@@ -41,7 +41,7 @@ function TD.share_memory_(self)
       TD.set(self, path, moved)
     end
   end)
-  C.td_dict_set_locked(D(self), 1)
+  C.td_dict_set_locked(cdict(self), 1)
   if not ok then error(err, 0) end
   return self
 end
@@ -50,7 +50,7 @@ end
 -- (Python answers from a flag share_memory_ sets; this looks at the leaves, so a
 -- container assembled from shared tensors says true too.)
 function TD.is_shared(self)
-  D(self)
+  cdict(self)
   local any, all = false, true
   each_leaf(self, function(_, leaf)
     any = true

@@ -10,7 +10,7 @@ local core = require("tensordict.dict.core")
 local late = require("tensordict.late") -- td_device: it requires this module
 
 local TD = core.methods
-local D, wrap, check, is_td = core.D, core.wrap, core.check, core.is_td
+local cdict, wrap, check, is_td = core.cdict, core.wrap, core.check, core.is_td
 local fail, describe = util.fail, util.describe
 local KIND_DICT = C.TD_ENTRY_DICT
 
@@ -18,7 +18,7 @@ local M = {}
 
 -- A new empty container with self's batch size, device and names.
 local function new_like(self)
-  D(self)
+  cdict(self)
   local r = wrap(C.td_dict_new(self._td_head.ndim, self._td_head.shape))
   if self._td_head.device_type ~= C.TD_DEVICE_NONE then
     check(C.td_dict_set_device(r._td_p, self._td_head.device_type, self._td_head.device_index))
@@ -30,9 +30,9 @@ M.new_like = new_like
 
 -- Shares entry k of src into dst under the same key.
 local function share_entry(dst, src, k)
-  local d = D(src)
+  local d = cdict(src)
   local i = C.td_dict_find(d, k, #k)
-  check(C.td_dict_set_entry(D(dst), k, #k, d, i))
+  check(C.td_dict_set_entry(cdict(dst), k, #k, d, i))
 end
 
 -- Splits select/exclude arguments into keys and options ({strict =}).
@@ -127,21 +127,21 @@ end
 -- Sets every entry of other into self (nested TensorDicts merge recursively).
 -- other may be a TensorDict or a Lua table of values. Returns self.
 function TD.update(self, other)
-  D(self)
+  cdict(self)
   if not is_td(other) then
     if type(other) ~= "table" or tensor.is_tensor(other) then
       fail(("update: expected a TensorDict or a table, got %s"):format(describe(other)))
     end
     other = core.construct(other, self:batch_size())
   end
-  local od = D(other)
+  local od = cdict(other)
   for _, k in ipairs(core.key_list(other)) do
     local i = C.td_dict_find(od, k, #k)
     local mine = core.get_string(self, k)
     if C.td_dict_kind(od, i) == KIND_DICT and is_td(mine) then
       TD.update(mine, core.get_string(other, k))
     else
-      check(C.td_dict_set_entry(D(self), k, #k, od, i))
+      check(C.td_dict_set_entry(cdict(self), k, #k, od, i))
     end
   end
   return self
@@ -155,7 +155,7 @@ function TD.update_(self, other)
     end
     other = core.construct(other)
   end
-  check(C.td_dict_update_(D(self), D(other)))
+  check(C.td_dict_update_(cdict(self), cdict(other)))
   return self
 end
 
@@ -173,7 +173,7 @@ function TD.flatten_keys(self, sep)
   local r = new_like(self)
   local seen = {}
   local function walk(td, prefix)
-    local d = D(td)
+    local d = cdict(td)
     for _, k in ipairs(core.key_list(td)) do
       local i = C.td_dict_find(d, k, #k)
       local name = prefix and prefix .. sep .. k or k
@@ -184,7 +184,7 @@ function TD.flatten_keys(self, sep)
           fail(("flatten_keys: flattening with '%s' makes the key '%s' twice"):format(sep, name))
         end
         seen[name] = true
-        check(C.td_dict_set_entry(D(r), name, #name, d, i))
+        check(C.td_dict_set_entry(cdict(r), name, #name, d, i))
       end
     end
   end
@@ -197,7 +197,7 @@ end
 function TD.unflatten_keys(self, sep)
   sep = check_sep("unflatten_keys", sep)
   local r = new_like(self)
-  local d = D(self)
+  local d = cdict(self)
   -- made[container][name]: the nested containers met or made here. A container changes
   -- with every key set into it, which empties its handle's cache, so looking each level
   -- up again through get made a new handle per level per key.
@@ -237,7 +237,7 @@ function TD.unflatten_keys(self, sep)
     if TD.has(target, last) then
       fail(("unflatten_keys: the key '%s' appears twice after unflattening"):format(k))
     end
-    check(C.td_dict_set_entry(D(target), last, #last, d, i))
+    check(C.td_dict_set_entry(cdict(target), last, #last, d, i))
   end
   return r
 end
@@ -245,7 +245,7 @@ end
 --------------------------------------------------------------------- copies, casts
 
 local function copy(self, mode)
-  local r = wrap(C.td_dict_copy(D(self), mode))
+  local r = wrap(C.td_dict_copy(cdict(self), mode))
   C.td_dict_set_locked(r._td_p, 0)
   return r
 end
@@ -285,7 +285,7 @@ function TD.to(self, arg, opts)
   end
   local r = self
   if dtype ~= nil then
-    r = wrap(C.td_dict_to_dtype(D(self), dtypes.code(dtype, "to"), 1))
+    r = wrap(C.td_dict_to_dtype(cdict(self), dtypes.code(dtype, "to"), 1))
   end
   if device ~= nil then
     r = late.td_device.to(r, device, non_blocking, "to")

@@ -20,7 +20,7 @@ local td_core = require("tensordict.dict.core")
 local random = require("tensordict.tensor.random")
 
 local fail, describe = util.fail, util.describe
-local wrap, is_td, D = td_core.wrap, td_core.is_td, td_core.D
+local wrap, is_td, cdict = td_core.wrap, td_core.is_td, td_core.cdict
 
 local M = {}
 
@@ -80,7 +80,7 @@ local function worker_loop(w, handler, seed, threads)
         res = ("the function returned %s, expected a TensorDict or nil"):format(describe(res))
         ok = false
       else
-        rc = C.td_worker_reply_result(w, D(res))
+        rc = C.td_worker_reply_result(w, cdict(res))
         if rc < 0 then
           res, ok = "cannot ship the result: " .. ffi.string(C.td_last_error()), false
         end
@@ -157,7 +157,7 @@ function Pool:submit(k, td)
   if self.w == nil then fail(self.call .. ": the workers are closed") end
   for i = 1, self.n do
     if self.job[i] == nil then
-      if C.td_workers_send(self.w, i - 1, k, td and D(td) or nil) < 0 then util.c_fail() end
+      if C.td_workers_send(self.w, i - 1, k, td and cdict(td) or nil) < 0 then util.c_fail() end
       self.job[i] = k
       self.nbusy = self.nbusy + 1
       return i

@@ -31,7 +31,7 @@ return function(M, x)
     local is_root = MPI.td_mpi_rank() == root
     if is_root or td ~= nil then td_arg("broadcast", td) end
     local out = ffi.new("td_mpi_transfer *[1]")
-    check("broadcast", MPI.td_mpi_bcast_dict(td and td_core.D(td) or nil, root, timeout, out),
+    check("broadcast", MPI.td_mpi_bcast_dict(td and td_core.cdict(td) or nil, root, timeout, out),
       timeout >= 0 and timeout or nil)
     local d = MPI.td_mpi_transfer_result(out[0])
     MPI.td_mpi_transfer_free(out[0])

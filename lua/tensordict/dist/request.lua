@@ -44,11 +44,11 @@ local function drop(r)
 end
 
 function M.send(td, dst, tag, call)
-  return new(call, MPI.td_mpi_isend_dict(td_core.D(td), dst, tag), {})
+  return new(call, MPI.td_mpi_isend_dict(td_core.cdict(td), dst, tag), {})
 end
 
 function M.recv(src, tag, like, call)
-  local r = new(call, MPI.td_mpi_irecv_dict(src, tag, like and td_core.D(like) or nil), {
+  local r = new(call, MPI.td_mpi_irecv_dict(src, tag, like and td_core.cdict(like) or nil), {
     like = like, key = src .. ":" .. tag, queued = true })
   local q = queues[r.key] or {}
   queues[r.key] = q

@@ -15,7 +15,7 @@ local tensor = require("tensordict.tensor")
 
 local M = {}
 
-local D, wrap, check = td_core.D, td_core.wrap, td_core.check
+local cdict, wrap, check = td_core.cdict, td_core.wrap, td_core.check
 
 -- The tensor leaves of td, in key order: their paths and tensors.
 local function leaves(td)
@@ -92,9 +92,9 @@ function M.region_data(region) return C.td_storage_data_borrow(region) end
 
 -- The whole container (data included) in one shipped region, and back.
 function M.pack_whole(td)
-  local size = tonumber(check(tonumber(C.td_ship_size(D(td), nil))))
+  local size = tonumber(check(tonumber(C.td_ship_size(cdict(td), nil))))
   local region = new_region(size)
-  check(tonumber(C.td_ship_pack(D(td), region, nil)))
+  check(tonumber(C.td_ship_pack(cdict(td), region, nil)))
   return region, size
 end
 

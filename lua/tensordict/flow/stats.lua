@@ -20,7 +20,7 @@ require("tensordict.tensor.ops") -- tensor methods used below (mul, div, lt, sqr
 require("tensordict.tensor.reduce")
 
 local fail, describe, format_list = util.fail, util.describe, util.format_list
-local is_tensor, is_td, H = tensor.is_tensor, td_core.is_td, tensor.handle
+local is_tensor, is_td, header = tensor.is_tensor, td_core.is_td, tensor.handle
 
 local function shape_text(shape) return format_list(shape) end
 
@@ -263,7 +263,7 @@ function RunningStats:normalize(x, batch_dims, eps)
   if type(eps) ~= "number" or not (eps >= 0) then
     fail(("%s: eps must be a number >= 0, got %s"):format(call, describe(eps)))
   end
-  local code = H(x).dtype
+  local code = header(x).dtype
   local out = create.empty(x:shape(), dtypes.is_floating(code) and dtypes.name(code) or "float32")
   kernels.normalize(x, bd, mean, var, eps, out)
   return out
@@ -518,7 +518,7 @@ function Normalize:forward(td)
     if not is_tensor(x) then
       self:fail("%s is %s; Normalize works on tensor leaves", core.key_text(key), describe(x))
     end
-    local code = H(x).dtype
+    local code = header(x).dtype
     if not dtypes.is_floating(code) then
       self:fail("%s has dtype %s; Normalize works on float leaves (cast it first, e.g. flow.Cast{dtype = \"float32\"})",
         core.key_text(key), dtypes.name(code))

@@ -43,12 +43,12 @@ end
 M.new = new
 
 -- The state of a lazy stack method's self.
-local function S(self)
+local function stack_state(self)
   local s = data[self]
   if s == nil then util.bad_self("a LazyStackedTensorDict", self, LS) end
   return s
 end
-M.state_of = S
+M.state_of = stack_state
 
 -- T.lazy_stack(tds [, dim]): tds an array of TensorDicts with the same number of batch
 -- dims (their sizes may differ: those dims read -1), dim 1-based (default 1, up to one
@@ -93,26 +93,26 @@ local function batch_of(s)
 end
 M.batch_of = batch_of
 
-function LS.batch_size(self) return batch_of(S(self)) end
-function LS.batch_dims(self) return TD.batch_dims(S(self).members[1]) + 1 end
+function LS.batch_size(self) return batch_of(stack_state(self)) end
+function LS.batch_dims(self) return TD.batch_dims(stack_state(self).members[1]) + 1 end
 LS.shape, LS.dim, LS.ndim = LS.batch_size, LS.batch_dims, LS.batch_dims
 -- The stack dim, 1-based (Python's stack_dim is 0-based: it prints as its own).
-function LS.stack_dim(self) return S(self).dim + 1 end
+function LS.stack_dim(self) return stack_state(self).dim + 1 end
 -- The members, in order (a new array; the TensorDicts themselves are shared).
 function LS.tensordicts(self)
   local out = {}
-  for i, m in ipairs(S(self).members) do out[i] = m end
+  for i, m in ipairs(stack_state(self).members) do out[i] = m end
   return out
 end
 
 function LS.numel(self)
   local n = 0
-  for _, m in ipairs(S(self).members) do n = n + TD.numel(m) end
+  for _, m in ipairs(stack_state(self).members) do n = n + TD.numel(m) end
   return n
 end
 
 function mt.__len(self)
-  local s = S(self)
+  local s = stack_state(self)
   if s.dim == 0 then return #s.members end
   local first = TD.batch_size(s.members[1])[1]
   for _, m in ipairs(s.members) do
@@ -132,7 +132,7 @@ end
 -- Python's keys of a lazy stack: those every member has, in the first member's order.
 -- opts as td:keys's.
 function LS.keys(self, opts)
-  local s = S(self)
+  local s = stack_state(self)
   local counts = {}
   for i = 2, #s.members do
     for _, k in ipairs(TD.keys(s.members[i], opts)) do
@@ -148,7 +148,7 @@ function LS.keys(self, opts)
 end
 
 function LS.has(self, key)
-  for _, m in ipairs(S(self).members) do
+  for _, m in ipairs(stack_state(self).members) do
     if not TD.has(m, key) then return false end
   end
   return true
@@ -202,7 +202,7 @@ local GET_OPTS = { as_list = "boolean", as_padded_tensor = "boolean", padding_va
 -- key and the shapes, as Python's), nested TensorDicts as a lazy stack, non-tensor values
 -- as a dense stack of them reads; as_list gives the members' values as a Lua array.
 function LS.get(self, key, default, opts)
-  local s = S(self)
+  local s = stack_state(self)
   opts = util.options("get", opts, GET_OPTS)
   local values = {}
   for i, m in ipairs(s.members) do
@@ -271,14 +271,14 @@ end
 -- ls:set(key, value): a tensor or container over the whole batch is split along the stack
 -- dim into the members; anything else (a string, number, ...) is set in every member.
 function LS.set(self, key, value)
-  local s = S(self)
+  local s = stack_state(self)
   local pieces = pieces_of(s, value, "set", key)
   for i, m in ipairs(s.members) do TD.set(m, key, pieces and pieces[i] or value) end
   return self
 end
 
 function LS.del(self, key)
-  for _, m in ipairs(S(self).members) do TD.del(m, key) end
+  for _, m in ipairs(stack_state(self).members) do TD.del(m, key) end
   return self
 end
 
@@ -403,7 +403,7 @@ local function resolve(s, key)
 end
 
 local function index_read(self, key)
-  local s = S(self)
+  local s = stack_state(self)
   local positions, single, rest, dim = resolve(s, key)
   if single then
     local m = s.members[positions[1]]
@@ -443,7 +443,7 @@ end
 -- ls[idx] = value: each selected member takes its piece (index assignment into the
 -- member, so fewer keys write those keys, as for TensorDicts).
 local function index_write(self, key, value)
-  local s = S(self)
+  local s = stack_state(self)
   local positions, single, rest, dim = resolve(s, key)
   local at = rest or index.ellipsis
   if single then
@@ -473,7 +473,7 @@ function mt.__index(self, key)
   local method = LS[key]
   if method ~= nil then return method end
   if type(key) == "number" then -- the common ls[i] along a first stack dim: the member
-    local s = S(self)
+    local s = stack_state(self)
     if s.dim == 0 then return s.members[index.position(key, #s.members, 1) + 1] end
   end
   if type(key) == "string" or is_key_path(key) then
@@ -501,7 +501,7 @@ end
 
 -- The slices along batch dim (1-based): the members themselves along the stack dim.
 function M.unbind(self, dim)
-  local s = S(self)
+  local s = stack_state(self)
   local nd = TD.batch_dims(s.members[1]) + 1
   local d = util.dim0("unbind", dim or 1, nd, 0, "%d batch dims")
   if d == s.dim then return LS.tensordicts(self) end

@@ -12,8 +12,8 @@ local ls = require("tensordict.lazy_stack.core")
 local late = require("tensordict.late")
 
 local TD, LS = core.methods, ls.methods
-local S, new = ls.state_of, ls.new
-local wrap, check, D = core.wrap, core.check, core.D
+local stack_state, new = ls.state_of, ls.new
+local wrap, check, cdict = core.wrap, core.check, core.cdict
 local path_arg, save_flags, load_mode = td_memmap.path_arg, td_memmap.save_flags, td_memmap.load_mode
 
 local M = {}
@@ -21,14 +21,14 @@ local M = {}
 local function member_handles(s)
   local n = #s.members
   local arr = ffi.new("td_dict *[?]", n)
-  for i, m in ipairs(s.members) do arr[i - 1] = D(m) end
+  for i, m in ipairs(s.members) do arr[i - 1] = cdict(m) end
   return arr, n
 end
 
 -- ls:memmap(prefix [, {existsok =, num_threads =, fsync =}]): the stack saved in Python's
 -- layout, atomically as a whole; a lazy stack of the saved members (locked, as Python's).
 function LS.memmap(self, prefix, opts)
-  local s = S(self)
+  local s = stack_state(self)
   local flags, threads = save_flags("memmap", opts)
   local arr, n = member_handles(s)
   local out = ffi.new("td_dict *[?]", n)
@@ -40,19 +40,19 @@ end
 
 -- ls:memmap_(prefix [, opts]): the same, and ls takes the saved members; returns ls.
 function LS.memmap_(self, prefix, opts)
-  local saved = S(LS.memmap(self, prefix, opts))
-  local s = S(self)
+  local saved = stack_state(LS.memmap(self, prefix, opts))
+  local s = stack_state(self)
   s.members, s.prefix = saved.members, saved.prefix
   return self
 end
 
-function LS.is_memmap(self) return S(self).prefix ~= nil end
-function LS.memmap_prefix(self) return S(self).prefix end
+function LS.is_memmap(self) return stack_state(self).prefix ~= nil end
+function LS.memmap_prefix(self) return stack_state(self).prefix end
 
 -- ls:consolidate([filename [, {existsok =, fsync =}]]): one file in tensordict's
 -- consolidated layout; returns ls. Without a filename, a lazy stack of contiguous copies.
 function LS.consolidate(self, filename, opts)
-  local s = S(self)
+  local s = stack_state(self)
   if filename == nil then
     local out = {}
     for i, m in ipairs(s.members) do out[i] = TD.contiguous(m) end

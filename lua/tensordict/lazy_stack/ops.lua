@@ -10,7 +10,7 @@ local td_print = require("tensordict.dict.print")
 local ls = require("tensordict.lazy_stack.core")
 
 local TD, LS = core.methods, ls.methods
-local S, new, is_ls = ls.state_of, ls.new, ls.is_lazy_stack
+local stack_state, new, is_ls = ls.state_of, ls.new, ls.is_lazy_stack
 local fail, describe, format_list = util.fail, util.describe, util.format_list
 local is_td, is_tensor = core.is_td, tensor.is_tensor
 
@@ -32,7 +32,7 @@ local function split_args(call, s, ...)
   for j = 1, n do
     local o = args[j]
     if is_ls(o) then
-      local os = S(o)
+      local os = stack_state(o)
       if #os.members ~= #s.members or os.dim ~= s.dim then
         fail(("%s: argument %d is a lazy stack of %d members along dim %d, self %d members along dim %d")
           :format(call, j + 1, #os.members, os.dim + 1, #s.members, s.dim + 1))
@@ -60,7 +60,7 @@ end
 -- ls:apply(fn, ...others [, opts]): td:apply on every member (others aligned member by
 -- member); a lazy stack of the results, as Python's.
 function LS.apply(self, fn, ...)
-  local s = S(self)
+  local s = stack_state(self)
   local args = split_args("apply", s, ...)
   local out = {}
   for i, m in ipairs(s.members) do out[i] = TD.apply(m, fn, args(i)) end
@@ -69,7 +69,7 @@ end
 
 -- ls:apply_(fn, ...others [, opts]): td:apply_ on every member, in place; returns ls.
 function LS.apply_(self, fn, ...)
-  local s = S(self)
+  local s = stack_state(self)
   local args = split_args("apply_", s, ...)
   for i, m in ipairs(s.members) do TD.apply_(m, fn, args(i)) end
   return self
@@ -80,7 +80,7 @@ end
 -- One TensorDict: the keys every member has, stacked along the stack dim. Tensors must
 -- have one shape across the members; the error names the first key that does not.
 local function dense(self, call)
-  local s = S(self)
+  local s = stack_state(self)
   local leaves = LS.keys(self, { include_nested = true, leaves_only = true })
   for _, path in ipairs(leaves) do
     local first = TD.get(s.members[1], path)
@@ -132,22 +132,22 @@ end
 
 -- ls:clone(): a lazy stack of copies of the members.
 function LS.clone(self)
-  local s = S(self)
+  local s = stack_state(self)
   local out = {}
   for i, m in ipairs(s.members) do out[i] = TD.clone(m) end
   return new(out, s.dim)
 end
 
 function LS.lock(self)
-  for _, m in ipairs(S(self).members) do TD.lock(m) end
+  for _, m in ipairs(stack_state(self).members) do TD.lock(m) end
   return self
 end
 function LS.unlock(self)
-  for _, m in ipairs(S(self).members) do TD.unlock(m) end
+  for _, m in ipairs(stack_state(self).members) do TD.unlock(m) end
   return self
 end
 function LS.is_locked(self)
-  for _, m in ipairs(S(self).members) do
+  for _, m in ipairs(stack_state(self).members) do
     if not TD.is_locked(m) then return false end
   end
   return true
@@ -156,7 +156,7 @@ LS.lock_, LS.unlock_ = LS.lock, LS.unlock
 
 function LS.equal(self, other)
   if not is_ls(other) then return false end
-  local a, b = S(self), S(other)
+  local a, b = stack_state(self), stack_state(other)
   if a.dim ~= b.dim or #a.members ~= #b.members then return false end
   for i, m in ipairs(a.members) do
     if not TD.equal(m, b.members[i]) then return false end
@@ -168,7 +168,7 @@ end
 -- TensorDict when the inputs' keys and shapes agree, else a lazy stack.
 function M.maybe_dense_stack(list, dim)
   local lazy = ls.lazy_stack(list, dim)
-  local s = S(lazy)
+  local s = stack_state(lazy)
   local first = TD.keys(s.members[1], { include_nested = true, sort = true })
   local function same(m)
     local keys = TD.keys(m, { include_nested = true, sort = true })
@@ -220,7 +220,7 @@ function body(members, nb)
       local extra = TD.batch_dims(v) > nb and td_print.dims_text(TD.batch_size(v), nb + 1) or ""
       node = { extra, body(values, TD.batch_dims(v)) }
     else
-      local d = core.D(members[1])
+      local d = core.cdict(members[1])
       local stacked = C.td_dict_kind(d, C.td_dict_find(d, k, #k)) == C.TD_ENTRY_VALUES
       node = stacked and "NonTensorStack" or td_print.value_type(v)
     end
@@ -234,7 +234,7 @@ end
 -- tensordict 0.15's repr, the stack dim 1-based as everywhere in this library:
 --   LazyStackedTensorDict(batch_size=[2], stack_dim=1, fields={obs: f32[-1], r: i64[3]})
 function ls.mt.__tostring(self)
-  local s = S(self)
+  local s = stack_state(self)
   local head = ("LazyStackedTensorDict(batch_size=%s, stack_dim=%d, fields=")
     :format(td_print.dims_text(ls.batch_of(s), 1), s.dim + 1)
   local entries = body(s.members, TD.batch_dims(s.members[1]))

@@ -84,7 +84,7 @@ local function is_tensor(x) return getmetatable(x) == mt end
 -- The header of a live tensor (raises once its storage was freed). The header must
 -- view its owner's storage: a script that swapped h or o between tensors (a.h = b.h)
 -- would otherwise reach memory freed with the other one.
-local function H(self)
+local function header(self)
   if getmetatable(self) ~= mt then util.bad_self("a tensor", self, Tensor) end
   local o = self.o
   local p = o._td_p
@@ -101,7 +101,7 @@ local function tensor_arg(x, call, what)
   if not is_tensor(x) then
     fail(("%s: %s must be a tensor, got %s"):format(call, what, describe(x)))
   end
-  return H(x)
+  return header(x)
 end
 
 local function check(status)
@@ -145,37 +145,37 @@ end
 
 ---------------------------------------------------------------------------- inspection
 
-function Tensor.dim(self) return H(self).ndim end
+function Tensor.dim(self) return header(self).ndim end
 
 function Tensor.shape(self)
-  local h = H(self)
+  local h = header(self)
   return util.int64_list(h.shape, h.ndim)
 end
 
 function Tensor.size(self, d)
-  local h = H(self)
+  local h = header(self)
   if d == nil then return util.int64_list(h.shape, h.ndim) end
   return tonumber(h.shape[dim0("size", d, h.ndim)])
 end
 
 function Tensor.stride(self, d)
-  local h = H(self)
+  local h = header(self)
   if d == nil then return util.int64_list(h.strides, h.ndim) end
   return tonumber(h.strides[dim0("stride", d, h.ndim)])
 end
 
-function Tensor.numel(self) return tonumber(C.td_tensor_numel(H(self))) end
-function Tensor.dtype(self) return dtypes.name(H(self).dtype) end
-function Tensor.is_contiguous(self) return C.td_tensor_is_contiguous(H(self)) ~= 0 end
+function Tensor.numel(self) return tonumber(C.td_tensor_numel(header(self))) end
+function Tensor.dtype(self) return dtypes.name(header(self).dtype) end
+function Tensor.is_contiguous(self) return C.td_tensor_is_contiguous(header(self)) ~= 0 end
 
 function Tensor.device(self)
-  local h = H(self)
+  local h = header(self)
   if C.td_tensor_device_type(h) == C.TD_DEVICE_CPU then return "cpu" end
   return "cuda:" .. C.td_tensor_device_index(h)
 end
 
 function Tensor.item(self)
-  local h = H(self)
+  local h = header(self)
   local n = tonumber(C.td_tensor_numel(h))
   if n ~= 1 then fail(("item: the tensor has %d elements, item() needs exactly 1"):format(n)) end
   for i = 0, h.ndim - 1 do idx_buf[i] = 0 end -- the one element is at 0 in every dim
@@ -184,7 +184,7 @@ end
 
 -- Nested Lua tables of numbers (booleans for bool tensors); a 0-dim tensor gives a value.
 function Tensor.totable(self)
-  local h = H(self)
+  local h = header(self)
   local ndim = h.ndim
   if ndim == 0 then return Tensor.item(self) end
   -- One C cast into a contiguous float64 copy, then plain reads.
@@ -224,7 +224,7 @@ local function view_of(self, status, h)
 end
 
 local function shape_call(call, self, ...)
-  local h = H(self)
+  local h = header(self)
   return h, util.read_shape(call, true, ...)
 end
 
@@ -246,7 +246,7 @@ function Tensor.reshape(self, ...)
 end
 
 function Tensor.permute(self, ...)
-  local h = H(self)
+  local h = header(self)
   if select("#", ...) == 0 then fail("permute: expected the new order of the dims") end
   local dims = util.list_args("permute", ...)
   local ndim = h.ndim
@@ -263,27 +263,27 @@ function Tensor.permute(self, ...)
 end
 
 function Tensor.transpose(self, a, b)
-  local h = H(self)
+  local h = header(self)
   local out = Header()
   return view_of(self, C.td_tensor_transpose(h, dim0("transpose", a, h.ndim), dim0("transpose", b, h.ndim), out), out)
 end
 
 function Tensor.squeeze(self, d)
-  local h = H(self)
+  local h = header(self)
   local out = Header()
   if d == nil then return view_of(self, C.td_tensor_squeeze_all(h, out), out) end
   return view_of(self, C.td_tensor_squeeze(h, dim0("squeeze", d, h.ndim), out), out)
 end
 
 function Tensor.unsqueeze(self, d)
-  local h = H(self)
+  local h = header(self)
   local out = Header()
   return view_of(self, C.td_tensor_unsqueeze(h, dim0("unsqueeze", d, h.ndim, 1), out), out)
 end
 
 -- flatten() merges every dim; flatten(a [, b]) merges dims a..b (b defaults to -1).
 function Tensor.flatten(self, a, b)
-  local h = H(self)
+  local h = header(self)
   local ndim = h.ndim
   if ndim == 0 then return adopt(C.td_tensor_flatten(h, 0, 0), self) end
   local s, e = dim0("flatten", a or 1, ndim), dim0("flatten", b or -1, ndim)
@@ -292,7 +292,7 @@ function Tensor.flatten(self, a, b)
 end
 
 function Tensor.unflatten(self, d, sizes)
-  local h = H(self)
+  local h = header(self)
   local dim = dim0("unflatten", d, h.ndim)
   if type(sizes) ~= "table" then
     fail(("unflatten: sizes must be a table such as {2, 3}, got %s"):format(describe(sizes)))
@@ -305,11 +305,11 @@ end
 ----------------------------------------------------------------------------- copies
 
 function Tensor.contiguous(self)
-  local h = H(self)
+  local h = header(self)
   return adopt(pick("contiguous", h).td_tensor_contiguous(h), self)
 end
 function Tensor.clone(self)
-  local h = H(self)
+  local h = header(self)
   return adopt(pick("clone", h).td_tensor_clone(h))
 end
 
@@ -317,7 +317,7 @@ end
 -- to("cpu"), to("cuda"), to("cuda:N") move it (self when it is there already; see
 -- tensor/cuda.lua), to(device, {non_blocking = true}) queues the copy from pinned memory.
 function Tensor.to(self, target, opts)
-  local h = H(self)
+  local h = header(self)
   if target == "cpu" and not device.on_device(h) then return self end
   if late.cuda.is_device_name(target) then
     opts = util.options("to", opts, { non_blocking = "boolean" })
@@ -333,13 +333,13 @@ for name, dtype in pairs(dtypes.CASTS) do
 end
 
 function Tensor.copy_(self, src)
-  local h, s = H(self), tensor_arg(src, "copy_", "source")
+  local h, s = header(self), tensor_arg(src, "copy_", "source")
   check(pick_copy("copy_", h, s).td_tensor_copy_(h, s))
   return self
 end
 
 function Tensor.fill_(self, value)
-  local h = H(self)
+  local h = header(self)
   check(pick("fill_", h).td_tensor_fill_(h, number_arg(value, "fill_")))
   return self
 end
@@ -372,7 +372,7 @@ function mt.__index(self, key)
   local method = Tensor[key]
   if method ~= nil then return method end
   if type(key) == "string" then fail(("Tensor has no method or field '%s'"):format(key)) end
-  local h = H(self)
+  local h = header(self)
   -- t[i] on a 1-D tensor reads the element without making a view.
   if type(key) == "number" and h.ndim == 1 then
     idx_buf[0] = index.position(key, tonumber(h.shape[0]), 1)
@@ -390,13 +390,13 @@ end
 -- (or nested table) broadcasts to the selection and is cast to its dtype.
 function mt.__newindex(self, key, value)
   if type(key) == "string" then fail(("cannot set field '%s' of a tensor"):format(key)) end
-  local h = H(self)
+  local h = header(self)
   local target = Header()
   local status, adv = index_into(h, key, target)
   check(status)
   if adv then return late.gather.write(target, adv, value) end
   if is_tensor(value) then
-    local v = H(value)
+    local v = header(value)
     check(pick_copy("assignment", target, v).td_tensor_copy_(target, v))
   elseif type(value) == "table" then
     local src = late.create.from_table(value, h.dtype, "assignment")
@@ -420,6 +420,6 @@ return {
   adopt = adopt,
   value_of = value_of,
   is_tensor = is_tensor,
-  handle = H,
+  handle = header,
   check = check,
 }

@@ -8,7 +8,7 @@ local tensor = require("tensordict.tensor.core")
 local C = lib.C
 local fail, describe = util.fail, util.describe
 local shape_buf = util.shape_buf
-local adopt, is_tensor, H = tensor.adopt, tensor.is_tensor, tensor.handle
+local adopt, is_tensor, header = tensor.adopt, tensor.is_tensor, tensor.handle
 local FLOAT32, FLOAT64, INT64, BOOL = dtypes.FLOAT32, dtypes.FLOAT64, dtypes.INT64, dtypes.BOOL
 
 local M = {}
@@ -88,7 +88,7 @@ function M.tensor(data, dtype)
   local code = dtype ~= nil and dtypes.code(dtype, "tensor") or nil
   if is_tensor(data) then
     -- Always a copy, like torch.tensor(t): a cast copies, the same dtype clones.
-    local h = H(data)
+    local h = header(data)
     if code == nil or code == h.dtype then return adopt(C.td_tensor_clone(h)) end
     return adopt(C.td_tensor_to_dtype(h, code))
   end

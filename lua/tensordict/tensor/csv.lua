@@ -7,7 +7,7 @@ local ffi = require("ffi")
 local C = require("tensordict.lib").C
 local tensor = require("tensordict.tensor.core")
 
-local H = tensor.handle
+local header = tensor.handle
 
 local M = {}
 
@@ -18,8 +18,8 @@ local function c_message() return (ffi.string(C.td_last_error()):gsub("^csv: ", 
 
 -- A reader of path (delimiter: one character; header: the first record names the
 -- columns), closed by the GC unless closed first; or nil and the message.
-function M.open(path, delimiter, header)
-  local r = C.td_csv_open(path, delimiter:byte(), header and 1 or 0)
+function M.open(path, delimiter, has_header)
+  local r = C.td_csv_open(path, delimiter:byte(), has_header and 1 or 0)
   if r == nil then return nil, c_message() end
   return setmetatable({ r = ffi.gc(r, C.td_csv_close) }, Reader)
 end
@@ -70,7 +70,7 @@ end
 -- Reads up to max_rows records, field plan's j-th into row k of outs[j] (a tensor of
 -- max_rows rows or more). The rows read (0 at the end), or nil and the message.
 function Reader:read(max_rows, plan, outs)
-  for j = 1, plan.n do plan.outs[j - 1] = H(outs[j]) end
+  for j = 1, plan.n do plan.outs[j - 1] = header(outs[j]) end
   local n = C.td_csv_read(self.r, max_rows, plan.n, plan.cols, plan.outs, plan.offs)
   if n < 0 then return nil, c_message() end
   return tonumber(n)

@@ -13,7 +13,7 @@ local device = require("tensordict.tensor.device")
 
 local C = lib.C
 local fail, describe = util.fail, util.describe
-local Tensor, adopt, H, check = tensor.Tensor, tensor.adopt, tensor.handle, tensor.check
+local Tensor, adopt, header, check = tensor.Tensor, tensor.adopt, tensor.handle, tensor.check
 
 local M = {}
 
@@ -182,7 +182,7 @@ end
 -- non_blocking: from pinned memory the copy is queued and the call returns at once.
 function M.tensor_to(self, spec, non_blocking, call)
   call = call or "to"
-  local h = H(self)
+  local h = header(self)
   local target = parse(call, spec)
   local here = C.td_tensor_device_type(h) == C.TD_DEVICE_CPU and "cpu" or C.td_tensor_device_index(h)
   if target == here then return self end
@@ -206,21 +206,21 @@ function Tensor.cuda(self, spec, opts)
 end
 
 function Tensor.cpu(self)
-  H(self)
+  header(self)
   if not device.on_device(self.h) then return self end
   return M.tensor_to(self, "cpu", false, "cpu")
 end
 
 -- A copy in page-locked host memory (needs CUDA, as torch's does).
 function Tensor.pin_memory(self)
-  local h = H(self)
+  local h = header(self)
   local CU = need("pin_memory")
   if Tensor.is_pinned(self) then return self end
   return adopt(CU.td_cuda_pin(h))
 end
 
 function Tensor.is_pinned(self)
-  return C.td_storage_kind(H(self).storage) == C.TD_STORAGE_PINNED
+  return C.td_storage_kind(header(self).storage) == C.TD_STORAGE_PINNED
 end
 
 -- One element of a device tensor at index (0-based int64 buffer) as a host 0-dim tensor.

@@ -13,7 +13,8 @@ local cuda = require("tensordict.tensor.cuda")
 
 local C = lib.C
 local fail, describe, dim0 = util.fail, util.describe, util.dim0
-local Tensor, adopt, is_tensor, H, check = tensor.Tensor, tensor.adopt, tensor.is_tensor, tensor.handle, tensor.check
+local Tensor, adopt, is_tensor, check = tensor.Tensor, tensor.adopt, tensor.is_tensor, tensor.check
+local header = tensor.handle -- the C header of a live tensor
 local INT = C.TD_SCALAR_INT
 
 local M = {}
@@ -30,7 +31,7 @@ function M.zero_based_header(idx, size, dim, call)
   if not is_tensor(idx) then
     fail(("%s: index must be an integer tensor or a Lua array of integers, got %s"):format(call, describe(idx)))
   end
-  local h = H(idx)
+  local h = header(idx)
   if not dtypes.is_integer(h.dtype) then
     fail(("%s: index must have an integer dtype, got %s"):format(call, dtypes.name(h.dtype)))
   end
@@ -69,13 +70,13 @@ end
 
 function Tensor.masked_select(self, mask)
   if not is_tensor(mask) then fail(("masked_select: mask must be a bool tensor, got %s"):format(describe(mask))) end
-  local h, m = H(self), H(mask)
+  local h, m = header(self), header(mask)
   return adopt(device.pick("masked_select", h, m).td_masked_select(h, m))
 end
 
 -- [count, dim()] 1-based positions of the non-zero elements.
 function Tensor.nonzero(self)
-  local positions = adopt(C.td_nonzero(H(self)))
+  local positions = adopt(C.td_nonzero(header(self)))
   check(C.td_binary_scalar_(C.TD_BINARY_ADD, positions.h, 1, INT))
   return positions
 end
@@ -84,15 +85,15 @@ end
 -- (checked and shifted in the pass that makes the offsets: no converted copy).
 local function takes_one_based(h, index)
   if not is_tensor(index) or device.on_device(h) then return false end
-  local ih = H(index)
+  local ih = header(index)
   return (ih.dtype == C.TD_INT64 or ih.dtype == C.TD_INT32) and not device.on_device(ih)
 end
 
 -- The converted index is freed at once: the GC would keep one per call alive for a while.
 function Tensor.index_select(self, dim, index)
-  local h = H(self)
+  local h = header(self)
   local d, size = dim_and_size("index_select", h, dim)
-  if takes_one_based(h, index) then return adopt(C.td_index_select_one_based(h, d, H(index))) end
+  if takes_one_based(h, index) then return adopt(C.td_index_select_one_based(h, d, header(index))) end
   local idx = index_for(h, index, size, dim, "index_select")
   local r = device.pick("index_select", h, idx.h).td_index_select(h, d, idx.h)
   idx:free()
@@ -100,9 +101,9 @@ function Tensor.index_select(self, dim, index)
 end
 
 function Tensor.gather(self, dim, index)
-  local h = H(self)
+  local h = header(self)
   local d, size = dim_and_size("gather", h, dim)
-  if takes_one_based(h, index) then return adopt(C.td_gather_one_based(h, d, H(index))) end
+  if takes_one_based(h, index) then return adopt(C.td_gather_one_based(h, d, header(index))) end
   local idx = index_for(h, index, size, dim, "gather")
   local r = device.pick("gather", h, idx.h).td_gather(h, d, idx.h)
   idx:free()
@@ -111,12 +112,12 @@ end
 
 -- scatter_(dim, index, src): src a tensor, or a number written at every index.
 function Tensor.scatter_(self, dim, index, src)
-  local h = H(self)
+  local h = header(self)
   local d, size = dim_and_size("scatter_", h, dim)
   local idx = index_for(h, index, size, dim, "scatter_")
   local s
   if is_tensor(src) then
-    s = H(src)
+    s = header(src)
   elseif type(src) == "number" or type(src) == "boolean" then
     local v = type(src) == "boolean" and (src and 1 or 0) or src
     local full = adopt(C.td_tensor_full(idx.h.ndim, idx.h.shape, h.dtype, v))
@@ -125,15 +126,15 @@ function Tensor.scatter_(self, dim, index, src)
   else
     fail(("scatter_: src must be a tensor or a number, got %s"):format(describe(src)))
   end
-  check(device.pick("scatter_", h, idx.h, s).td_scatter_(h, d, H(idx), s))
+  check(device.pick("scatter_", h, idx.h, s).td_scatter_(h, d, header(idx), s))
   return self
 end
 
 function Tensor.index_add_(self, dim, index, src)
-  local h = H(self)
+  local h = header(self)
   local d, size = dim_and_size("index_add_", h, dim)
   if not is_tensor(src) then fail(("index_add_: src must be a tensor, got %s"):format(describe(src))) end
-  check(C.td_index_add_(h, d, H(M.zero_based(index, size, dim, "index_add_")), H(src)))
+  check(C.td_index_add_(h, d, header(M.zero_based(index, size, dim, "index_add_")), header(src)))
   return self
 end
 
@@ -183,12 +184,12 @@ function M.read(view, adv)
   if adv.mask then
     local k = idx.h.ndim
     local front = permuted(view, front_order(view.ndim, adv.dim, k))
-    local rows = adopt(C.td_mask_rows(front, H(idx)))
+    local rows = adopt(C.td_mask_rows(front, header(idx)))
     return count_dim_to(rows, adv.dim)
   end
   local flat = idx.h.ndim == 1 and idx or idx:reshape(-1)
   local size = tonumber(view.shape[adv.dim])
-  local picked = adopt(C.td_index_select(view, adv.dim, H(M.zero_based(flat, size, adv.dim + 1, "index"))))
+  local picked = adopt(C.td_index_select(view, adv.dim, header(M.zero_based(flat, size, adv.dim + 1, "index"))))
   if idx.h.ndim == 1 then return picked end
   return picked:unflatten(adv.dim + 1, idx:shape())
 end
@@ -215,12 +216,12 @@ function M.write(view, adv, value)
     shape[#shape + 1] = count
     for i = adv.dim + k, view.ndim - 1 do shape[#shape + 1] = tonumber(view.shape[i]) end
     local ordered = count_dim_to_front(v:expand(shape), adv.dim)
-    check(C.td_mask_rows_put_(front, H(idx), H(ordered)))
+    check(C.td_mask_rows_put_(front, header(idx), header(ordered)))
     return
   end
   local flat = idx.h.ndim == 1 and idx or idx:reshape(-1)
   local size = tonumber(view.shape[adv.dim])
-  check(C.td_index_put_(view, adv.dim, H(M.zero_based(flat, size, adv.dim + 1, "index")), H(v)))
+  check(C.td_index_put_(view, adv.dim, header(M.zero_based(flat, size, adv.dim + 1, "index")), header(v)))
 end
 
 return M

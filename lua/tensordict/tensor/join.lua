@@ -8,7 +8,7 @@ local device = require("tensordict.tensor.device")
 
 local C = lib.C
 local fail, describe, dim0 = util.fail, util.describe, util.dim0
-local Tensor, adopt, is_tensor, H = tensor.Tensor, tensor.adopt, tensor.is_tensor, tensor.handle
+local Tensor, adopt, is_tensor, header = tensor.Tensor, tensor.adopt, tensor.is_tensor, tensor.handle
 
 local M = {}
 
@@ -24,7 +24,7 @@ local function handles(call, list)
     if not is_tensor(list[i]) then
       fail(("%s: element %d of the list is %s, not a tensor"):format(call, i, describe(list[i])))
     end
-    array[i - 1] = H(list[i])
+    array[i - 1] = header(list[i])
   end
   return array, n
 end
@@ -59,14 +59,14 @@ function M.pad_args(pads, value)
 end
 
 function M.pad(t, pads, value)
-  local h = H(t)
+  local h = header(t)
   local buf, n, v = M.pad_args(pads, value)
   return adopt(C.td_pad(h, buf, n, v))
 end
 
 -- Views of consecutive slices along dim, of the given lengths.
 local function slices(self, lengths, d)
-  local h = H(self)
+  local h = header(self)
   local views, start = {}, 0
   for i, len in ipairs(lengths) do
     local out = tensor.Header()
@@ -87,21 +87,21 @@ end
 -- split(size, dim): pieces of size (the last may be smaller); split({sizes}, dim):
 -- pieces of those sizes, which must add up to the dim's size (tensor/split_rule.lua).
 function Tensor.split(self, size, dim)
-  local h = H(self)
+  local h = header(self)
   local d = dim0("split", dim or 1, h.ndim)
   return slices(self, split_rule.split(size, tonumber(h.shape[d]), dim_of_shape, h, d), d)
 end
 
 -- chunk(n, dim): at most n pieces of equal size (the last may be smaller), like torch.
 function Tensor.chunk(self, n, dim)
-  local h = H(self)
+  local h = header(self)
   local d = dim0("chunk", dim or 1, h.ndim)
   return slices(self, split_rule.chunk(n, tonumber(h.shape[d])), d)
 end
 
 -- unbind(dim): the slices along dim with that dim removed.
 function Tensor.unbind(self, dim)
-  local h = H(self)
+  local h = header(self)
   local d = dim0("unbind", dim or 1, h.ndim)
   local views = {}
   for i = 1, tonumber(h.shape[d]) do

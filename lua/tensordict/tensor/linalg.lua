@@ -4,7 +4,7 @@ local tensor = require("tensordict.tensor.core")
 local device = require("tensordict.tensor.device")
 
 local fail, describe = util.fail, util.describe
-local Tensor, adopt, is_tensor, H = tensor.Tensor, tensor.adopt, tensor.is_tensor, tensor.handle
+local Tensor, adopt, is_tensor, header = tensor.Tensor, tensor.adopt, tensor.is_tensor, tensor.handle
 
 local M = {}
 
@@ -12,7 +12,7 @@ local function pair(call, a, b)
   if not is_tensor(a) or not is_tensor(b) then
     fail(("%s: expected two tensors, got %s and %s"):format(call, describe(a), describe(b)))
   end
-  return H(a), H(b)
+  return header(a), header(b)
 end
 
 function M.matmul(a, b)
@@ -41,7 +41,7 @@ end
 
 -- t(): the transpose of a 2-D tensor; 0-D and 1-D tensors come back as they are.
 function Tensor.t(self)
-  local h = H(self)
+  local h = header(self)
   if h.ndim > 2 then fail(("t: expects a tensor of at most 2 dims, got %d dims"):format(h.ndim)) end
   if h.ndim < 2 then return self end
   return self:transpose(1, 2)

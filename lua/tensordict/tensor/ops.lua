@@ -11,7 +11,8 @@ local device = require("tensordict.tensor.device")
 
 local C = lib.C
 local fail, describe = util.fail, util.describe
-local Tensor, adopt, is_tensor, H, check = tensor.Tensor, tensor.adopt, tensor.is_tensor, tensor.handle, tensor.check
+local Tensor, adopt, is_tensor, check = tensor.Tensor, tensor.adopt, tensor.is_tensor, tensor.check
+local header = tensor.handle -- the C header of a live tensor
 local mt = tensor.metatable
 local type = type
 local pick = device.pick -- C, or the CUDA kernels for device operands
@@ -34,26 +35,26 @@ end
 local function binary(op, call, a, b)
   if is_tensor(a) then
     if is_tensor(b) then
-      local ha, hb = H(a), H(b)
+      local ha, hb = header(a), header(b)
       return adopt(pick(call, ha, hb).td_binary(op, ha, hb))
     end
     if type(b) == "cdata" and M.td_binary then return M.td_binary(op, call, a, b) end
     local s, kind = scalar(b, call)
-    local ha = H(a)
+    local ha = header(a)
     return adopt(pick(call, ha).td_binary_scalar(op, ha, s, kind, 0))
   end
   if not is_tensor(b) then
     fail(("%s: expected a tensor operand, got %s and %s"):format(call, describe(a), describe(b)))
   end
   local s, kind = scalar(a, call)
-  local hb = H(b)
+  local hb = header(b)
   return adopt(pick(call, hb).td_binary_scalar(op, hb, s, kind, 1))
 end
 
 local function binary_(op, call, self, b)
-  local h = H(self)
+  local h = header(self)
   if is_tensor(b) then
-    local hb = H(b)
+    local hb = header(b)
     check(pick(call, h, hb).td_binary_(op, h, hb))
   else
     local s, kind = scalar(b, call)
@@ -91,12 +92,12 @@ end
 
 for name, op in pairs(UNARY) do
   Tensor[name] = function(self)
-    local h = H(self)
+    local h = header(self)
     return adopt(pick(name, h).td_unary(op, h))
   end
   if not NO_UNARY_INPLACE[name] then
     Tensor[name .. "_"] = function(self)
-      local h = H(self)
+      local h = header(self)
       check(pick(name .. "_", h).td_unary_(op, h))
       return self
     end
@@ -113,12 +114,12 @@ local function clamp_bounds(call, lo, hi)
 end
 
 function Tensor.clamp(self, lo, hi)
-  local h = H(self)
+  local h = header(self)
   return adopt(pick("clamp", h).td_clamp(h, clamp_bounds("clamp", lo, hi)))
 end
 
 function Tensor.clamp_(self, lo, hi)
-  local h = H(self)
+  local h = header(self)
   check(pick("clamp_", h).td_clamp_(h, clamp_bounds("clamp_", lo, hi)))
   return self
 end
@@ -128,7 +129,7 @@ end
 local function one_bound(call, is_min, inplace)
   local tensor_op = is_min and C.TD_BINARY_MAXIMUM or C.TD_BINARY_MINIMUM
   return function(self, bound)
-    local h = H(self)
+    local h = header(self)
     if is_tensor(bound) then
       if inplace then return binary_(tensor_op, call, self, bound) end
       return binary(tensor_op, call, self, bound)
@@ -152,7 +153,7 @@ Tensor.clamp_max, Tensor.clamp_max_ = one_bound("clamp_max", false), one_bound("
 -- end and a tensor weight must share one floating dtype, as torch requires; all
 -- broadcast.
 local function lerp_operands(call, self, stop, weight)
-  local h = H(self)
+  local h = header(self)
   local dt = self:dtype()
   if not dtypes.is_floating(h.dtype) then
     fail(("%s: expected a floating tensor, got %s"):format(call, dt))
@@ -202,16 +203,16 @@ local function bool_mask(mask, call)
   if not is_tensor(mask) then
     fail(("%s: mask must be a bool tensor, got %s"):format(call, describe(mask)))
   end
-  return H(mask)
+  return header(mask)
 end
 
 function Tensor.masked_fill(self, mask, value)
-  local h, m = H(self), bool_mask(mask, "masked_fill")
+  local h, m = header(self), bool_mask(mask, "masked_fill")
   return adopt(pick("masked_fill", h, m).td_masked_fill(h, m, (scalar(value, "masked_fill"))))
 end
 
 function Tensor.masked_fill_(self, mask, value)
-  local h, m = H(self), bool_mask(mask, "masked_fill_")
+  local h, m = header(self), bool_mask(mask, "masked_fill_")
   check(pick("masked_fill_", h, m).td_masked_fill_(h, m, (scalar(value, "masked_fill_"))))
   return self
 end
@@ -220,8 +221,8 @@ end
 function M.where(mask, a, b)
   local m = bool_mask(mask, "where")
   local ha, hb, sa, sb, ka, kb = nil, nil, 0, 0, 0, 0
-  if is_tensor(a) then ha = H(a) else sa, ka = scalar(a, "where") end
-  if is_tensor(b) then hb = H(b) else sb, kb = scalar(b, "where") end
+  if is_tensor(a) then ha = header(a) else sa, ka = scalar(a, "where") end
+  if is_tensor(b) then hb = header(b) else sb, kb = scalar(b, "where") end
   return adopt(pick("where", m, ha, hb).td_where(m, ha, sa, ka, hb, sb, kb))
 end
 
@@ -243,7 +244,7 @@ function M.install_operators(meta, bin, neg)
   meta.__unm = neg
 end
 M.install_operators(mt, binary, function(a)
-  local h = H(a)
+  local h = header(a)
   return adopt(pick("neg", h).td_unary(C.TD_UNARY_NEG, h))
 end)
 

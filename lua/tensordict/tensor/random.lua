@@ -9,7 +9,7 @@ local device = require("tensordict.tensor.device")
 
 local C = lib.C
 local fail, describe = util.fail, util.describe
-local Tensor, adopt, H, check = tensor.Tensor, tensor.adopt, tensor.handle, tensor.check
+local Tensor, adopt, header, check = tensor.Tensor, tensor.adopt, tensor.handle, tensor.check
 
 local M = {}
 
@@ -55,20 +55,20 @@ end
 
 function Tensor.uniform_(self, a, b, g)
   local low, high = number("uniform_", "low", a or 0), number("uniform_", "high", b or 1)
-  local h = H(self)
+  local h = header(self)
   check(device.pick("uniform_", h).td_uniform_(h, low, high, gen_arg(g, "uniform_")))
   return self
 end
 
 function Tensor.normal_(self, mean, std, g)
   local m, sd = number("normal_", "mean", mean or 0), number("normal_", "std", std or 1)
-  local h = H(self)
+  local h = header(self)
   check(device.pick("normal_", h).td_normal_(h, m, sd, gen_arg(g, "normal_")))
   return self
 end
 
 function Tensor.bernoulli_(self, p, g)
-  local h = H(self)
+  local h = header(self)
   check(device.pick("bernoulli_", h).td_bernoulli_(h, number("bernoulli_", "p", p or 0.5), gen_arg(g, "bernoulli_")))
   return self
 end

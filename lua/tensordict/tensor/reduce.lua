@@ -12,7 +12,7 @@ local ops = require("tensordict.tensor.ops")
 
 local C = lib.C
 local fail, describe, dim0 = util.fail, util.describe, util.dim0
-local Tensor, adopt, H, check = tensor.Tensor, tensor.adopt, tensor.handle, tensor.check
+local Tensor, adopt, header, check = tensor.Tensor, tensor.adopt, tensor.handle, tensor.check
 local value_of = tensor.value_of
 local dims_buf = util.dims_buf
 
@@ -59,7 +59,7 @@ local function value_or_tensor(t)
 end
 
 local function reduce(op, call, self, dims, opts, param)
-  local h = H(self)
+  local h = header(self)
   local n = read_dims(call, h, dims)
   local o = options(call, opts)
   local kernels = device.pick(call, h)
@@ -90,7 +90,7 @@ end
 -- max() is the largest element; max(dim [, keepdim]) gives values and 1-based indices.
 local function extreme(red, call)
   return function(self, dim, opts)
-    local h = H(self)
+    local h = header(self)
     if dim == nil then return reduce(red, call, self) end
     if type(dim) ~= "number" then
       fail(("%s: dim must be a number, got %s (use %s(dim) one dim at a time)"):format(call, describe(dim), call))
@@ -107,7 +107,7 @@ end
 
 local function arg_extreme(op, call)
   return function(self, dim, opts)
-    local h = H(self)
+    local h = header(self)
     if dim ~= nil and type(dim) ~= "number" then
       fail(("%s: dim must be a number, got %s"):format(call, describe(dim)))
     end
@@ -148,7 +148,7 @@ end
 -- (no indices); NaN propagates. Over every dim a Lua value, as max() is.
 local function extreme_values(op, call)
   return function(self, dims, opts)
-    local h = H(self)
+    local h = header(self)
     local n = read_dims(call, h, dims)
     if n == 0 then
       for i = 0, h.ndim - 1 do dims_buf[i] = i end
@@ -184,7 +184,7 @@ end
 local function running(call)
   local fn = "td_" .. call
   return function(self, dim)
-    local h = H(self)
+    local h = header(self)
     return adopt(device.pick(call, h)[fn](h, line_dim(call, h, dim)))
   end
 end
@@ -195,11 +195,11 @@ Tensor.cumprod = running("cumprod")
 -- first (torch's dtype= argument), which is how an integer tensor gets one.
 local function softmax(log, call)
   return function(self, dim, dtype)
-    local h = H(self)
+    local h = header(self)
     local d = line_dim(call, h, dim)
     if dtype == nil then return adopt(device.pick(call, h).td_softmax(h, d, log)) end
     local x = self:to(dtype)
-    local hx = H(x)
+    local hx = header(x)
     local r = adopt(device.pick(call, hx).td_softmax(hx, d, log))
     if x.o ~= self.o then x:free() end -- a cast copy (the same dtype shares self)
     return r

@@ -8,13 +8,13 @@ local util = require("tensordict.util")
 local tensor = require("tensordict.tensor.core")
 local dtypes = require("tensordict.tensor.dtype")
 
-local Tensor, H, adopt, is_tensor = tensor.Tensor, tensor.handle, tensor.adopt, tensor.is_tensor
+local Tensor, header, adopt, is_tensor = tensor.Tensor, tensor.handle, tensor.adopt, tensor.is_tensor
 local fail, describe, dim0 = util.fail, util.describe, util.dim0
 
 local M = {}
 
 function Tensor.expand_as(self, other)
-  H(self)
+  header(self)
   if not is_tensor(other) then
     fail(("expand_as: expected a tensor, got %s"):format(describe(other)))
   end
@@ -53,7 +53,7 @@ M.tile = tile
 -- repeat(sizes...): torch's Tensor.repeat: at least dim() sizes; extra ones add leading
 -- dims. Always a copy.
 local function repeat_tensor(self, ...)
-  local h = H(self)
+  local h = header(self)
   local sizes = repeat_sizes("repeat", ...)
   if #sizes < h.ndim then
     fail(("repeat: %d repeats given for a tensor of %d dims (at least one per dim)")
@@ -77,7 +77,7 @@ local function interleave_counts(call, repeats, n)
   if not is_tensor(repeats) then
     fail(("%s: repeats must be an integer or an integer tensor, got %s"):format(call, describe(repeats)))
   end
-  if not dtypes.is_integer(H(repeats).dtype) then
+  if not dtypes.is_integer(header(repeats).dtype) then
     fail(("%s: repeats must have an integer dtype, got %s"):format(call, repeats:dtype()))
   end
   if repeats:dim() > 1 then
@@ -98,7 +98,7 @@ end
 -- 0-based int64 positions: element i (0-based) counts[i + 1] times, in order.
 local function positions(counts, total)
   local idx = adopt(C.td_tensor_empty(1, ffi.new("int64_t[1]", total), C.TD_INT64))
-  local p = ffi.cast("int64_t *", C.td_tensor_data_borrow(H(idx)))
+  local p = ffi.cast("int64_t *", C.td_tensor_data_borrow(header(idx)))
   local k = 0
   for i, r in ipairs(counts) do
     for _ = 1, r do
@@ -122,7 +122,7 @@ end
 
 -- x with each element along d0 (0-based) repeated as plan says.
 function M.interleave(x, plan, d0)
-  if is_tensor(plan) then return adopt(C.td_index_select(H(x), d0, H(plan))) end
+  if is_tensor(plan) then return adopt(C.td_index_select(header(x), d0, header(plan))) end
   local expanded, merged = {}, {}
   for i, s in ipairs(x:shape()) do
     expanded[#expanded + 1] = s
@@ -134,7 +134,7 @@ end
 
 -- repeat_interleave(repeats [, dim]): without a dim the tensor is flattened first.
 function Tensor.repeat_interleave(self, repeats, dim)
-  local h = H(self)
+  local h = header(self)
   local x = dim == nil and self:reshape(-1) or self
   local d0 = dim == nil and 0 or dim0("repeat_interleave", dim, h.ndim)
   return M.interleave(x, (M.interleave_plan("repeat_interleave", repeats, x:size(d0 + 1))), d0)
