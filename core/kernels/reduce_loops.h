@@ -16,7 +16,8 @@
  * 8 in a fixed tree, the 8-lane loop takes the rest, so rows under 32 elements fold
  * exactly as before and every row in an order fixed by its length alone. Blocks need
  * no such trick: each column is its own chain and the loop over columns vectorises.
- * Both are compiled for AVX-512, AVX2 and the baseline (WIDEST): the order of the
+ * Both are compiled for AVX-512, AVX2 and the baseline (WIDEST; the baseline alone
+ * where each element calls libm and nothing vectorises): the order of the
  * operations is the one written, so every version gives the same bits.
  *
  * Three units instantiate them, by dtype group, each into a table of its own:
@@ -109,32 +110,36 @@ _Static_assert(WIDE_LANES == 4 * LANES, "the wide lanes fold into LANES in a tre
 #define STEP_ANY(m, v, c) ((m) | (int64_t)((v) != 0))
 #define JOIN_ANY(m, t) ((m) | (t))
 
-/* (family, accumulator type, state field, identity, element as, center) */
-#define F_FAMILIES(X, DN, DT, DK)                                                  \
-  X(F_SUM, DN, DT, DK, double, a, 0.0, VALF, CNONE)                                \
-  X(F_PROD, DN, DT, DK, double, a, 1.0, VALF, CNONE)                               \
-  X(F_MIN, DN, DT, DK, double, a, INFINITY, VALF, CNONE)                           \
-  X(F_MAX, DN, DT, DK, double, a, -INFINITY, VALF, CNONE)                          \
-  X(F_SUMSQ, DN, DT, DK, double, a, 0.0, VALF, CNONE)                              \
-  X(F_SUMABS, DN, DT, DK, double, a, 0.0, VALF, CNONE)                             \
-  X(F_MAXABS, DN, DT, DK, double, a, 0.0, VALF, CNONE)                             \
-  X(F_MINABS, DN, DT, DK, double, a, INFINITY, VALF, CNONE)                        \
-  X(F_CNTNZ, DN, DT, DK, double, a, 0.0, VALF, CNONE)                              \
-  X(F_SUMPOW, DN, DT, DK, double, a, 0.0, VALF, CNONE)                             \
-  X(F_SQDEV, DN, DT, DK, double, b, 0.0, VALF, CMEAN)                              \
-  X(F_LSEEXP, DN, DT, DK, double, b, 0.0, VALF, CLSE)                              \
-  X(ALL, DN, DT, DK, int64_t, i, 1, VALN, CNONE)                                   \
-  X(ANY, DN, DT, DK, int64_t, i, 0, VALN, CNONE)
-#define I_FAMILIES(X, DN, DT, DK)                                                  \
-  X(I_SUM, DN, DT, DK, uint64_t, i, 0, VALI, CNONE)                                \
-  X(I_PROD, DN, DT, DK, uint64_t, i, 1, VALI, CNONE)                               \
-  X(I_MIN, DN, DT, DK, int64_t, i, INT64_MAX, VALI, CNONE)                         \
-  X(I_MAX, DN, DT, DK, int64_t, i, INT64_MIN, VALI, CNONE)
+/* (family, accumulator type, state field, identity, element as, center, versions): the
+ * versions are WIDEST's (AVX-512, AVX2, baseline) where the loops vectorise, SCALAR's
+ * (the baseline alone) where every element calls libm (pow, exp), so no version would
+ * differ but in its encoding. */
+#define SCALAR
+#define F_FAMILIES(X, DN, DT, DK)                                                 \
+  X(F_SUM, DN, DT, DK, double, a, 0.0, VALF, CNONE, WIDEST)                       \
+  X(F_PROD, DN, DT, DK, double, a, 1.0, VALF, CNONE, WIDEST)                      \
+  X(F_MIN, DN, DT, DK, double, a, INFINITY, VALF, CNONE, WIDEST)                  \
+  X(F_MAX, DN, DT, DK, double, a, -INFINITY, VALF, CNONE, WIDEST)                 \
+  X(F_SUMSQ, DN, DT, DK, double, a, 0.0, VALF, CNONE, WIDEST)                     \
+  X(F_SUMABS, DN, DT, DK, double, a, 0.0, VALF, CNONE, WIDEST)                    \
+  X(F_MAXABS, DN, DT, DK, double, a, 0.0, VALF, CNONE, WIDEST)                    \
+  X(F_MINABS, DN, DT, DK, double, a, INFINITY, VALF, CNONE, WIDEST)               \
+  X(F_CNTNZ, DN, DT, DK, double, a, 0.0, VALF, CNONE, WIDEST)                     \
+  X(F_SUMPOW, DN, DT, DK, double, a, 0.0, VALF, CNONE, SCALAR)                    \
+  X(F_SQDEV, DN, DT, DK, double, b, 0.0, VALF, CMEAN, WIDEST)                     \
+  X(F_LSEEXP, DN, DT, DK, double, b, 0.0, VALF, CLSE, SCALAR)                     \
+  X(ALL, DN, DT, DK, int64_t, i, 1, VALN, CNONE, WIDEST)                          \
+  X(ANY, DN, DT, DK, int64_t, i, 0, VALN, CNONE, WIDEST)
+#define I_FAMILIES(X, DN, DT, DK)                                                 \
+  X(I_SUM, DN, DT, DK, uint64_t, i, 0, VALI, CNONE, WIDEST)                       \
+  X(I_PROD, DN, DT, DK, uint64_t, i, 1, VALI, CNONE, WIDEST)                      \
+  X(I_MIN, DN, DT, DK, int64_t, i, INT64_MAX, VALI, CNONE, WIDEST)                \
+  X(I_MAX, DN, DT, DK, int64_t, i, INT64_MIN, VALI, CNONE, WIDEST)
 
 #define AT_PTR(p) ((const void *)(p))
 
-#define DEF_ROW(FAM, DN, DT, DK, AT, FIELD, ID, VAL, CENTER)                            \
-  WIDEST static void row_##FAM##_##DN(td_reduce_acc *acc, const char *p, int64_t s, int64_t n, \
+#define DEF_ROW(FAM, DN, DT, DK, AT, FIELD, ID, VAL, CENTER, ATTR)                            \
+  ATTR static void row_##FAM##_##DN(td_reduce_acc *acc, const char *p, int64_t s, int64_t n, \
                                int64_t pos, double prm) {                               \
     (void)pos, (void)prm;                                                               \
     const double c = CENTER(acc->a);                                                    \
@@ -163,8 +168,8 @@ _Static_assert(WIDE_LANES == 4 * LANES, "the wide lanes fold into LANES in a tre
     acc->FIELD = r;                                                                     \
   }
 
-#define DEF_BLOCK(FAM, DN, DT, DK, AT, FIELD, ID, VAL, CENTER)                          \
-  WIDEST static void block_##FAM##_##DN(const td_reduce_cols *cl, const char *p, int64_t sc,   \
+#define DEF_BLOCK(FAM, DN, DT, DK, AT, FIELD, ID, VAL, CENTER, ATTR)                          \
+  ATTR static void block_##FAM##_##DN(const td_reduce_cols *cl, const char *p, int64_t sc,   \
                                  int64_t w, int64_t sr, int64_t nr, int64_t pos,        \
                                  double prm) {                                          \
     (void)pos, (void)prm;                                                               \
@@ -202,9 +207,9 @@ _Static_assert(WIDE_LANES == 4 * LANES, "the wide lanes fold into LANES in a tre
     }                                                                                   \
   }
 
-#define DEF_KERNELS(FAM, DN, DT, DK, AT, FIELD, ID, VAL, CENTER) \
-  DEF_ROW(FAM, DN, DT, DK, AT, FIELD, ID, VAL, CENTER)           \
-  DEF_BLOCK(FAM, DN, DT, DK, AT, FIELD, ID, VAL, CENTER)
+#define DEF_KERNELS(FAM, DN, DT, DK, AT, FIELD, ID, VAL, CENTER, ATTR) \
+  DEF_ROW(FAM, DN, DT, DK, AT, FIELD, ID, VAL, CENTER, ATTR)           \
+  DEF_BLOCK(FAM, DN, DT, DK, AT, FIELD, ID, VAL, CENTER, ATTR)
 
 /* ---- argmin / argmax: the first extreme; NaN counts as the extreme ------------------
  * A scalar loop: positions must be tracked per element. bi < 0 means nothing seen. */
@@ -258,7 +263,7 @@ _Static_assert(WIDE_LANES == 4 * LANES, "the wide lanes fold into LANES in a tre
 
 /* A unit's table rows for a dtype (designated initializers: the rest stay NULL). */
 #define ENTRY(FAM, DN) [RF_##FAM][TD_##DN] = {row_##FAM##_##DN, block_##FAM##_##DN},
-#define ENTRY_K(FAM, DN, DT, DK, AT, FIELD, ID, VAL, CENTER) ENTRY(FAM, DN)
+#define ENTRY_K(FAM, DN, DT, DK, AT, FIELD, ID, VAL, CENTER, ATTR) ENTRY(FAM, DN)
 #define TAB_F(_, DN, DT, DK, ...) \
   F_FAMILIES(ENTRY_K, DN, DT, DK) ENTRY(F_ARGMIN, DN) ENTRY(F_ARGMAX, DN)
 #define TAB_I(_, DN, DT, DK, ...) \
