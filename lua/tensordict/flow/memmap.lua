@@ -262,11 +262,14 @@ local ReplayBuffer = core.define("ReplayBuffer", {
   kind = "sink",
   doc = "A ring of capacity rows on disk (memmap_like of the first batch's structure): "
     .. "extend(td) writes rows, wrapping around; sample(n, gen) draws n rows uniformly "
-    .. "with replacement. As a sink, write extends and finish returns the buffer.",
+    .. "with replacement. Its fill count and cursor are kept on disk: a ring at path is "
+    .. "reopened. As a sink, write extends and finish returns the buffer.",
   params = {
-    { "path", "string", required = true, doc = "the folder of the ring (capacity rows, zero-filled at first)" },
+    { "path", "string", required = true, doc = "the folder of the ring (capacity rows, zero-filled at first); "
+      .. "a ring already there is reopened, with its rows, length and cursor" },
     { "capacity", "integer", required = true, min = 1, doc = "rows kept; older rows are overwritten" },
-    { "existsok", "boolean", default = false, doc = "replace a memmap folder already at path" },
+    { "existsok", "boolean", default = false, doc = "replace what is at path (a ring too) with a new ring "
+      .. "at the first extend" },
     { "fsync", "boolean", default = true, doc = "sync the preallocated files (crash-safe creation)" },
   },
   examples = {
@@ -278,36 +281,56 @@ function ReplayBuffer:init()
   self.pos, self.filled = 0, 0
 end
 
--- A pipeline's open: refuses a path that exists (unless existsok) before data moves.
-function ReplayBuffer:open()
-  if self.buf or self.p.existsok then return end
-  local f = io.open(self.p.path, "rb")
-  if f then
-    f:close()
-    self:fail("'%s' exists (pass existsok = true to replace it)", self.p.path)
+-- The ring already at path, unless existsok replaces it: mapped read-write with its
+-- counters (fill count and cursor). Looked for once, at the first use.
+local function attach(self)
+  if self.buf or self.looked then return end
+  self.looked = true
+  if self.p.existsok or not fs.exists(self.p.path) then return end
+  local ring, counters = append.open_ring(self.p.path)
+  if not ring then self:fail("%s; pass existsok = true to replace it", counters) end
+  if #ring ~= self.p.capacity then
+    self:fail("'%s' is a ring of %d rows, not %d (capacity); pass existsok = true to replace it",
+      self.p.path, #ring, self.p.capacity)
   end
+  self.buf, self.counters = ring, counters
+  self.filled, self.pos = counters[3], counters[4]
 end
 
+-- A pipeline's open: the ring at path is reopened (or, with existsok, replaced at the
+-- first extend); a path holding something else is refused before data moves.
+function ReplayBuffer:open() attach(self) end
+
 -- Rows filled (at most capacity). (`#rb` cannot work: a node is a Lua table.)
-function ReplayBuffer:len() return self.filled end
+function ReplayBuffer:len()
+  attach(self)
+  return self.filled
+end
 
 -- The ring itself (capacity rows, read-write mapped), nil before the first extend.
-function ReplayBuffer:storage() return self.buf end
+function ReplayBuffer:storage()
+  attach(self)
+  return self.buf
+end
 
 local function make_ring(self, td)
-  local ring, msg = append.rows_like(td, self.p.capacity, self.p.path,
-                                     { existsok = self.p.existsok, fsync = self.p.fsync })
+  local opts = { existsok = self.p.existsok, fsync = self.p.fsync }
+  local ring, msg = append.rows_like(td, self.p.capacity, self.p.path, opts)
   if not ring then self:fail("extend: %s", (msg:gsub("%(pass existsok%)", "(pass existsok = true to replace it)"))) end
-  self.buf = ring
+  local counters, err = append.new_ring_counters(self.p.path, self.p.capacity, opts)
+  if not counters then self:fail("extend: %s", err) end
+  self.buf, self.counters, self.pos, self.filled = ring, counters, 0, 0
 end
 
 -- rb:extend(td): td's rows go after the newest ones, wrapping around; of a batch of
--- more than capacity rows only the last capacity are kept. Returns rb.
+-- more than capacity rows only the last capacity are kept. Returns rb. The counters on
+-- disk move after the rows are written.
 function ReplayBuffer:extend(td)
   if not is_td(td) then self:fail("extend: expected a TensorDict, got %s", describe(td)) end
   if td:batch_dims() == 0 then
     self:fail("extend: a batch needs at least one batch dim (rows), got batch size []")
   end
+  attach(self)
   if not self.buf then make_ring(self, td) end
   local buf, cap = self.buf, self.p.capacity
   local fits, msg = append.check_rows_like(buf, td, "the buffer")
@@ -321,6 +344,8 @@ function ReplayBuffer:extend(td)
   if first < n then buf[{ { 1, n - first } }] = td[{ { first + 1, n } }] end
   self.pos = (pos + n) % cap
   self.filled = math.min(cap, self.filled + n)
+  local counters = self.counters
+  counters[3], counters[4] = self.filled, self.pos
   return self
 end
 
@@ -330,6 +355,7 @@ function ReplayBuffer:sample(n, gen)
   if not util.is_int(n) or n < 0 then
     self:fail("sample: n must be a non-negative integer, got %s", describe(n))
   end
+  attach(self)
   if self.filled == 0 then self:fail("sample: the buffer is empty (extend it first)") end
   if gen ~= nil and getmetatable(gen) ~= GENERATOR_MT then
     self:fail("sample: gen must be a T.Generator (or nil: the global one), got %s", describe(gen))
@@ -346,19 +372,24 @@ function ReplayBuffer:sample(n, gen)
   return out
 end
 
+-- The rows and the counters durable (msync).
+function ReplayBuffer:sync()
+  if self.buf then
+    self.buf:sync()
+    local ok, msg = append.sync_counters(self.counters)
+    if not ok then self:fail("sync: %s", msg) end
+  end
+  return self
+end
+
 -- The sink side: write extends; finish syncs and returns the buffer (rb itself).
 function ReplayBuffer:write(td) return self:extend(td) end
 
-function ReplayBuffer:finish()
-  if self.buf then self.buf:sync() end
-  return self
-end
+function ReplayBuffer:finish() return self:sync() end
 
 -- Nothing to undo: the ring is a working buffer, never a committed result.
 function ReplayBuffer:abort() end
 
-function ReplayBuffer:close()
-  if self.buf then self.buf:sync() end
-end
+function ReplayBuffer:close() self:sync() end
 
 return { MemmapSource = MemmapSource, MemmapSink = MemmapSink, ReplayBuffer = ReplayBuffer }
