@@ -10,6 +10,7 @@ local random = require("tensordict.tensor.random")
 local core = require("tensordict.flow.core")
 local meter = require("tensordict.flow.meter")
 local Seq = require("tensordict.flow.seq")
+local provenance = require("tensordict.flow.provenance")
 
 local fail, describe = util.fail, util.describe
 local now, took, gave, spent = meter.now, meter.took, meter.gave, meter.spent
@@ -17,7 +18,8 @@ local now, took, gave, spent = meter.now, meter.took, meter.gave, meter.spent
 local M = {}
 
 -- seed is checked below (an integer), workers by the nodes that take it (Map).
-local RUN_OPTIONS = { seed = "any", workers = "any", on_batch = "function", ctx = "table", profile = "boolean" }
+local RUN_OPTIONS = { seed = "any", workers = "any", on_batch = "function", ctx = "table", profile = "boolean",
+  resume = "boolean", provenance = "table", on_resume = "function" }
 
 local function check_role(x, role, methods)
   if type(x) ~= "table" then
@@ -57,12 +59,95 @@ local function metered_source(nxt, m)
   end
 end
 
+------------------------------------------------------------------ checkpoints
+
+-- What a checkpoint is of: the place and type of every part, so that a resume refuses
+-- another pipeline instead of restoring states into the wrong nodes.
+local function signature(source, node, sink)
+  local parts = { "source " .. (source.type_name or "?") }
+  local function walk(n, where)
+    if is_seq(n) then
+      for j, sub in ipairs(n.nodes) do walk(sub, ("%s[%d]"):format(where, j)) end
+    else
+      parts[#parts + 1] = where .. " " .. (n.type_name or "?")
+    end
+  end
+  if node then
+    if is_seq(node) then walk(node, "steps") else walk(node, "steps[1]") end
+  end
+  parts[#parts + 1] = "sink " .. (sink.type_name or "?")
+  return parts
+end
+
+-- Raises naming every part that cannot take part in a checkpoint (flow/core.lua).
+local function check_checkpointable(source, node, ctx)
+  if ctx.dist then fail("run: data-parallel runs (mpirun) do not checkpoint (drop the sink's checkpoint)") end
+  local problems = {}
+  if type(source.state) ~= "function" or type(source.restore) ~= "function" then
+    problems[1] = ("source (%s): it has no state()/restore() to record its position")
+      :format(source.type_name or "?")
+  end
+  if node then
+    local list = is_seq(node) and node:checkpoint_problems() or {}
+    if not is_seq(node) then
+      local why = core.checkpoint_problem(node)
+      if why then list[1] = { where = "steps[1]", node = node, why = why } end
+    end
+    for _, pb in ipairs(list) do
+      problems[#problems + 1] = ("%s (%s): %s"):format(pb.where, pb.node.type_name or "?", pb.why)
+    end
+  end
+  if #problems > 0 then
+    fail(("run: the run cannot checkpoint: %s"):format(table.concat(problems, "; ")))
+  end
+end
+
+-- The pipeline's state between two batches (after the node was drained).
+local function capture(run)
+  local s = run.summary
+  return {
+    format = 1, pipeline = run.signature, seed = run.seed, rng = random.get_rng_state(),
+    source = run.source:state(), node = run.node and run.node:state() or nil,
+    counts = { batches_in = s.batches_in, rows_in = s.rows_in, batches_out = s.batches_out, rows_out = s.rows_out },
+    provenance = run.record and provenance.resumable(run.record) or nil,
+  }
+end
+
+-- A resumed run: the recorded state checked against this pipeline, then put back.
+local function restore(run, saved)
+  if type(saved) ~= "table" or saved.format ~= 1 then
+    fail("run: resume: the checkpoint holds no pipeline state of this library's format")
+  end
+  local mine = run.signature
+  for i = 1, math.max(#mine, #saved.pipeline) do
+    if mine[i] ~= saved.pipeline[i] then
+      fail(("run: resume: the checkpoint was made by another pipeline: it has %s where this one has %s")
+        :format(saved.pipeline[i] or "nothing", mine[i] or "nothing"))
+    end
+  end
+  if saved.seed ~= run.seed then
+    fail(("run: resume: the checkpoint was made with seed %s, this run has seed %s")
+      :format(tostring(saved.seed), tostring(run.seed)))
+  end
+  if run.on_resume then run.on_resume(saved.provenance) end
+  run.set_phase("source")
+  run.source:restore(saved.source)
+  run.set_phase("node")
+  if run.node then run.node:restore(saved.node) end
+  random.set_rng_state(saved.rng)
+  for k, v in pairs(saved.counts) do run.summary[k] = v end
+  if run.record then provenance.resumed(run.record, saved.provenance, run.sink:rows()) end
+end
+
 -- flow.run(source, node, sink [, opts]) -> sink:finish()'s result, a summary table.
 -- node may be nil (batches go straight to the sink) or a list of nodes (a Seq).
 -- opts: seed (the pipeline seed, default 0: seeds the global generator and reaches
 -- every node's open as ctx.seed), workers (ctx.workers, a default for Map), ctx (more
 -- fields for open), on_batch(summary) called after each source batch, profile (the
--- summary gets nodes: the source's, each step's and the sink's own time and rows).
+-- summary gets nodes: the source's, each step's and the sink's own time and rows),
+-- resume (continue from the sink's checkpoint), on_resume(recorded provenance) (a host
+-- checks it is the same run; raising stops the resume), provenance (a table the run
+-- fills: flow/provenance.lua; the sink commits it with the output).
 function M.run(source, node, sink, opts)
   opts = util.options("run", opts, RUN_OPTIONS)
   check_role(source, "source", { "iter" })
@@ -76,10 +161,19 @@ function M.run(source, node, sink, opts)
 
   local ctx = {}
   for k, v in pairs(opts.ctx or {}) do ctx[k] = v end
-  ctx.seed, ctx.workers = seed, opts.workers
+  ctx.seed, ctx.workers, ctx.resume = seed, opts.workers, opts.resume or nil
   local summary = meter.new()
   local on_batch = opts.on_batch
   local phase, opened = "source", {}
+  local checkpointing = sink.checkpointing ~= nil and sink:checkpointing()
+  -- a run that checkpoints keeps a record even unasked: a later resume continues it
+  local record = opts.provenance or ((checkpointing or opts.resume) and {} or nil)
+  if record then provenance.start(record, seed, opts.workers) end
+  if opts.resume and type(sink.resume_state) ~= "function" then
+    fail(("run: resume: the sink (%s) keeps no checkpoint (MemmapSink{checkpoint = rows} does)")
+      :format(sink.type_name or describe(sink)))
+  end
+  local run -- what checkpoints and resume work on
 
   -- profiling: the source and the sink are metered here, the steps by their Seq
   local source_m, sink_m, wrapped
@@ -87,6 +181,16 @@ function M.run(source, node, sink, opts)
     source_m, sink_m = meter.new("source", source.type_name or "?"), meter.new("sink", sink.type_name or "?")
     if node ~= nil and not is_seq(node) then node, wrapped = Seq.new({ node }), true end
     if node then node:set_profile(true) end
+  end
+
+  -- The per-place report: the source, every step, the sink (what the sink took, it
+  -- keeps: its rows out are its rows in).
+  local function profile_list()
+    sink_m.batches_out, sink_m.rows_out = sink_m.batches_in, sink_m.rows_in
+    local nodes = { source_m }
+    for _, p in ipairs(node and node:profile() or {}) do nodes[#nodes + 1] = p end
+    nodes[#nodes + 1] = sink_m
+    return nodes
   end
 
   local function emit(td)
@@ -106,6 +210,13 @@ function M.run(source, node, sink, opts)
   local t0 = now()
   local result
   local ok, err = xpcall(function()
+    if checkpointing or opts.resume then
+      phase = "run" -- the checks name no place: they are of the whole run
+      check_checkpointable(source, node, ctx)
+      run = { summary = summary, source = source, node = node, sink = sink, seed = seed, record = record,
+        signature = signature(source, node, sink), on_resume = opts.on_resume,
+        set_phase = function(p) phase = p end }
+    end
     random.manual_seed(seed)
     for _, part in ipairs({ { "source", source }, { "node", node }, { "sink", sink } }) do
       phase = part[1]
@@ -114,6 +225,12 @@ function M.run(source, node, sink, opts)
         x:open(ctx)
       end
       opened[#opened + 1] = x
+    end
+    if opts.resume then
+      phase = "sink"
+      local saved = sink:resume_state()
+      phase = "run"
+      restore(run, saved)
     end
     phase = "source"
     local nxt = source:iter(ctx)
@@ -142,11 +259,25 @@ function M.run(source, node, sink, opts)
         summary.seconds = now() - t0
         on_batch(summary)
       end
+      if run and sink:checkpoint_due() then
+        -- between batches, nothing in flight: the state is the source's position
+        phase = "node"
+        if node and node.drain then node:drain(emit) end
+        local state = capture(run)
+        phase = "sink"
+        sink:checkpoint(state)
+      end
       if node and (node.done or (node.is_done and node:is_done())) then break end
     end
     phase = "node"
     if node and node.flush then node:flush(emit) end
     phase = "sink"
+    if opts.provenance and sink.set_provenance then
+      -- committed with the output: the run as it stands when the last row is written
+      summary.seconds = now() - t0
+      provenance.finish(record, "ok", nil, summary, source_m and profile_list())
+      sink:set_provenance(provenance.json(record))
+    end
     if sink_m then
       local f0 = now()
       result = sink:finish()
@@ -172,21 +303,22 @@ function M.run(source, node, sink, opts)
     end
   end
   if opts.profile then
-    -- what the sink took, it keeps: its rows out are its rows in
-    sink_m.batches_out, sink_m.rows_out = sink_m.batches_in, sink_m.rows_in
-    local nodes = { source_m }
-    for _, p in ipairs(node and node:profile() or {}) do nodes[#nodes + 1] = p end
-    nodes[#nodes + 1] = sink_m
-    summary.nodes = nodes
+    summary.nodes = profile_list()
     if node then node:set_profile(false) end
   end
   if not ok then
     pcall(sink.abort, sink)
     if phase == "node" and node then
-      error(core.annotate(err, position(node, wrapped)), 0)
+      err = core.annotate(err, position(node, wrapped))
+    elseif phase ~= "run" then
+      local label = phase == "source" and source or sink
+      err = core.annotate(err, phase, core.is_node(label) and label or nil)
     end
-    local label = phase == "source" and source or sink
-    error(core.annotate(err, phase, core.is_node(label) and label or nil), 0)
+    if record then provenance.finish(record, provenance.status_of(err), err, summary, summary.nodes) end
+    error(err, 0)
+  end
+  if record then
+    provenance.finish(record, close_err and "failed" or "ok", close_err, summary, summary.nodes)
   end
   if close_err then error(close_err, 0) end
   return result, summary
