@@ -83,6 +83,25 @@ describe("tdflow run records what made the run", function()
   end)
 end)
 
+describe("the report of a failed run", function()
+  it("is made from its provenance record, with the status and the error", function()
+    local T = require("tensordict")
+    local report = require("tensordict.host.report")
+    local rec = { recipe_file = "r.json" }
+    pcall(T.flow.run, T.flow.TensorSource { td = T.TensorDict({ x = T.zeros(10) }, { 10 }), batch_size = 4 },
+      T.flow.Lambda { fn = function(td) if #td < 4 then error("short batch") end return td end },
+      T.flow.Discard {}, { provenance = rec, profile = true, seed = 2 })
+    local rep = report.of_record(rec)
+    assert.are.equal("failed", rep.status)
+    assert.is_truthy(rep.error:find("tensordict: Lambda: short batch", 1, true), rep.error)
+    assert.are.same({ 10, 8, 2, "r.json" }, { rep.rows_in, rep.rows_out, rep.seed, rep.recipe })
+    assert.are.same({ "source", "steps[1]", "sink" }, { rep.nodes[1].where, rep.nodes[2].where, rep.nodes[3].where })
+    local doc = json.decode(report.json(rep))
+    assert.are.equal("failed", doc.provenance.status)
+    assert.are.equal(rep.error, doc.error)
+  end)
+end)
+
 describe("tdflow rerun", function()
   it("reruns the recorded recipe with its overrides and, with --verify, finds the same bytes", function()
     local text = expect("rerun " .. dir .. "/out --verify -q", 0)

@@ -29,6 +29,21 @@ function M.build(info)
   }
 end
 
+-- The report of a run from its provenance record alone: what a failed or interrupted
+-- run leaves (flow.run fills the record, r.provenance, whatever the outcome; with
+-- profiling its nodes too), with its status and error.
+function M.of_record(record)
+  local nodes = {}
+  for i, n in ipairs(record.nodes or {}) do
+    local copy = {}
+    for k, v in pairs(n) do copy[k] = v end
+    nodes[i] = copy
+  end
+  return M.build({ rows = nodes, seconds = record.seconds or 0, rows_in = record.rows_in or 0,
+    rows_out = record.rows_out or 0, recipe = record.recipe_file, seed = record.seed, workers = record.workers,
+    provenance = record })
+end
+
 local function rate(x)
   if not x then return "-" end
   if x >= 1e6 then return ("%.2fM"):format(x / 1e6) end
