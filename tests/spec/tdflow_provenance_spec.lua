@@ -161,12 +161,29 @@ describe("tdflow run --checkpoint and --resume", function()
   local out = dir .. "/ck"
   local function rows() return require("tensordict").flow.MemmapSink.checkpoint_rows(out) end
 
+  -- Starts `tdflow run CK args` and SIGKILLs it once its checkpoint holds at least
+  -- min_rows rows (then waits 0..wait_us more, for a kill anywhere after it).
+  local function kill_after_checkpoint(args, min_rows, wait_us)
+    local ffi = require("ffi")
+    pcall(ffi.cdef, "int kill(int pid, int sig); int usleep(unsigned int usec);")
+    local p = io.popen(("scripts/tdflow run %s %s >/dev/null 2>&1 & echo $!; wait"):format(CK, args))
+    local pid = tonumber(p:read("*l"))
+    for _ = 1, 6000 do -- 60 s at most
+      local n = rows()
+      if (n and n >= min_rows) or H.exists(out) then break end
+      ffi.C.usleep(10000)
+    end
+    ffi.C.usleep(math.random(0, wait_us))
+    ffi.C.kill(pid, 9)
+    p:close()
+  end
+
   it("continues a killed run from its last checkpoint to the bytes of a whole run", function()
     expect(("run %s -q --set 'sink.path=\"%s/whole\"'"):format(CK, dir), 0)
     local resumed = 0
-    for _ = 1, 6 do
+    for round = 1, 4 do
       H.rmtree(out)
-      H.kill_at_random(("scripts/tdflow run %s -q --checkpoint 20000 >/dev/null 2>&1"):format(CK), 150000, 450000)
+      kill_after_checkpoint("-q --checkpoint 20000", 20000 * round, 100000)
       local kept = rows()
       if kept then
         resumed = resumed + 1
@@ -196,9 +213,9 @@ describe("tdflow run --checkpoint and --resume", function()
     expect(("run %s -q --resume"):format(CK), 2, ("  sink (MemmapSink): path '%s' has no checkpoint to resume")
       :format(out))
     H.rmtree(out)
-    H.kill_at_random(("scripts/tdflow run %s -q --checkpoint 20000 >/dev/null 2>&1"):format(CK), 250000, 300000)
+    kill_after_checkpoint("-q --checkpoint 20000", 20000, 0)
     local kept = rows()
-    if not kept then return end -- the kill came before the first checkpoint: nothing to refuse
+    assert.is_truthy(kept, "the run ended before its first checkpoint")
     expect(("run %s -q --resume --set steps.4.size=701"):format(CK), 1,
       "tdflow: resume: the recipe differs from the checkpointed run's at steps[4].size: 700 there, 701 here "
         .. "(run the recipe of the checkpoint, or start over with existsok)\n",
