@@ -4,13 +4,15 @@
 -- sink aborted (nothing it wrote claims to be complete) and the error re-raised with
 -- the failing node's place. It owns the run's accounting (flow/meter.lua): the
 -- summary, and with profile = true every place's own time and rows, which hosts
--- (tdflow's report) only format.
+-- (tdflow's report) only format; checkpoints and resumes are flow/resume.lua's, the
+-- provenance record flow/provenance.lua's.
 local util = require("tensordict.util")
 local random = require("tensordict.tensor.random")
 local core = require("tensordict.flow.core")
 local meter = require("tensordict.flow.meter")
 local Seq = require("tensordict.flow.seq")
 local provenance = require("tensordict.flow.provenance")
+local resume = require("tensordict.flow.resume")
 
 local fail, describe = util.fail, util.describe
 local now, took, gave, spent = meter.now, meter.took, meter.gave, meter.spent
@@ -57,86 +59,6 @@ local function metered_source(nxt, m)
     end
     return td
   end
-end
-
------------------------------------------------------------------- checkpoints
-
--- What a checkpoint is of: the place and type of every part, so that a resume refuses
--- another pipeline instead of restoring states into the wrong nodes.
-local function signature(source, node, sink)
-  local parts = { "source " .. (source.type_name or "?") }
-  local function walk(n, where)
-    if is_seq(n) then
-      for j, sub in ipairs(n.nodes) do walk(sub, ("%s[%d]"):format(where, j)) end
-    else
-      parts[#parts + 1] = where .. " " .. (n.type_name or "?")
-    end
-  end
-  if node then
-    if is_seq(node) then walk(node, "steps") else walk(node, "steps[1]") end
-  end
-  parts[#parts + 1] = "sink " .. (sink.type_name or "?")
-  return parts
-end
-
--- Raises naming every part that cannot take part in a checkpoint (flow/core.lua).
-local function check_checkpointable(source, node, ctx)
-  if ctx.dist then fail("run: data-parallel runs (mpirun) do not checkpoint (drop the sink's checkpoint)") end
-  local problems = {}
-  if type(source.state) ~= "function" or type(source.restore) ~= "function" then
-    problems[1] = ("source (%s): it has no state()/restore() to record its position")
-      :format(source.type_name or "?")
-  end
-  if node then
-    local list = is_seq(node) and node:checkpoint_problems() or {}
-    if not is_seq(node) then
-      local why = core.checkpoint_problem(node)
-      if why then list[1] = { where = "steps[1]", node = node, why = why } end
-    end
-    for _, pb in ipairs(list) do
-      problems[#problems + 1] = ("%s (%s): %s"):format(pb.where, pb.node.type_name or "?", pb.why)
-    end
-  end
-  if #problems > 0 then
-    fail(("run: the run cannot checkpoint: %s"):format(table.concat(problems, "; ")))
-  end
-end
-
--- The pipeline's state between two batches (after the node was drained).
-local function capture(run)
-  local s = run.summary
-  return {
-    format = 1, pipeline = run.signature, seed = run.seed, rng = random.get_rng_state(),
-    source = run.source:state(), node = run.node and run.node:state() or nil,
-    counts = { batches_in = s.batches_in, rows_in = s.rows_in, batches_out = s.batches_out, rows_out = s.rows_out },
-    provenance = run.record and provenance.resumable(run.record) or nil,
-  }
-end
-
--- A resumed run: the recorded state checked against this pipeline, then put back.
-local function restore(run, saved)
-  if type(saved) ~= "table" or saved.format ~= 1 then
-    fail("run: resume: the checkpoint holds no pipeline state of this library's format")
-  end
-  local mine = run.signature
-  for i = 1, math.max(#mine, #saved.pipeline) do
-    if mine[i] ~= saved.pipeline[i] then
-      fail(("run: resume: the checkpoint was made by another pipeline: it has %s where this one has %s")
-        :format(saved.pipeline[i] or "nothing", mine[i] or "nothing"))
-    end
-  end
-  if saved.seed ~= run.seed then
-    fail(("run: resume: the checkpoint was made with seed %s, this run has seed %s")
-      :format(tostring(saved.seed), tostring(run.seed)))
-  end
-  if run.on_resume then run.on_resume(saved.provenance) end
-  run.set_phase("source")
-  run.source:restore(saved.source)
-  run.set_phase("node")
-  if run.node then run.node:restore(saved.node) end
-  random.set_rng_state(saved.rng)
-  for k, v in pairs(saved.counts) do run.summary[k] = v end
-  if run.record then provenance.resumed(run.record, saved.provenance, run.sink:rows()) end
 end
 
 -- flow.run(source, node, sink [, opts]) -> sink:finish()'s result, a summary table.
@@ -212,9 +134,9 @@ function M.run(source, node, sink, opts)
   local ok, err = xpcall(function()
     if checkpointing or opts.resume then
       phase = "run" -- the checks name no place: they are of the whole run
-      check_checkpointable(source, node, ctx)
+      resume.check(source, node, ctx)
       run = { summary = summary, source = source, node = node, sink = sink, seed = seed, record = record,
-        signature = signature(source, node, sink), on_resume = opts.on_resume,
+        signature = resume.signature(source, node, sink), on_resume = opts.on_resume,
         set_phase = function(p) phase = p end }
     end
     random.manual_seed(seed)
@@ -230,7 +152,7 @@ function M.run(source, node, sink, opts)
       phase = "sink"
       local saved = sink:resume_state()
       phase = "run"
-      restore(run, saved)
+      resume.restore(run, saved)
     end
     phase = "source"
     local nxt = source:iter(ctx)
@@ -263,7 +185,7 @@ function M.run(source, node, sink, opts)
         -- between batches, nothing in flight: the state is the source's position
         phase = "node"
         if node and node.drain then node:drain(emit) end
-        local state = capture(run)
+        local state = resume.capture(run)
         phase = "sink"
         sink:checkpoint(state)
       end
