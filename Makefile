@@ -248,6 +248,7 @@ install: all
 	install -m 644 lua/tensordict/*.lua $(DESTDIR)$(LUADIR)/tensordict/
 	for d in $(LUA_LAYERS); do install -m 644 lua/tensordict/$$d/*.lua $(DESTDIR)$(LUADIR)/tensordict/$$d/; done
 	install -m 644 plugins/*.lua $(DESTDIR)$(LUADIR)/tensordict/plugins/
+	luajit scripts/install_info.lua > $(DESTDIR)$(LUADIR)/tensordict/install_info.lua
 	install -m 755 scripts/tdflow $(DESTDIR)$(BINDIR)/tdflow
 	install -m 755 scripts/tdrepl $(DESTDIR)$(BINDIR)/tdrepl
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCDIR@|$(INCDIR)|' \

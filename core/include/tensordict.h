@@ -979,6 +979,52 @@ const char *td_op_name(int32_t kind, int32_t op, int32_t inplace);
 /* The op's TD_OPCAT_* code; -1 for an unknown kind or code. */
 int32_t td_op_category(int32_t kind, int32_t op);
 
+/* A generator's state is (seed, offset): offset is the next unused counter block (what
+ * td_generator_reserve would return). td_generator_set_state puts a state read with
+ * td_generator_seed and td_generator_offset back, so a stream continues exactly where it
+ * was (a resumed pipeline's). g NULL: the default generator. */
+uint64_t td_generator_offset(const td_generator *g);
+void td_generator_set_state(td_generator *g, uint64_t seed, uint64_t offset);
+
+/* ---- checkpoints of an append (core/store/append.c): resumable flow.MemmapSink runs ----
+ * A checkpoint makes the rows appended so far durable and records them with a folder of
+ * the caller's (a pipeline's state), so that another process can continue the append
+ * after this one is killed. The first checkpoint renames the temporary folder to
+ * `.<name>.checkpoint` beside prefix, a name no sweep of temporaries removes, and locks
+ * it (flock) while the append is open. Inside it, "%checkpoint" is the last checkpoint
+ * (replaced atomically by the next), "%structure" the first batch's structure and
+ * "%lock" the lock; the final commit removes them. (Names starting with "%" and a
+ * letter that is not a hex digit are never a key's file name: keys encode "%" as %25.) */
+/* The folder where the caller puts what the next checkpoint records (made empty by this
+ * call, inside the temporary folder); NULL with the error set. Valid until the next
+ * call on a. */
+const char *td_memmap_append_stage(td_memmap_append *a);
+/* Records a checkpoint: every leaf file synced (unless TD_MEMMAP_NO_FSYNC), then the
+ * rows appended so far and the staged folder (an empty one when td_memmap_append_stage
+ * was not called since the last checkpoint) replace the previous checkpoint atomically.
+ * The append goes on. 0, or a negative code with the previous checkpoint kept. */
+int32_t td_memmap_append_checkpoint(td_memmap_append *a);
+/* The folder of the last checkpoint (what was staged for it), NULL before the first:
+ * after td_memmap_append_resume, what the resumed run recorded. Valid until the next
+ * call on a. */
+const char *td_memmap_append_checkpoint_borrow(const td_memmap_append *a);
+/* Reopens the checkpointed append of prefix that a process left (killed, or suspended):
+ * locks it, drops the rows written after its checkpoint, and continues at its row count
+ * (td_memmap_append_rows). prefix is checked as td_memmap_append_open checks it; flags
+ * as there. NULL with the error set: no checkpoint, or one that another process holds. */
+td_memmap_append *td_memmap_append_resume(const char *prefix, int32_t flags);
+/* Closes the append and keeps its last checkpoint for td_memmap_append_resume (the rows
+ * after it are dropped then); an append without a checkpoint is aborted. Idempotent.
+ * td_memmap_append_free suspends an append that has a checkpoint, where it aborts others;
+ * td_memmap_append_abort removes the checkpoint too. td_memmap_append_open refuses a
+ * prefix with a checkpoint unless TD_MEMMAP_EXISTSOK, which removes it. */
+void td_memmap_append_suspend(td_memmap_append *a);
+/* The rows of prefix's checkpoint, -1 when it has none (negative codes for bad input). */
+int64_t td_memmap_append_checkpoint_rows(const char *prefix);
+/* The temporary folder the rows are written into (a caller may add files that are then
+ * committed with it: tdflow's provenance record); NULL once committed or aborted. */
+const char *td_memmap_append_path_borrow(const td_memmap_append *a);
+
 #ifdef __cplusplus
 }
 #endif

@@ -88,6 +88,17 @@ TD_EXPORT uint64_t td_generator_seed(const td_generator *g) {
   return (g ? g : &default_generator)->seed;
 }
 
+TD_EXPORT uint64_t td_generator_offset(const td_generator *g) {
+  return (g ? g : &default_generator)->offset;
+}
+
+/* (seed, offset) is the whole state: a stream put back continues block for block. */
+TD_EXPORT void td_generator_set_state(td_generator *g, uint64_t seed, uint64_t offset) {
+  if (!g) g = &default_generator;
+  g->seed = seed;
+  g->offset = offset;
+}
+
 /* Blocks [base, base + ceil(n / 4)) belong to this call; returns base. */
 static uint64_t reserve(td_generator *g, int64_t n) {
   uint64_t base = g->offset;

@@ -17,17 +17,41 @@
  *    prefix as every save is.
  * Until commit the temporary folder has no meta.json: nothing claims to be complete, and
  * the next open of the prefix in any process removes it once its process is gone.
+ *
+ * Checkpoints (resumable runs, tensordict.h): the first one renames the temporary folder
+ * to `.<name>.checkpoint`, which no sweep removes, and takes the flock of its "%lock";
+ * each one syncs the leaf files and swaps a staged folder in as "%checkpoint" (the
+ * caller's files, and "append.json" with the row count). Resume reopens that folder:
+ * the plan is rebuilt from "%structure" (a 0-row save of the first batch, written with
+ * the first checkpoint), files are cut back to the checkpoint's rows, and whatever a
+ * killed process left that the plan does not name is removed. The final commit removes
+ * the checkpoint's entries, so the committed folder is byte for byte an uninterrupted
+ * append's.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "../src/json.h"
 #include "store_internal.h"
 
 enum { APPEND_OPEN = 0, APPEND_BROKEN = 1, APPEND_DONE = 2 };
+
+/* A checkpointed append's entries (tensordict.h): "%" and a letter that is no hex digit
+ * begin no key's file name. */
+#define CKPT_SUFFIX ".checkpoint"        /* the folder: `.<name>.checkpoint` */
+#define CKPT_RECORD "%checkpoint"        /* the last checkpoint */
+#define CKPT_NEXT "%checkpoint.next"     /* the one being staged */
+#define CKPT_OLD "%checkpoint.old"       /* the spare name of a swap */
+#define CKPT_STRUCTURE "%structure"      /* the first batch's structure, 0 rows */
+#define CKPT_LOCK "%lock"                /* flocked while the append is open */
+#define CKPT_ROWS "append.json"          /* in a checkpoint: {"rows": n} */
 
 typedef struct append_leaf {
   int fd;            /* -1: no file (a leaf without elements per row) */
@@ -43,6 +67,10 @@ struct td_memmap_append {
   int64_t rows, cap; /* rows written; rows the files hold room for */
   int32_t state;
   td_storage *buf;   /* gathering block for strided leaves */
+  int64_t ckpt_rows; /* the last checkpoint's rows; -1 before the first */
+  int lockfd;        /* "%lock", flocked while a checkpointed append is open; -1 */
+  char *path;        /* the temporary folder (renamed at the first checkpoint) */
+  char *stage_path, *ckpt_path;
 };
 
 /* ------------------------------------------------------------ structure copies */
@@ -97,6 +125,118 @@ TD_EXPORT td_dict *td_dict_memmap_rows_like(const td_dict *d, int64_t rows, cons
   return r;
 }
 
+/* ----------------------------------------------------------------- checkpoints */
+
+/* `.<name>.checkpoint`, the folder of a checkpointed append beside name; false when the
+ * name does not fit in one file name. */
+static bool checkpoint_name(char *out, size_t cap, const char *name) {
+  int n = snprintf(out, cap, ".%s" CKPT_SUFFIX, name);
+  return n >= 0 && (size_t)n < cap && (size_t)n <= TD_MM_NAME_MAX;
+}
+
+/* The rows the checkpoint of folder dirfd records; -1 when it records none. */
+static int64_t recorded_rows(int dirfd) {
+  int fd = openat(dirfd, CKPT_RECORD "/" CKPT_ROWS, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return -1;
+  char buf[256];
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return -1;
+  td_json_error err;
+  cJSON *root = td_json_read(buf, (size_t)n, 0, &err);
+  const cJSON *r = root ? td_json_get(root, "rows") : NULL;
+  int64_t rows = -1;
+  if (!r || td_json_int64(r, &rows) != 1 || rows < 0) rows = -1;
+  cJSON_Delete(root);
+  return rows;
+}
+
+/* Takes the lock of checkpoint folder dirfd ("%lock", made when missing) into *lockfd;
+ * refuses, naming the prefix, when another open file holds it. */
+static int32_t take_lock(int dirfd, const char *call, const char *prefix, int *lockfd) {
+  int fd = openat(dirfd, CKPT_LOCK, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0666);
+  if (fd < 0)
+    return td_fail(TD_EIO, "%s: cannot open the checkpoint's lock beside '%s': %s", call,
+                   prefix, strerror(errno));
+  while (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EINTR) continue;
+    int e = errno;
+    close(fd);
+    if (e == EWOULDBLOCK)
+      return td_fail(TD_EIO, "%s: the checkpoint of '%s' is in use by another process (a run "
+                     "writing or resuming it)", call, prefix);
+    return td_fail(TD_EIO, "%s: cannot lock the checkpoint of '%s': %s", call, prefix,
+                   strerror(e));
+  }
+  *lockfd = fd;
+  return 0;
+}
+
+/* The temporary folder's path, kept for Lua (it moves at the first checkpoint). */
+static int32_t set_path(td_memmap_append *a) {
+  const td_mm_place *P = &a->stage.place;
+  free(a->path);
+  if (!(a->path = td_mm_path_join(P->parent, P->tmp)))
+    return td_fail(TD_ENOMEM, "append: out of memory");
+  return 0;
+}
+
+/* A fresh append and the checkpoint folder of an earlier one beside its prefix: one that
+ * another process holds refuses; one with a checkpoint refuses unless existsok, which
+ * removes it; one without (its process died before its first checkpoint completed) is
+ * removed. The lock is held while it is removed. */
+static int32_t clear_checkpoint(td_memmap_append *a) {
+  const td_mm_place *P = &a->stage.place;
+  char name[TD_MM_NAME_MAX + 64];
+  if (!checkpoint_name(name, sizeof name, P->name)) return 0; /* none can exist */
+  int dfd = openat(P->parentfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dfd < 0) return 0;
+  int lockfd = -1;
+  int32_t st = take_lock(dfd, "append", a->prefix, &lockfd);
+  int64_t rows = st ? -1 : recorded_rows(dfd);
+  close(dfd);
+  if (!st && rows >= 0 && !(a->stage.flags & TD_MEMMAP_EXISTSOK))
+    st = td_fail(TD_EIO, "append: '%s' has a checkpoint of an unfinished append (%lld rows): "
+                 "resume it, or pass existsok to start over", a->prefix, (long long)rows);
+  if (!st && td_fs_rm_tree(P->parentfd, name) != 0)
+    st = td_fail(TD_EIO, "append: cannot remove the old checkpoint beside '%s': %s", a->prefix,
+                 strerror(errno));
+  if (lockfd >= 0) close(lockfd);
+  return st;
+}
+
+TD_EXPORT int64_t td_memmap_append_checkpoint_rows(const char *prefix) {
+  char *clean = td_mm_clean_prefix("checkpoint_rows", prefix);
+  if (!clean) return td_last_status();
+  /* A link at prefix names the folder a commit replaces: the checkpoint is beside it. */
+  struct stat st;
+  char *target = lstat(clean, &st) == 0 && S_ISLNK(st.st_mode) ? realpath(clean, NULL) : NULL;
+  const char *path = target ? target : clean, *slash = strrchr(path, '/');
+  char *dir = td_fs_dir_of(path), name[TD_MM_NAME_MAX + 64];
+  int64_t rows = -1;
+  int pfd = dir ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+  if (pfd >= 0 && checkpoint_name(name, sizeof name, slash ? slash + 1 : path)) {
+    int dfd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dfd >= 0) {
+      rows = recorded_rows(dfd);
+      close(dfd);
+    }
+  }
+  if (pfd >= 0) close(pfd);
+  free(dir);
+  free(target);
+  free(clean);
+  return rows;
+}
+
+TD_EXPORT const char *td_memmap_append_path_borrow(const td_memmap_append *a) {
+  return a && a->state != APPEND_DONE ? a->path : NULL;
+}
+
+TD_EXPORT const char *td_memmap_append_checkpoint_borrow(const td_memmap_append *a) {
+  return a && a->ckpt_rows >= 0 && a->state != APPEND_DONE ? a->ckpt_path : NULL;
+}
+
 /* ------------------------------------------------------------------------ open */
 
 TD_EXPORT td_memmap_append *td_memmap_append_open(const char *prefix, int32_t flags) {
@@ -106,10 +246,16 @@ TD_EXPORT td_memmap_append *td_memmap_append_open(const char *prefix, int32_t fl
   if (!a) return td_fail_null(TD_ENOMEM, "append: out of memory");
   a->stage = (td_mm_save){.call = "append", .flags = flags, .rootfd = -1};
   a->stage.place.parentfd = -1;
+  a->ckpt_rows = -1;
+  a->lockfd = -1;
   if (!(a->prefix = td_mm_clean_prefix("append", prefix)) ||
       td_mm_begin(&a->stage, a->prefix) != 0) {
     free(a->prefix);
     free(a);
+    return NULL;
+  }
+  if (clear_checkpoint(a) != 0 || set_path(a) != 0) {
+    td_memmap_append_free(a); /* no checkpoint of its own: the temporary is removed */
     return NULL;
   }
   return a;
@@ -174,7 +320,9 @@ static int32_t check_like(const td_dict *f, const td_dict *b, const td_key_path 
       int32_t st = check_like(fe->child, be->child, &here, what);
       if (st) return st;
     } else if (fe->kind == TD_ENTRY_VALUE) {
-      if (strcmp(fe->values->texts[0], be->values->texts[0]) != 0)
+      /* by value: a checkpoint's structure holds the value as the loader writes it */
+      if (strcmp(fe->values->texts[0], be->values->texts[0]) != 0 &&
+          !td_json_same_text(fe->values->texts[0], be->values->texts[0]))
         return td_fail(TD_EINVAL, "key '%s': the non-tensor value %.60s differs from %.60s in "
                        "%s (one value is kept per key)", td_key_path_text(&here, p),
                        be->values->texts[0], fe->values->texts[0], what);
@@ -217,14 +365,16 @@ static int32_t count_leaves(const td_dict *d) {
 }
 
 /* Walks d as the plan did (its marks: one per nested container and per tensor leaf),
- * opening each leaf's file. */
-static int32_t open_leaves(td_memmap_append *a, const td_dict *d, int32_t *mark, int32_t *leaf) {
+ * opening each leaf's file: a new one, or (resume: keep >= 0) the one a checkpointed
+ * append left, cut back to keep rows. */
+static int32_t open_leaves(td_memmap_append *a, const td_dict *d, int32_t *mark, int32_t *leaf,
+                           int64_t keep) {
   td_mm_save *S = &a->stage;
   for (int32_t i = 0; i < d->keys->n; i++) {
     const td_entry *e = &d->entries[i];
     if (e->kind == TD_ENTRY_DICT) {
       (*mark)++;
-      int32_t st = open_leaves(a, e->child, mark, leaf);
+      int32_t st = open_leaves(a, e->child, mark, leaf, keep);
       if (st) return st;
     } else if (e->kind == TD_ENTRY_TENSOR) {
       int32_t job = S->marks[(*mark)++].index;
@@ -235,30 +385,42 @@ static int32_t open_leaves(td_memmap_append *a, const td_dict *d, int32_t *mark,
       int dfd = j->dir == 0 ? S->rootfd
                             : openat(S->rootfd, S->dirs[j->dir].rel,
                                      O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-      l->fd = dfd < 0 ? -1
-                      : openat(dfd, j->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
-                               0666);
+      int oflags = keep >= 0 ? O_RDWR : O_RDWR | O_CREAT | O_EXCL;
+      l->fd = dfd < 0 ? -1 : openat(dfd, j->name, oflags | O_CLOEXEC | O_NOFOLLOW, 0666);
       if (dfd >= 0 && dfd != S->rootfd) close(dfd);
       if (l->fd < 0)
-        return td_fail(TD_EIO, "append: %s: cannot create the file: %s", j->path, strerror(errno));
+        return td_fail(TD_EIO, "%s: %s: cannot %s the file: %s", S->call, j->path,
+                       keep >= 0 ? "open" : "create", strerror(errno));
+      if (keep >= 0) { /* the rows after the checkpoint go: they were never recorded */
+        struct stat st;
+        int64_t bytes = keep * l->row_bytes;
+        if (fstat(l->fd, &st) != 0 || st.st_size < bytes)
+          return td_fail(TD_EIO, "%s: %s holds fewer bytes than the checkpoint's %lld rows: "
+                         "the checkpoint is damaged", S->call, j->path, (long long)keep);
+        if (ftruncate(l->fd, bytes) != 0 || lseek(l->fd, bytes, SEEK_SET) != bytes)
+          return td_fail(TD_EIO, "%s: cannot cut %s back to the checkpoint: %s", S->call,
+                         j->path, strerror(errno));
+      }
     }
   }
   return 0;
 }
 
-static int32_t start(td_memmap_append *a, const td_dict *batch) {
-  td_dict *one = with_rows("append", batch, 1);
+/* The first batch fixes the structure: the plan of its one-row copy, its folders made
+ * and its leaf files opened; or (resume: keep >= 0) those an earlier append made. */
+static int32_t start(td_memmap_append *a, const td_dict *batch, int64_t keep) {
+  td_dict *one = with_rows(a->stage.call, batch, 1);
   if (!one) return td_last_status();
   int32_t st = td_mm_plan(&a->stage, one, a->prefix);
   td_dict_release(one);
-  if (!st) st = td_mm_make_dirs(&a->stage, 1);
+  if (!st && keep < 0) st = td_mm_make_dirs(&a->stage, 1);
   if (st) return st;
   a->nleaves = count_leaves(batch);
   a->leaves = calloc((size_t)a->nleaves + 1, sizeof *a->leaves);
   if (!a->leaves) return td_fail(TD_ENOMEM, "append: out of memory");
   for (int32_t i = 0; i < a->nleaves; i++) a->leaves[i].fd = -1;
   int32_t mark = 0, leaf = 0;
-  if ((st = open_leaves(a, batch, &mark, &leaf))) return st;
+  if ((st = open_leaves(a, batch, &mark, &leaf, keep))) return st;
   td_dict_retain((td_dict *)batch);
   a->first = (td_dict *)batch;
   return 0;
@@ -324,7 +486,7 @@ TD_EXPORT int32_t td_memmap_append_write(td_memmap_append *a, const td_dict *bat
   int32_t st;
   if (!a->first) {
     if ((st = check_values("append", batch, NULL))) return st;
-    if ((st = start(a, batch))) {
+    if ((st = start(a, batch, -1))) {
       a->state = APPEND_BROKEN;
       return st;
     }
@@ -350,6 +512,11 @@ static void close_leaves(td_memmap_append *a) {
     if (a->leaves[i].fd >= 0) close(a->leaves[i].fd), a->leaves[i].fd = -1;
 }
 
+static void unlock(td_memmap_append *a) {
+  if (a->lockfd >= 0) close(a->lockfd);
+  a->lockfd = -1;
+}
+
 /* Removes the staged leaf files that the final plan has no job for (no rows at all:
  * Python writes no file for a leaf without elements). */
 static void drop_empty(td_memmap_append *a, const td_mm_save *F) {
@@ -369,6 +536,17 @@ static void drop_empty(td_memmap_append *a, const td_mm_save *F) {
   }
 }
 
+/* The checkpoint's entries leave the folder before it is committed: what is renamed over
+ * the prefix is what an append without checkpoints commits. */
+static int32_t drop_checkpoint(td_memmap_append *a) {
+  static const char *const names[] = {CKPT_RECORD, CKPT_NEXT, CKPT_OLD, CKPT_STRUCTURE, CKPT_LOCK};
+  for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+    if (td_fs_rm_tree(a->stage.rootfd, names[i]) != 0)
+      return td_fail(TD_EIO, "commit: cannot remove the checkpoint's %s in '%s': %s", names[i],
+                     a->path, strerror(errno));
+  return 0;
+}
+
 TD_EXPORT int32_t td_memmap_append_commit(td_memmap_append *a, int32_t num_threads) {
   if (!a) return td_fail(TD_EINVAL, "commit: NULL argument");
   if (a->state != APPEND_OPEN) return refuse_state(a, "commit");
@@ -380,6 +558,7 @@ TD_EXPORT int32_t td_memmap_append_commit(td_memmap_append *a, int32_t num_threa
   td_mm_save F = {.call = "commit", .flags = a->stage.flags, .like = true, .adopt = true,
                   .rootfd = -1};
   int32_t st = shape ? td_mm_plan(&F, shape, a->prefix) : td_last_status();
+  if (!st && a->ckpt_rows >= 0) st = drop_checkpoint(a);
   if (!st) {
     drop_empty(a, &F);
     /* The temporary folder moves to the final plan, which ends the save. */
@@ -391,6 +570,7 @@ TD_EXPORT int32_t td_memmap_append_commit(td_memmap_append *a, int32_t num_threa
   } else {
     td_mm_cancel(&a->stage);
   }
+  unlock(a);
   td_mm_save_free(&F);
   td_dict_release(shape); /* after the jobs: they point at its leaves */
   a->state = APPEND_DONE;
@@ -400,17 +580,232 @@ TD_EXPORT int32_t td_memmap_append_commit(td_memmap_append *a, int32_t num_threa
 TD_EXPORT void td_memmap_append_abort(td_memmap_append *a) {
   if (!a) return;
   close_leaves(a);
+  td_mm_cancel(&a->stage); /* the checkpoint folder too, when the temporary is it */
+  unlock(a);
+  a->state = APPEND_DONE;
+}
+
+TD_EXPORT void td_memmap_append_suspend(td_memmap_append *a) {
+  if (!a || a->state == APPEND_DONE) return;
+  if (a->ckpt_rows < 0) return td_memmap_append_abort(a);
+  close_leaves(a);
+  a->stage.place.made = false; /* cancel closes the descriptors and leaves the folder */
   td_mm_cancel(&a->stage);
+  unlock(a);
   a->state = APPEND_DONE;
 }
 
 TD_EXPORT void td_memmap_append_free(td_memmap_append *a) {
   if (!a) return;
+  if (a->ckpt_rows >= 0) td_memmap_append_suspend(a); /* never lose a checkpoint unasked */
   td_memmap_append_abort(a);
   td_mm_save_free(&a->stage);
   td_dict_release(a->first);
   td_storage_release(a->buf);
   free(a->leaves);
   free(a->prefix);
+  free(a->path);
+  free(a->stage_path);
+  free(a->ckpt_path);
   free(a);
+}
+
+/* ------------------------------------------------------------ checkpoint, resume */
+
+/* "<temporary>/<name>", malloc'd into *out (freed first). */
+static int32_t inner_path(td_memmap_append *a, const char *name, char **out) {
+  free(*out);
+  if (!(*out = td_mm_path_join(a->path, name))) return td_fail(TD_ENOMEM, "append: out of memory");
+  return 0;
+}
+
+TD_EXPORT const char *td_memmap_append_stage(td_memmap_append *a) {
+  if (!a) return td_fail_null(TD_EINVAL, "checkpoint: NULL argument");
+  if (a->state != APPEND_OPEN) return refuse_state(a, "checkpoint"), NULL;
+  int rootfd = a->stage.rootfd;
+  if (td_fs_rm_tree(rootfd, CKPT_NEXT) != 0 || mkdirat(rootfd, CKPT_NEXT, 0777) != 0)
+    return td_fail_null(TD_EIO, "checkpoint: cannot make the folder '%s/%s': %s", a->path,
+                        CKPT_NEXT, strerror(errno));
+  if (inner_path(a, CKPT_NEXT, &a->stage_path)) return NULL;
+  return a->stage_path;
+}
+
+/* Every leaf file's bytes durable. */
+static int32_t sync_leaves(td_memmap_append *a) {
+  for (int32_t i = 0; i < a->nleaves; i++)
+    if (a->leaves[i].fd >= 0 && td_fs_sync(a->leaves[i].fd, a->stage.flags) != 0)
+      return td_fail(TD_EIO, "checkpoint: cannot sync a file of '%s': %s", a->path,
+                     strerror(errno));
+  return 0;
+}
+
+/* The first checkpoint: the structure saved (0 rows), the lock taken, and the temporary
+ * folder renamed to its checkpoint name, which a later process finds and no sweep of
+ * dead processes' temporaries removes. */
+static int32_t settle(td_memmap_append *a) {
+  td_mm_place *P = &a->stage.place;
+  char name[TD_MM_NAME_MAX + 64];
+  if (!checkpoint_name(name, sizeof name, P->name))
+    return td_fail(TD_EINVAL, "checkpoint: the name '%s' is too long for a checkpoint beside it",
+                   P->name);
+  int32_t st = take_lock(a->stage.rootfd, "checkpoint", a->prefix, &a->lockfd);
+  if (!st && a->first) {
+    char *where = NULL;
+    td_dict *zero = with_rows("checkpoint", a->first, 0);
+    td_dict *saved = NULL;
+    if (!zero || inner_path(a, CKPT_STRUCTURE, &where) ||
+        !(saved = td_dict_memmap_like(zero, where, TD_MEMMAP_EXISTSOK | (a->stage.flags & TD_MEMMAP_NO_FSYNC), 1)))
+      st = td_last_status();
+    td_dict_release(saved);
+    td_dict_release(zero);
+    free(where);
+  }
+  if (!st && renameat2(P->parentfd, P->tmp, P->parentfd, name, RENAME_NOREPLACE) != 0)
+    st = td_fail(TD_EIO, "checkpoint: cannot rename '%s' to '%s' beside it: %s", a->path, name,
+                 strerror(errno));
+  if (st) {
+    unlock(a);
+    return st;
+  }
+  snprintf(P->tmp, sizeof P->tmp, "%s", name); /* fits: checked above */
+  td_fs_sync(P->parentfd, a->stage.flags);
+  return set_path(a);
+}
+
+TD_EXPORT int32_t td_memmap_append_checkpoint(td_memmap_append *a) {
+  if (!a) return td_fail(TD_EINVAL, "checkpoint: NULL argument");
+  if (a->state != APPEND_OPEN) return refuse_state(a, "checkpoint");
+  int rootfd = a->stage.rootfd;
+  struct stat sst;
+  if (fstatat(rootfd, CKPT_NEXT, &sst, AT_SYMLINK_NOFOLLOW) != 0 && !td_memmap_append_stage(a))
+    return td_last_status();
+  int32_t st = sync_leaves(a);
+  if (!st && a->ckpt_rows < 0) st = settle(a);
+  if (st) return st;
+  rootfd = a->stage.rootfd;
+  char text[64];
+  int n = snprintf(text, sizeof text, "{\"rows\": %lld}\n", (long long)a->rows);
+  int sfd = openat(rootfd, CKPT_NEXT, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  int fd = sfd < 0 ? -1 : openat(sfd, CKPT_ROWS, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0666);
+  bool ok = fd >= 0 && td_fs_write_all(fd, text, n) && td_fs_sync(fd, a->stage.flags) == 0;
+  if (fd >= 0) close(fd);
+  ok = ok && td_fs_sync(sfd, a->stage.flags) == 0;
+  if (sfd >= 0) close(sfd);
+  bool moved = false;
+  if (!ok || td_fs_commit_dir(rootfd, CKPT_NEXT, CKPT_RECORD, CKPT_OLD, true, a->stage.flags,
+                              &moved) != 0) {
+    if (!moved)
+      return td_fail(TD_EIO, "checkpoint: cannot record the checkpoint in '%s': %s", a->path,
+                     strerror(errno));
+  }
+  a->ckpt_rows = a->rows;
+  return inner_path(a, CKPT_RECORD, &a->ckpt_path);
+}
+
+/* What a killed process may have left in the folder beside the plan's names (a staged
+ * checkpoint, a file's temporary, meta.json files of a commit cut short) goes: the
+ * folder then holds what the checkpoint's append held. */
+static void sweep(td_memmap_append *a) {
+  td_mm_save *S = &a->stage;
+  static const char *const kept[] = {CKPT_RECORD, CKPT_STRUCTURE, CKPT_LOCK};
+  int fd = dup(S->rootfd);
+  DIR *dp = fd < 0 ? NULL : fdopendir(fd);
+  if (!dp) {
+    if (fd >= 0) close(fd);
+    return;
+  }
+  char **gone = NULL;
+  size_t n = 0, cap = 0;
+  for (struct dirent *de; (de = readdir(dp));) {
+    const char *e = de->d_name;
+    bool keep = !strcmp(e, ".") || !strcmp(e, "..");
+    for (size_t i = 0; i < sizeof kept / sizeof *kept && !keep; i++) keep = !strcmp(e, kept[i]);
+    for (int32_t k = 0; k < S->njobs && !keep; k++)
+      keep = S->jobs[k].leaf && S->jobs[k].dir == 0 && !strcmp(S->jobs[k].name, e);
+    for (int32_t k = 1; k < S->ndirs && !keep; k++)
+      keep = S->dirs[k].parent == 0 && !strcmp(S->dirs[k].name, e);
+    if (keep) continue;
+    if (n == cap) {
+      char **g = realloc(gone, sizeof *g * (cap = cap ? 2 * cap : 8));
+      if (!g) break;
+      gone = g;
+    }
+    if ((gone[n] = strdup(e))) n++;
+  }
+  closedir(dp);
+  for (size_t i = 0; i < n; i++) td_fs_rm_tree(S->rootfd, gone[i]), free(gone[i]);
+  free(gone);
+  /* a commit cut short wrote meta.json files into the planned folders */
+  for (int32_t k = 0; k < S->ndirs; k++) {
+    int dfd = k == 0 ? S->rootfd : openat(S->rootfd, S->dirs[k].rel, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dfd >= 0) unlinkat(dfd, TD_MMF_META, 0);
+    if (dfd >= 0 && dfd != S->rootfd) close(dfd);
+  }
+}
+
+/* Resume's second half: the checkpoint's structure loaded and planned, its files cut back
+ * to the checkpoint's rows, leftovers swept. */
+static int32_t reopen(td_memmap_append *a, int64_t rows) {
+  struct stat st;
+  if (fstatat(a->stage.rootfd, CKPT_STRUCTURE, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+    char *where = NULL;
+    if (inner_path(a, CKPT_STRUCTURE, &where)) return td_last_status();
+    td_dict *first = td_dict_load_memmap(where, TD_MAP_READ);
+    free(where);
+    if (!first) return td_last_status();
+    int32_t rc = start(a, first, rows);
+    td_dict_release(first); /* start retained it */
+    if (rc) return rc;
+    a->cap = rows;
+  } else if (rows > 0) {
+    return td_fail(TD_EIO, "resume: '%s' records %lld rows but no structure: the checkpoint is "
+                   "damaged", a->path, (long long)rows);
+  }
+  sweep(a);
+  a->rows = a->ckpt_rows = rows;
+  return inner_path(a, CKPT_RECORD, &a->ckpt_path);
+}
+
+TD_EXPORT td_memmap_append *td_memmap_append_resume(const char *prefix, int32_t flags) {
+  if (flags & ~(TD_MEMMAP_EXISTSOK | TD_MEMMAP_NO_FSYNC))
+    return td_fail_null(TD_EINVAL, "resume: unknown flags %d", (int)flags);
+  td_memmap_append *a = calloc(1, sizeof *a);
+  if (!a) return td_fail_null(TD_ENOMEM, "resume: out of memory");
+  a->stage = (td_mm_save){.call = "resume", .flags = flags, .rootfd = -1};
+  a->stage.place.parentfd = -1;
+  a->ckpt_rows = -1;
+  a->lockfd = -1;
+  if (!(a->prefix = td_mm_clean_prefix("resume", prefix)) ||
+      td_mm_locate(&a->stage, a->prefix) != 0) {
+    free(a->prefix);
+    free(a);
+    return NULL;
+  }
+  td_mm_place *P = &a->stage.place;
+  int32_t st = 0;
+  if (!checkpoint_name(P->tmp, sizeof P->tmp, P->name) ||
+      !td_fs_temp_name(P->old, sizeof P->old, P->name))
+    st = td_fail(TD_EINVAL, "resume: the name '%s' is too long for a checkpoint beside it", P->name);
+  else if ((a->stage.rootfd = openat(P->parentfd, P->tmp,
+                                     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+    st = errno == ENOENT ? td_fail(TD_EIO, "resume: '%s' has no checkpoint to resume", a->prefix)
+                         : td_fail(TD_EIO, "resume: cannot open the checkpoint of '%s': %s",
+                                   a->prefix, strerror(errno));
+  /* From here an abort removes the folder (the locked checkpoint is this append's). */
+  if (!st) st = take_lock(a->stage.rootfd, "resume", a->prefix, &a->lockfd);
+  if (!st) P->made = true;
+  int64_t rows = st ? -1 : recorded_rows(a->stage.rootfd);
+  if (!st && rows < 0)
+    st = td_fail(TD_EIO, "resume: '%s' has no checkpoint to resume (its run stopped before the "
+                 "first one was recorded)", a->prefix);
+  if (!st) st = set_path(a);
+  if (!st) st = reopen(a, rows);
+  if (st) {
+    P->made = false; /* a refused resume leaves the checkpoint as it found it */
+    a->ckpt_rows = -1;
+    td_memmap_append_free(a); /* closes and unlocks; keeps the error */
+    return NULL;
+  }
+  a->stage.call = "append";
+  return a;
 }

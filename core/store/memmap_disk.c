@@ -162,7 +162,7 @@ void td_mm_cancel(td_mm_save *S) {
   P->target = P->prefix = NULL;
 }
 
-int32_t td_mm_begin(td_mm_save *S, const char *prefix) {
+int32_t td_mm_locate(td_mm_save *S, const char *prefix) {
   td_mm_place *P = &S->place;
   *P = (td_mm_place){.parentfd = -1};
   S->rootfd = -1;
@@ -204,6 +204,13 @@ int32_t td_mm_begin(td_mm_save *S, const char *prefix) {
   if (!rc && (P->parentfd = open(P->parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
     rc = td_fail(TD_EIO, "%s: cannot open the folder '%s': %s", S->call, P->parent,
                  strerror(errno));
+  if (rc) td_mm_cancel(S);
+  return rc;
+}
+
+int32_t td_mm_begin(td_mm_save *S, const char *prefix) {
+  td_mm_place *P = &S->place;
+  int32_t rc = td_mm_locate(S, prefix); /* on failure the place is released already */
   if (!rc) {
     td_fs_remove_stale(P->parentfd, P->name);
     if (!td_fs_temp_name(P->tmp, sizeof P->tmp, P->name) ||

@@ -34,6 +34,14 @@
  * ... per member. A tensorclass folder: meta.json {"_type": "<class 'module.Name'>"}
  * beside the TensorDict folder "_tensordict" of its fields; fields Python pickled are
  * in "other.pickle" (a non-tensor value's pickle in "pickle.pkl"), which are refused.
+ *
+ * Beside the layout, this library's own files start with "%" and a letter that is no hex
+ * digit, which no key's file name does (keys encode "%" as %25): "%provenance.json" in
+ * a folder tdflow wrote (the run's record, lua/tensordict/flow/memmap.lua), "%ring" in a
+ * ReplayBuffer's ring (its counters, lua/tensordict/dict/append.lua), and a checkpointed
+ * append's "%checkpoint", "%structure" and "%lock" (append.c; gone once committed).
+ * Python's load_memmap reads only what meta.json names (its entries, then the folders of
+ * those with a "type"), so it ignores them; so does memmap_load.c.
  */
 #ifndef TD_STORE_MEMMAP_FORMAT_H
 #define TD_STORE_MEMMAP_FORMAT_H

@@ -103,6 +103,10 @@ int32_t td_mm_write(td_mm_save *S, const char *prefix, int32_t num_threads);
  * run, everything synced, the folder swapped in at prefix; the place is released either
  * way. cancel: the temporary folder removed and the place released (idempotent). */
 int32_t td_mm_begin(td_mm_save *S, const char *prefix);
+/* The first part of begin alone: prefix checked (existsok, what is there), its parent
+ * made and opened (P->parentfd, P->name), nothing made beside it: for an append that
+ * reopens a folder it left there (append.c). 0 or the error, the place released. */
+int32_t td_mm_locate(td_mm_save *S, const char *prefix);
 int32_t td_mm_make_dirs(td_mm_save *S, int32_t from);
 int32_t td_mm_end(td_mm_save *S, int32_t num_threads);
 void td_mm_cancel(td_mm_save *S);

@@ -84,6 +84,8 @@ T.matmul = linalg.matmul
 
 T.manual_seed = random.manual_seed
 T.Generator = random.Generator
+T.get_rng_state = random.get_rng_state
+T.set_rng_state = random.set_rng_state
 T.rand = random.rand
 T.randn = random.randn
 T.randint = random.randint

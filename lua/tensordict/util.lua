@@ -229,6 +229,13 @@ function M.now()
   return tonumber(timespec.tv_sec) + tonumber(timespec.tv_nsec) * 1e-9
 end
 
+-- The wall clock (CLOCK_REALTIME) as seconds and nanoseconds since the epoch, for
+-- timestamps (now() is for durations: it never jumps).
+function M.wall_clock()
+  ffi.C.clock_gettime(0, timespec)
+  return tonumber(timespec.tv_sec), tonumber(timespec.tv_nsec)
+end
+
 
 -- Edit distance, for "did you mean" hints on unknown names.
 local function distance(a, b)

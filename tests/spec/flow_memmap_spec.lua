@@ -505,12 +505,107 @@ describe("flow.ReplayBuffer", function()
     H.raises(function() ReplayBuffer({ path = dir .. "/x", capacity = 0 }) end, "ReplayBuffer", "capacity", ">= 1")
     H.raises(function() ReplayBuffer({ capacity = 3 }) end, "ReplayBuffer", "path", "required")
     assert.are.same({ 1, 2 }, ids_of(rb:storage()[{ { 1, 2 } }]))
-    -- a path that exists: refused unless existsok
-    H.raises(function() ReplayBuffer({ path = dir .. "/rb", capacity = 4 }):extend(rows(1, 1)) end,
-      "ReplayBuffer", "exists", "existsok = true")
+    -- a path that holds something else than a ring: refused unless existsok
+    rows(1, 2):memmap(dir .. "/folder")
+    H.raises(function() ReplayBuffer({ path = dir .. "/folder", capacity = 4 }):extend(rows(1, 1)) end,
+      "tensordict: ReplayBuffer: '" .. dir .. "/folder' exists and is not a replay buffer's ring "
+        .. "(it has no %ring file); pass existsok = true to replace it")
     H.raises(function()
-      flow.run(TensorSourceOr(rows(1, 3)), nil, ReplayBuffer({ path = dir .. "/rb", capacity = 4 }))
-    end, "ReplayBuffer", "exists", "existsok = true")
-    ReplayBuffer({ path = dir .. "/rb", capacity = 4, existsok = true }):extend(rows(1, 1))
+      flow.run(TensorSourceOr(rows(1, 3)), nil, ReplayBuffer({ path = dir .. "/folder", capacity = 4 }))
+    end, "ReplayBuffer", "is not a replay buffer's ring", "existsok = true")
+    H.raises(function() ReplayBuffer({ path = dir .. "/folder", capacity = 4 }):len() end,
+      "is not a replay buffer's ring")
+    ReplayBuffer({ path = dir .. "/folder", capacity = 4, existsok = true }):extend(rows(1, 1))
+    -- a ring of another capacity
+    H.raises(function() ReplayBuffer({ path = dir .. "/rb", capacity = 5 }):len() end,
+      "tensordict: ReplayBuffer: '" .. dir .. "/rb' is a ring of 4 rows, not 5 (capacity); "
+        .. "pass existsok = true to replace it")
+  end)
+end)
+
+describe("flow.ReplayBuffer kept on disk", function()
+  local dir
+  before_each(function() dir = tmpdir() end)
+  after_each(function() H.rmtree(dir) end)
+
+  -- The four counters of a ring's %ring file: format, capacity, filled, cursor.
+  local function counters(path)
+    local bytes = read_file(path .. "/%ring")
+    local ffi = require("ffi")
+    local c = ffi.new("int64_t[4]")
+    ffi.copy(c, bytes, 32)
+    return { tonumber(c[0]), tonumber(c[1]), tonumber(c[2]), tonumber(c[3]) }, #bytes
+  end
+
+  it("reopens a ring with its length, rows and cursor; sample works at once", function()
+    local path = dir .. "/rb"
+    local rb = ReplayBuffer({ path = path, capacity = 5 })
+    rb:extend(rows(1, 3))
+    assert.are.same({ 1, 5, 3, 3 }, (counters(path)))
+    local before = rb:sample(16, T.Generator(7))
+    rb = nil -- luacheck: ignore
+    collectgarbage()
+
+    local again = ReplayBuffer({ path = path, capacity = 5 })
+    assert.are.equal(3, again:len())
+    assert.are.same({ 1, 2, 3, 0, 0 }, ids_of(again:storage()))
+    assert.is_true(before:equal(again:sample(16, T.Generator(7))))
+    again:extend(rows(4, 4)) -- 4, 5 at the end, 6, 7 wrap to the front: the cursor was kept
+    assert.are.same({ 6, 7, 3, 4, 5 }, ids_of(again:storage()))
+    assert.are.same({ 1, 5, 5, 2 }, (counters(path)))
+    again:finish()
+
+    local third = ReplayBuffer({ path = path, capacity = 5 })
+    assert.are.equal(5, third:len())
+    third:extend(rows(8, 1))
+    assert.are.same({ 6, 7, 8, 4, 5 }, ids_of(third:storage()))
+    -- as a pipeline's sink too
+    flow.run(TensorSourceOr(rows(9, 2), 2), nil, ReplayBuffer({ path = path, capacity = 5 }))
+    assert.are.same({ 6, 7, 8, 9, 10 }, ids_of(T.load_memmap(path)))
+    assert.are.same({ 1, 5, 5, 0 }, (counters(path)))
+    -- the folder stays Python's layout: meta.json does not name the counters
+    assert.is_nil(read_file(path .. "/meta.json"):find("ring", 1, true))
+    -- existsok starts a new ring
+    local fresh = ReplayBuffer({ path = path, capacity = 5, existsok = true })
+    assert.are.equal(0, fresh:len())
+    fresh:extend(rows(50, 1))
+    assert.are.equal(1, fresh:len())
+    assert.are.same({ 1, 5, 1, 1 }, (counters(path)))
+  end)
+
+  it("keeps the counts of a process killed without syncing", function()
+    local path = dir .. "/rb"
+    local child = H.write(dir .. "/filler.lua", [[
+package.path = "lua/?.lua;lua/?/init.lua;" .. package.path
+local T = require("tensordict")
+local rb = T.flow.ReplayBuffer({ path = arg[1], capacity = 10 })
+for i = 1, 13 do rb:extend(T.TensorDict({ id = T.full({ 1 }, i, "int64") }, { 1 })) end
+print("filled")
+io.stdout:flush()
+local ffi = require("ffi")
+ffi.cdef("int usleep(unsigned int usec);")
+while true do ffi.C.usleep(100000) end -- until killed
+]])
+    local p = io.popen(("luajit '%s' '%s' & echo $!; wait"):format(child, path))
+    local pid = tonumber(p:read("*l"))
+    assert.are.equal("filled", p:read("*l"))
+    os.execute("kill -9 " .. pid)
+    p:close()
+    local rb = ReplayBuffer({ path = path, capacity = 10 })
+    assert.are.equal(10, rb:len())
+    assert.are.same({ 11, 12, 13, 4, 5, 6, 7, 8, 9, 10 }, ids_of(rb:storage()))
+    rb:extend(T.TensorDict({ id = T.full({ 1 }, 14, "int64") }, { 1 }))
+    assert.are.equal(14, rb:storage().id[4])
+  end)
+
+  it("refuses counters that do not fit the ring", function()
+    local path = dir .. "/rb"
+    ReplayBuffer({ path = path, capacity = 3 }):extend(rows(1, 2))
+    local f = io.open(path .. "/%ring", "wb")
+    f:write(("\0"):rep(32))
+    f:close()
+    H.raises(function() ReplayBuffer({ path = path, capacity = 3 }):len() end,
+      "tensordict: ReplayBuffer: '" .. path .. "/%ring' holds no ring counters this library knows "
+        .. "(format 0, capacity 0, filled 0, cursor 0); pass existsok = true to replace it")
   end)
 end)

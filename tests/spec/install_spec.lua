@@ -42,6 +42,15 @@ describe("make install", function()
     assert.is_true(tonumber(types) >= 18, out)
   end)
 
+  it("records the tree's commit, which an installed library's provenance names", function()
+    local commit = require("tensordict.about").tree_commit(".")
+    assert.is_truthy(commit and #commit == 40, "this tree has no commit to compare")
+    local code = "local a = require('tensordict.about').library(); print(a.commit); print(a.commit_from)"
+    local lua_path = ("%s/share/lua/5.1/?.lua;%s/share/lua/5.1/?/init.lua"):format(prefix, prefix)
+    local out = run(("cd / && env -u TENSORDICT_LIB LUA_PATH='%s' luajit -e %q"):format(lua_path, code))
+    assert.are.equal(commit .. "\nmake install (" .. prefix .. "/share/lua/5.1/tensordict)\n", out)
+  end)
+
   it("installs tdflow and tdrepl, which find the modules, the library and the plugins", function()
     local out = run(("cd / && env -u TENSORDICT_LIB -u LUA_PATH %s/bin/tdflow plugins"):format(prefix))
     assert.is_truthy(out:find("core 1", 1, true), out)

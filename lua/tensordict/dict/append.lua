@@ -7,7 +7,9 @@
 -- "commit: "), for a node to raise in its own name.
 local ffi = require("ffi")
 local C = require("tensordict.lib").C
+local fs = require("tensordict.fs")
 local core = require("tensordict.dict.core")
+local td_memmap = require("tensordict.dict.memmap")
 local tensor = require("tensordict.tensor")
 local create = require("tensordict.tensor.create")
 
@@ -29,7 +31,7 @@ local Append = {}
 Append.__index = Append
 
 -- An append to path (opts: existsok, fsync), freed by the GC unless committed or
--- aborted first; or nil and the message.
+-- aborted first (the GC keeps a checkpoint, as suspend does); or nil and the message.
 function M.open(path, opts)
   local a = C.td_memmap_append_open(path, save_flags(opts))
   if a == nil then return nil, c_message() end
@@ -48,7 +50,7 @@ function Append:rows() return self.a ~= nil and tonumber(C.td_memmap_append_rows
 local function release(self)
   local a = self.a
   self.a = nil
-  C.td_memmap_append_free(ffi.gc(a, nil)) -- aborts unless committed
+  C.td_memmap_append_free(ffi.gc(a, nil)) -- after a commit, or an abort, or a suspend
 end
 
 -- Commits the folder; the append is done afterwards either way. true, or nil and the
@@ -60,9 +62,65 @@ function Append:commit()
   return true
 end
 
--- Removes the temporary folder: the path keeps what it held. Idempotent.
+-- Removes the temporary folder (a checkpoint too): the path keeps what it held.
+-- Idempotent.
 function Append:abort()
-  if self.a ~= nil then release(self) end
+  if self.a ~= nil then
+    C.td_memmap_append_abort(self.a)
+    release(self)
+  end
+end
+
+---------------------------------------------------------------- checkpoints (resume)
+
+-- The append continued from path's checkpoint (opts: existsok, fsync), at the rows it
+-- recorded; or nil and the message ("... has no checkpoint to resume").
+function M.resume(path, opts)
+  local a = C.td_memmap_append_resume(path, save_flags(opts))
+  if a == nil then return nil, c_message() end
+  return setmetatable({ a = ffi.gc(a, C.td_memmap_append_free) }, Append)
+end
+
+-- The rows of path's checkpoint, or nil when it has none.
+function M.checkpoint_rows(path)
+  local n = tonumber(C.td_memmap_append_checkpoint_rows(path))
+  if n < 0 then return nil end
+  return n
+end
+
+-- A fresh, empty folder whose content the next checkpoint records; or nil and the message.
+function Append:stage()
+  local p = C.td_memmap_append_stage(self.a)
+  if p == nil then return nil, c_message() end
+  return ffi.string(p)
+end
+
+-- Records a checkpoint (the rows so far and the staged folder); the append goes on.
+-- true, or nil and the message (the previous checkpoint stays).
+function Append:checkpoint()
+  if C.td_memmap_append_checkpoint(self.a) < 0 then return nil, c_message() end
+  return true
+end
+
+-- The last checkpoint's folder (what was staged for it; after resume, what the resumed
+-- run recorded), or nil before the first.
+function Append:checkpoint_path()
+  local p = self.a ~= nil and C.td_memmap_append_checkpoint_borrow(self.a)
+  return p ~= nil and p and ffi.string(p) or nil
+end
+
+-- The temporary folder the rows go into (files added there are committed with them).
+function Append:path()
+  local p = self.a ~= nil and C.td_memmap_append_path_borrow(self.a)
+  return p ~= nil and p and ffi.string(p) or nil
+end
+
+-- Closes the append, keeping its last checkpoint for resume (without one: aborts).
+function Append:suspend()
+  if self.a ~= nil then
+    C.td_memmap_append_suspend(self.a)
+    release(self)
+  end
 end
 
 -- A ring: td's structure with rows rows, zero-filled, saved at path (opts: existsok,
@@ -71,6 +129,53 @@ function M.rows_like(td, rows, path, opts)
   local d = C.td_dict_memmap_rows_like(cdict(td), rows, path, save_flags(opts), 0)
   if d == nil then return nil, c_message() end
   return wrap(d)
+end
+
+-- A ring's counters live beside its rows in RING_FILE: four little-endian int64,
+-- {format (1), capacity, filled, cursor (0-based: the next row written)}, mapped
+-- read-write, so every extend leaves them in the file (a killed process loses nothing
+-- the page cache holds; sync_counters makes them durable). Python tensordict loads the
+-- folder without them: it reads only what meta.json names, and "%r" begins no key's
+-- file name.
+M.RING_FILE = "%ring"
+local RING_FORMAT = 1
+
+-- The counters of a new ring at dir (empty: filled 0, cursor 0), written atomically
+-- and mapped; or nil and the message.
+function M.new_ring_counters(dir, capacity, opts)
+  local bytes = ffi.string(ffi.new("int64_t[4]", RING_FORMAT, capacity, 0, 0), 32)
+  local ok, err = fs.write_atomic(dir .. "/" .. M.RING_FILE, bytes, opts.fsync)
+  if not ok then return nil, err end
+  return create.from_file(dir .. "/" .. M.RING_FILE, { 4 }, "int64", "r+")
+end
+
+-- The ring at dir mapped read-write and its counters; nil and the message when dir
+-- holds no ring (no counters, or counters that do not fit its rows).
+function M.open_ring(dir)
+  local file = dir .. "/" .. M.RING_FILE
+  if not fs.exists(file) then
+    return nil, ("'%s' exists and is not a replay buffer's ring (it has no %s file)"):format(dir, M.RING_FILE)
+  end
+  local ok, counters = pcall(create.from_file, file, { 4 }, "int64", "r+")
+  if not ok then return nil, ("'%s': %s"):format(file, (tostring(counters):gsub("^.-tensordict: ", ""))) end
+  local format, cap, filled, cursor = counters[1], counters[2], counters[3], counters[4]
+  if format ~= RING_FORMAT or cap < 1 or filled < 0 or filled > cap or cursor < 0 or cursor >= cap then
+    return nil, ("'%s' holds no ring counters this library knows (format %d, capacity %d, filled %d, cursor %d)")
+      :format(file, format, cap, filled, cursor)
+  end
+  local lok, ring = pcall(td_memmap.load_memmap, dir, { mode = "r+" })
+  if not lok then return nil, (tostring(ring):gsub("^.-tensordict: ", "")) end
+  if ring:batch_dims() == 0 or #ring ~= cap then
+    return nil, ("'%s' has %s rows but its counters say %d"):format(dir,
+      ring:batch_dims() == 0 and "no" or tostring(#ring), cap)
+  end
+  return ring, counters
+end
+
+-- The counters' bytes durable (msync).
+function M.sync_counters(counters)
+  if C.td_storage_sync(header(counters).storage) < 0 then return nil, c_message() end
+  return true
 end
 
 -- true when batch can be rows of ring (keys, kinds, dtypes, dims after the first); else

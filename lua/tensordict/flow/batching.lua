@@ -44,6 +44,10 @@ end
 
 function Batch:close() self.held = {} end
 
+-- Checkpoints: the containers held.
+function Batch:state() return { held = self.held } end
+function Batch:restore(state) self.held = state.held end
+
 ---------------------------------------------------------------------------- Unbatch
 
 local Unbatch = core.define("Unbatch", {
@@ -106,6 +110,18 @@ function Rebatch:flush(emit)
 end
 
 function Rebatch:close() self.pieces, self.rows = {}, 0 end
+
+-- Checkpoints: the rows waiting for the next batch, as one container (the batches
+-- that come out of them are the same views or copies of the same bytes).
+function Rebatch:state()
+  local pieces = self.pieces
+  if #pieces == 0 then return {} end
+  return { held = #pieces == 1 and pieces[1] or join.cat(pieces, 1) }
+end
+function Rebatch:restore(state)
+  self.pieces, self.rows = {}, 0
+  if state.held then self.pieces, self.rows = { state.held }, #state.held end
+end
 
 ---------------------------------------------------------------------------- Shuffle
 
@@ -184,6 +200,23 @@ end
 
 function Shuffle:close() self.pieces, self.buf = {}, nil end
 
+-- Checkpoints: the rows gathered while filling, or the buffer, the last input's size
+-- and the generator's state (the next exchange draws the same slots).
+function Shuffle:state()
+  local filling
+  if #self.pieces > 0 then filling = #self.pieces == 1 and self.pieces[1] or join.cat(self.pieces, 1) end
+  return { filling = filling, buffer = self.buf, last = self.last, gen = self.gen and self.gen:get_state() }
+end
+function Shuffle:restore(state)
+  self.pieces, self.rows = {}, 0
+  if state.filling then self.pieces, self.rows = { state.filling }, #state.filling end
+  self.buf, self.last = state.buffer, state.last
+  if state.gen then
+    self.gen = self.gen or random.Generator(0)
+    self.gen:set_state(state.gen)
+  end
+end
+
 ------------------------------------------------------------------------------- Take
 
 local Take = core.define("Take", {
@@ -195,6 +228,9 @@ local Take = core.define("Take", {
 
 function Take:init() self.taken = 0 end
 function Take:open() self.taken, self.done = 0, nil end
+
+function Take:state() return { taken = self.taken, done = self.done or false } end
+function Take:restore(state) self.taken, self.done = state.taken, state.done or nil end
 
 function Take:push(td, emit)
   local left = self.p.n - self.taken

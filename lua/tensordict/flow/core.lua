@@ -378,7 +378,7 @@ local function node_tostring(self)
   return ("flow.%s"):format(self.type_name)
 end
 
--- core.define(name, {kind =, doc =, params = {...}}): a new node type. flow.<name>
+-- core.define(name, {kind =, doc =, params = {...}, stateful =}): a new node type. flow.<name>
 -- (the returned class, callable) makes nodes; the registry maps the name to it.
 function M.define(name, def)
   if M.registry[name] then error("tensordict: flow: node type '" .. name .. "' is defined twice", 2) end
@@ -388,6 +388,7 @@ function M.define(name, def)
   cls.doc = def.doc or ""
   cls.params = def.params or {}
   cls.examples = def.examples
+  cls.stateful = def.stateful -- keeps state across batches without state()/restore()
   for _, spec in ipairs(cls.params) do
     assert(KINDS[spec[2]], "unknown parameter kind " .. tostring(spec[2]))
   end
@@ -421,6 +422,32 @@ function M.register(name, ctor)
   end
   M.registry[name] = ctor
   return ctor
+end
+
+---------------------------------------------------------------------- checkpoints
+
+-- The checkpoint protocol (docs/flow.md, "Checkpoints and resume"). A node that keeps
+-- something from one batch to the next (rows held, a count, statistics, a generator)
+-- defines node:state(), a state value (nil, booleans, numbers, strings, tables,
+-- tensors, TensorDicts: flow/checkpoint.lua writes it), taken between batches after
+-- drain; and node:restore(state), called after open and before the first batch of a
+-- resumed run. A source's state() is the position of its pass in progress, and
+-- restore(state) makes its next iter() start there. A node that keeps state it cannot
+-- save declares it (flow.define's stateful = true), and so does every stream node with
+-- flush (it holds rows until the end): a run that checkpoints refuses them instead of
+-- resuming wrong. Functions given to nodes are taken to keep no state of their own;
+-- what they draw from the global generator is recorded with the run.
+
+-- Why node x cannot take part in a checkpoint, or nil when it can (or keeps nothing).
+function M.checkpoint_problem(x)
+  if type(x.state) == "function" and type(x.restore) == "function" then return nil end
+  if x.stateful then
+    return "it keeps state from batch to batch and has no state()/restore() to save it"
+  end
+  if x.flush then
+    return "it holds rows until the end of the stream (it has flush) and has no state()/restore() to save them"
+  end
+  return nil
 end
 
 ------------------------------------------------------------------------- key sets

@@ -206,6 +206,14 @@ function CsvSource:iter(ctx)
     if not ok then fail_with(msg) end
     left = hi - lo + 1
   end
+  local done = 0 -- rows this pass has yielded
+  if self.from then -- a checkpoint's position: its rows are skipped, not parsed
+    local ok, msg = state.r:skip_rows(self.from.rows)
+    if not ok then fail_with(msg) end
+    done, left = self.from.rows, left - self.from.rows
+  end
+  self.from = nil
+  self.position = function() return { rows = done } end
   return function()
     local r = state.r
     if r == nil then return nil end
@@ -221,7 +229,7 @@ function CsvSource:iter(ctx)
     end
     local n, msg = r:read(math.min(b, left), plan, outs)
     if not n then fail_with(msg) end
-    left = left - n
+    left, done = left - n, done + n
     if n == 0 then
       finish()
       return nil
@@ -244,5 +252,10 @@ function CsvSource:close()
   end
   self.readers = {}
 end
+
+-- Checkpoints: the data rows the pass in progress has yielded; restore makes the next
+-- iter() skip them (without parsing) and go on.
+function CsvSource:state() return self.position and self.position() end
+function CsvSource:restore(state) self.from = state end
 
 return { CsvSource = CsvSource }

@@ -30,7 +30,8 @@ flow.builtin = { Seq = "seq.lua" }
 for _, name in ipairs({ "apply", "batching", "masking", "sources", "map", "memmap", "stats",
   "csv", "synthetic", "device" }) do
   for export, value in pairs(require("tensordict.flow." .. name)) do
-    if export ~= "row_batches" then flow[export] = value end -- types, and helpers such as flow.RunningStats
+    -- types, and helpers such as flow.RunningStats; the sources' own helpers stay inside
+    if export ~= "row_batches" and export ~= "copy_position" then flow[export] = value end
     if core.registry[export] == value then flow.builtin[export] = name .. ".lua" end
   end
 end

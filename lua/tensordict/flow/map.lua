@@ -153,4 +153,19 @@ end
 
 function Map:flush(emit) self:drain(emit) end
 
+-- Checkpoints (taken after drain: nothing in flight): the batches pushed so far, since
+-- batch k's seed comes from (seed, k), and the seed itself, which a resumed run must
+-- share.
+function Map:state()
+  if self.pool and self.pool:busy() > 0 then self:fail("state: batches are in flight (drain first)") end
+  return { count = self.count, seed = self.seed }
+end
+function Map:restore(state)
+  if state.seed ~= self.seed then
+    self:fail("restore: the checkpoint's batches were seeded from %s, this run's from %s",
+      tostring(state.seed), tostring(self.seed))
+  end
+  self.count, self.next_out = state.count, state.count + 1
+end
+
 return { Map = Map }

@@ -11,7 +11,9 @@ local append = require("tensordict.dict.append")
 local random = require("tensordict.tensor.random")
 local core = require("tensordict.flow.core")
 local fs = require("tensordict.fs")
-local row_batches = require("tensordict.flow.sources").row_batches
+local sources = require("tensordict.flow.sources")
+local checkpoint_io = require("tensordict.flow.checkpoint")
+local row_batches, copy_position = sources.row_batches, sources.copy_position
 local ToDevice = require("tensordict.flow.device").ToDevice
 local td_device = require("tensordict.dict.device")
 
@@ -104,11 +106,16 @@ end
 
 -- With a CUDA device: batch k + 1 is read, pinned and its copy queued (non-blocking)
 -- before batch k is handed on, so reading and pinning overlap the device's work on
--- batch k; the pinned batch is kept until the next one is queued.
+-- batch k; the pinned batch is kept until the next one is queued. The position a
+-- checkpoint records is the handed-on batch's, not the one read ahead.
 function MemmapSource:iter(ctx)
-  local rows = row_batches(self:load(), self.p.batch_size, self.p, ctx)
+  local rows, pos = row_batches(self:load(), self.p.batch_size, self.p, ctx, self.from)
+  self.from = nil
   local device = self.p.device
-  if device == nil or device == "cpu" then return rows end
+  if device == nil or device == "cpu" then
+    self.position = function() return copy_position(pos) end
+    return rows
+  end
   ToDevice.check_device(self, device)
   local pinned
   local function fetch()
@@ -117,13 +124,25 @@ function MemmapSource:iter(ctx)
     pinned = b:pin_memory()
     return td_device.to(pinned, device, true, "MemmapSource")
   end
+  local handed = copy_position(pos)
   local nxt = fetch()
+  local after_nxt = copy_position(pos)
+  self.position = function() return handed end
   return function()
     local cur = nxt
-    if cur ~= nil then nxt = fetch() end
+    if cur ~= nil then
+      handed = after_nxt
+      nxt = fetch()
+      after_nxt = copy_position(pos)
+    end
     return cur
   end
 end
+
+-- Checkpoints: the position of the pass in progress; restore makes the next iter()
+-- continue from a recorded one.
+function MemmapSource:state() return self.position and self.position() end
+function MemmapSource:restore(state) self.from = state end
 
 ------------------------------------------------------------------------ MemmapSink
 
@@ -136,16 +155,34 @@ local MemmapSink = core.define("MemmapSink", {
     { "path", "string", required = true, doc = "the folder to write" },
     { "existsok", "boolean", default = false, doc = "replace a memmap folder already at path (else open fails)" },
     { "fsync", "boolean", default = true, doc = "sync files and folders before the rename (crash-safe)" },
+    { "checkpoint", "integer", min = 1, doc = "commit a checkpoint every this many rows, which "
+      .. "flow.run{resume = true} (tdflow run --resume) continues after a crash or a kill" },
   },
-  examples = { 'flow.MemmapSink{path = "out/episodes", existsok = true}' },
+  examples = { 'flow.MemmapSink{path = "out/episodes", existsok = true}',
+    'flow.MemmapSink{path = "out/episodes", checkpoint = 1000000}' },
 })
 
--- Before any data moves (tdflow check): a path that exists without existsok.
-function MemmapSink:preflight()
+-- The name of the provenance record in a committed folder (tdflow's; Python tensordict
+-- loads only what meta.json names, and "%p" begins no key's file name).
+MemmapSink.PROVENANCE_FILE = "%provenance.json"
+
+-- Before any data moves (tdflow check): a path that exists without existsok; a
+-- checkpoint of an unfinished run that a fresh run would replace (or one to resume).
+function MemmapSink:preflight(opts)
+  local problems = {}
+  local resume = opts and opts.resume
   if not self.p.existsok and fs.exists(self.p.path) then
-    return { ("path '%s' exists (pass existsok = true to replace it, e.g. --set sink.existsok=true)")
-      :format(self.p.path) }
+    problems[#problems + 1] = ("path '%s' exists (pass existsok = true to replace it, e.g. --set sink.existsok=true)")
+      :format(self.p.path)
   end
+  local rows = append.checkpoint_rows(self.p.path)
+  if resume and not rows then
+    problems[#problems + 1] = ("path '%s' has no checkpoint to resume"):format(self.p.path)
+  elseif rows and not resume and not self.p.existsok then
+    problems[#problems + 1] = ("path '%s' has a checkpoint of an unfinished run (%d rows): continue it "
+      .. "with --resume, or start over with --set sink.existsok=true"):format(self.p.path, rows)
+  end
+  if #problems > 0 then return problems end
 end
 
 -- Under a data-parallel run (ctx.dist, docs/dist.md) rank 0 appends to path itself and
@@ -158,12 +195,22 @@ local function part_path(path, rank, size)
 end
 
 -- Starts the append: checks the path (existsok), removes temporaries that processes
--- now gone left beside it, makes this one's temporary folder.
+-- now gone left beside it, makes this one's temporary folder. With ctx.resume the
+-- append continues from the path's checkpoint instead (resume_state gives what the run
+-- recorded with it).
 function MemmapSink:open(ctx)
   if self.app then self:abort() end
   if ctx then self.dist = ctx.dist end
   local opts = { existsok = self.p.existsok, fsync = self.p.fsync }
   local target = self.p.path
+  self.every, self.provenance = self.p.checkpoint, nil
+  if ctx and ctx.resume then
+    if self.dist then self:fail("resume: data-parallel runs (mpirun) do not checkpoint") end
+    local a, msg = append.resume(target, opts)
+    if not a then self:fail("%s", (msg:gsub("%(pass existsok%)", "(pass existsok = true to replace it)"))) end
+    self.app = a
+    return
+  end
   if self.dist then
     if not self.p.existsok and fs.exists(target) then
       self:fail("path '%s' exists (pass existsok = true to replace it)", target)
@@ -190,10 +237,62 @@ function MemmapSink:rows()
   return self.app and self.app:rows() or 0
 end
 
+------------------------------------------------------------- checkpoints (resume)
+
+-- Whether this sink commits checkpoints (flow.run asks before it opens anything).
+function MemmapSink:checkpointing() return self.p.checkpoint ~= nil end
+
+-- A host's --checkpoint ROWS: the checkpoint parameter, set after the sink was made.
+function MemmapSink:set_checkpoint(rows)
+  if not util.is_int(rows) or rows < 1 then
+    self:fail("checkpoint: expected an integer >= 1 (rows between checkpoints), got %s", describe(rows))
+  end
+  self.p.checkpoint = rows
+end
+
+-- True when checkpoint rows were written since the last checkpoint.
+function MemmapSink:checkpoint_due()
+  local a, every = self.app, self.every
+  return a ~= nil and every ~= nil and a:rows() - (self.last_checkpoint or 0) >= every
+end
+
+-- Records a checkpoint: the rows written so far, durable, with state (the pipeline's,
+-- from flow.run) beside them; the append goes on. The previous one stays on failure.
+function MemmapSink:checkpoint(state)
+  if self.dist then self:fail("checkpoint: data-parallel runs (mpirun) do not checkpoint") end
+  local a = self.app
+  local dir, msg = a:stage()
+  if not dir then self:fail("%s", msg) end
+  checkpoint_io.write(dir, { pipeline = state, every = self.every }, { fsync = self.p.fsync })
+  local ok, err = a:checkpoint()
+  if not ok then self:fail("%s", err) end
+  self.last_checkpoint = a:rows()
+end
+
+-- After open with ctx.resume: the state flow.run recorded with the checkpoint. The sink
+-- goes on checkpointing at the recorded interval unless given its own.
+function MemmapSink:resume_state()
+  local dir = self.app and self.app:checkpoint_path()
+  if not dir then self:fail("resume: the sink was not opened to resume") end
+  local saved = checkpoint_io.read(dir)
+  self.every = self.p.checkpoint or saved.every
+  self.last_checkpoint = self.app:rows()
+  return saved.pipeline
+end
+
+-- flow.run hands the run's provenance record over before finish: it is committed with
+-- the rows, as PROVENANCE_FILE.
+function MemmapSink:set_provenance(text) self.provenance = text end
+
 -- Commits and returns the folder loaded (T.load_memmap(path), read-only): every row
 -- written, in order. Without any batch the folder is an empty TensorDict of batch [0].
 function MemmapSink:finish()
   if not self.app then self:open() end
+  if self.provenance and not self.dist then
+    local ok, err = fs.write_atomic(self.app:path() .. "/" .. MemmapSink.PROVENANCE_FILE,
+      self.provenance, self.p.fsync)
+    if not ok then self:fail("provenance: %s", err) end
+  end
   if self.dist then self:finish_parts() else self:commit_app() end
   return td_memmap.load_memmap(self.p.path)
 end
@@ -242,7 +341,8 @@ function MemmapSink:finish_parts()
 end
 
 -- Removes the temporary folder (and a committed part of a data-parallel run): the path
--- keeps what it held. Idempotent.
+-- keeps what it held. A checkpoint is kept, for a later resume (the rows written after
+-- it are dropped then); a fresh run with existsok replaces it. Idempotent.
 function MemmapSink:abort()
   if self.committed_part then
     fs.remove_tree(self.committed_part)
@@ -251,8 +351,12 @@ function MemmapSink:abort()
   local a = self.app
   if a == nil then return end
   self.app = nil
-  a:abort()
+  a:suspend()
 end
+
+-- The rows of the checkpoint kept at path, nil when there is none (a host's message
+-- after a failed or interrupted run).
+function MemmapSink.checkpoint_rows(path) return append.checkpoint_rows(path) end
 
 ---------------------------------------------------------------------- ReplayBuffer
 
@@ -262,11 +366,14 @@ local ReplayBuffer = core.define("ReplayBuffer", {
   kind = "sink",
   doc = "A ring of capacity rows on disk (memmap_like of the first batch's structure): "
     .. "extend(td) writes rows, wrapping around; sample(n, gen) draws n rows uniformly "
-    .. "with replacement. As a sink, write extends and finish returns the buffer.",
+    .. "with replacement. Its fill count and cursor are kept on disk: a ring at path is "
+    .. "reopened. As a sink, write extends and finish returns the buffer.",
   params = {
-    { "path", "string", required = true, doc = "the folder of the ring (capacity rows, zero-filled at first)" },
+    { "path", "string", required = true, doc = "the folder of the ring (capacity rows, zero-filled at first); "
+      .. "a ring already there is reopened, with its rows, length and cursor" },
     { "capacity", "integer", required = true, min = 1, doc = "rows kept; older rows are overwritten" },
-    { "existsok", "boolean", default = false, doc = "replace a memmap folder already at path" },
+    { "existsok", "boolean", default = false, doc = "replace what is at path (a ring too) with a new ring "
+      .. "at the first extend" },
     { "fsync", "boolean", default = true, doc = "sync the preallocated files (crash-safe creation)" },
   },
   examples = {
@@ -278,36 +385,56 @@ function ReplayBuffer:init()
   self.pos, self.filled = 0, 0
 end
 
--- A pipeline's open: refuses a path that exists (unless existsok) before data moves.
-function ReplayBuffer:open()
-  if self.buf or self.p.existsok then return end
-  local f = io.open(self.p.path, "rb")
-  if f then
-    f:close()
-    self:fail("'%s' exists (pass existsok = true to replace it)", self.p.path)
+-- The ring already at path, unless existsok replaces it: mapped read-write with its
+-- counters (fill count and cursor). Looked for once, at the first use.
+local function attach(self)
+  if self.buf or self.looked then return end
+  self.looked = true
+  if self.p.existsok or not fs.exists(self.p.path) then return end
+  local ring, counters = append.open_ring(self.p.path)
+  if not ring then self:fail("%s; pass existsok = true to replace it", counters) end
+  if #ring ~= self.p.capacity then
+    self:fail("'%s' is a ring of %d rows, not %d (capacity); pass existsok = true to replace it",
+      self.p.path, #ring, self.p.capacity)
   end
+  self.buf, self.counters = ring, counters
+  self.filled, self.pos = counters[3], counters[4]
 end
 
+-- A pipeline's open: the ring at path is reopened (or, with existsok, replaced at the
+-- first extend); a path holding something else is refused before data moves.
+function ReplayBuffer:open() attach(self) end
+
 -- Rows filled (at most capacity). (`#rb` cannot work: a node is a Lua table.)
-function ReplayBuffer:len() return self.filled end
+function ReplayBuffer:len()
+  attach(self)
+  return self.filled
+end
 
 -- The ring itself (capacity rows, read-write mapped), nil before the first extend.
-function ReplayBuffer:storage() return self.buf end
+function ReplayBuffer:storage()
+  attach(self)
+  return self.buf
+end
 
 local function make_ring(self, td)
-  local ring, msg = append.rows_like(td, self.p.capacity, self.p.path,
-                                     { existsok = self.p.existsok, fsync = self.p.fsync })
+  local opts = { existsok = self.p.existsok, fsync = self.p.fsync }
+  local ring, msg = append.rows_like(td, self.p.capacity, self.p.path, opts)
   if not ring then self:fail("extend: %s", (msg:gsub("%(pass existsok%)", "(pass existsok = true to replace it)"))) end
-  self.buf = ring
+  local counters, err = append.new_ring_counters(self.p.path, self.p.capacity, opts)
+  if not counters then self:fail("extend: %s", err) end
+  self.buf, self.counters, self.pos, self.filled = ring, counters, 0, 0
 end
 
 -- rb:extend(td): td's rows go after the newest ones, wrapping around; of a batch of
--- more than capacity rows only the last capacity are kept. Returns rb.
+-- more than capacity rows only the last capacity are kept. Returns rb. The counters on
+-- disk move after the rows are written.
 function ReplayBuffer:extend(td)
   if not is_td(td) then self:fail("extend: expected a TensorDict, got %s", describe(td)) end
   if td:batch_dims() == 0 then
     self:fail("extend: a batch needs at least one batch dim (rows), got batch size []")
   end
+  attach(self)
   if not self.buf then make_ring(self, td) end
   local buf, cap = self.buf, self.p.capacity
   local fits, msg = append.check_rows_like(buf, td, "the buffer")
@@ -321,6 +448,8 @@ function ReplayBuffer:extend(td)
   if first < n then buf[{ { 1, n - first } }] = td[{ { first + 1, n } }] end
   self.pos = (pos + n) % cap
   self.filled = math.min(cap, self.filled + n)
+  local counters = self.counters
+  counters[3], counters[4] = self.filled, self.pos
   return self
 end
 
@@ -330,6 +459,7 @@ function ReplayBuffer:sample(n, gen)
   if not util.is_int(n) or n < 0 then
     self:fail("sample: n must be a non-negative integer, got %s", describe(n))
   end
+  attach(self)
   if self.filled == 0 then self:fail("sample: the buffer is empty (extend it first)") end
   if gen ~= nil and getmetatable(gen) ~= GENERATOR_MT then
     self:fail("sample: gen must be a T.Generator (or nil: the global one), got %s", describe(gen))
@@ -346,19 +476,24 @@ function ReplayBuffer:sample(n, gen)
   return out
 end
 
+-- The rows and the counters durable (msync).
+function ReplayBuffer:sync()
+  if self.buf then
+    self.buf:sync()
+    local ok, msg = append.sync_counters(self.counters)
+    if not ok then self:fail("sync: %s", msg) end
+  end
+  return self
+end
+
 -- The sink side: write extends; finish syncs and returns the buffer (rb itself).
 function ReplayBuffer:write(td) return self:extend(td) end
 
-function ReplayBuffer:finish()
-  if self.buf then self.buf:sync() end
-  return self
-end
+function ReplayBuffer:finish() return self:sync() end
 
 -- Nothing to undo: the ring is a working buffer, never a committed result.
 function ReplayBuffer:abort() end
 
-function ReplayBuffer:close()
-  if self.buf then self.buf:sync() end
-end
+function ReplayBuffer:close() self:sync() end
 
 return { MemmapSource = MemmapSource, MemmapSink = MemmapSink, ReplayBuffer = ReplayBuffer }

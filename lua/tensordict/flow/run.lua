@@ -4,12 +4,15 @@
 -- sink aborted (nothing it wrote claims to be complete) and the error re-raised with
 -- the failing node's place. It owns the run's accounting (flow/meter.lua): the
 -- summary, and with profile = true every place's own time and rows, which hosts
--- (tdflow's report) only format.
+-- (tdflow's report) only format; checkpoints and resumes are flow/resume.lua's, the
+-- provenance record flow/provenance.lua's.
 local util = require("tensordict.util")
 local random = require("tensordict.tensor.random")
 local core = require("tensordict.flow.core")
 local meter = require("tensordict.flow.meter")
 local Seq = require("tensordict.flow.seq")
+local provenance = require("tensordict.flow.provenance")
+local resume = require("tensordict.flow.resume")
 
 local fail, describe = util.fail, util.describe
 local now, took, gave, spent = meter.now, meter.took, meter.gave, meter.spent
@@ -17,7 +20,8 @@ local now, took, gave, spent = meter.now, meter.took, meter.gave, meter.spent
 local M = {}
 
 -- seed is checked below (an integer), workers by the nodes that take it (Map).
-local RUN_OPTIONS = { seed = "any", workers = "any", on_batch = "function", ctx = "table", profile = "boolean" }
+local RUN_OPTIONS = { seed = "any", workers = "any", on_batch = "function", ctx = "table", profile = "boolean",
+  resume = "boolean", provenance = "table", on_resume = "function" }
 
 local function check_role(x, role, methods)
   if type(x) ~= "table" then
@@ -62,7 +66,10 @@ end
 -- opts: seed (the pipeline seed, default 0: seeds the global generator and reaches
 -- every node's open as ctx.seed), workers (ctx.workers, a default for Map), ctx (more
 -- fields for open), on_batch(summary) called after each source batch, profile (the
--- summary gets nodes: the source's, each step's and the sink's own time and rows).
+-- summary gets nodes: the source's, each step's and the sink's own time and rows),
+-- resume (continue from the sink's checkpoint), on_resume(recorded provenance) (a host
+-- checks it is the same run; raising stops the resume), provenance (a table the run
+-- fills: flow/provenance.lua; the sink commits it with the output).
 function M.run(source, node, sink, opts)
   opts = util.options("run", opts, RUN_OPTIONS)
   check_role(source, "source", { "iter" })
@@ -76,10 +83,19 @@ function M.run(source, node, sink, opts)
 
   local ctx = {}
   for k, v in pairs(opts.ctx or {}) do ctx[k] = v end
-  ctx.seed, ctx.workers = seed, opts.workers
+  ctx.seed, ctx.workers, ctx.resume = seed, opts.workers, opts.resume or nil
   local summary = meter.new()
   local on_batch = opts.on_batch
   local phase, opened = "source", {}
+  local checkpointing = sink.checkpointing ~= nil and sink:checkpointing()
+  -- a run that checkpoints keeps a record even unasked: a later resume continues it
+  local record = opts.provenance or ((checkpointing or opts.resume) and {} or nil)
+  if record then provenance.start(record, seed, opts.workers) end
+  if opts.resume and type(sink.resume_state) ~= "function" then
+    fail(("run: resume: the sink (%s) keeps no checkpoint (MemmapSink{checkpoint = rows} does)")
+      :format(sink.type_name or describe(sink)))
+  end
+  local run -- what checkpoints and resume work on
 
   -- profiling: the source and the sink are metered here, the steps by their Seq
   local source_m, sink_m, wrapped
@@ -87,6 +103,16 @@ function M.run(source, node, sink, opts)
     source_m, sink_m = meter.new("source", source.type_name or "?"), meter.new("sink", sink.type_name or "?")
     if node ~= nil and not is_seq(node) then node, wrapped = Seq.new({ node }), true end
     if node then node:set_profile(true) end
+  end
+
+  -- The per-place report: the source, every step, the sink (what the sink took, it
+  -- keeps: its rows out are its rows in).
+  local function profile_list()
+    sink_m.batches_out, sink_m.rows_out = sink_m.batches_in, sink_m.rows_in
+    local nodes = { source_m }
+    for _, p in ipairs(node and node:profile() or {}) do nodes[#nodes + 1] = p end
+    nodes[#nodes + 1] = sink_m
+    return nodes
   end
 
   local function emit(td)
@@ -106,6 +132,13 @@ function M.run(source, node, sink, opts)
   local t0 = now()
   local result
   local ok, err = xpcall(function()
+    if checkpointing or opts.resume then
+      phase = "run" -- the checks name no place: they are of the whole run
+      resume.check(source, node, ctx)
+      run = { summary = summary, source = source, node = node, sink = sink, seed = seed, record = record,
+        signature = resume.signature(source, node, sink), on_resume = opts.on_resume,
+        set_phase = function(p) phase = p end }
+    end
     random.manual_seed(seed)
     for _, part in ipairs({ { "source", source }, { "node", node }, { "sink", sink } }) do
       phase = part[1]
@@ -114,6 +147,12 @@ function M.run(source, node, sink, opts)
         x:open(ctx)
       end
       opened[#opened + 1] = x
+    end
+    if opts.resume then
+      phase = "sink"
+      local saved = sink:resume_state()
+      phase = "run"
+      resume.restore(run, saved)
     end
     phase = "source"
     local nxt = source:iter(ctx)
@@ -142,11 +181,25 @@ function M.run(source, node, sink, opts)
         summary.seconds = now() - t0
         on_batch(summary)
       end
+      if run and sink:checkpoint_due() then
+        -- between batches, nothing in flight: the state is the source's position
+        phase = "node"
+        if node and node.drain then node:drain(emit) end
+        local state = resume.capture(run)
+        phase = "sink"
+        sink:checkpoint(state)
+      end
       if node and (node.done or (node.is_done and node:is_done())) then break end
     end
     phase = "node"
     if node and node.flush then node:flush(emit) end
     phase = "sink"
+    if opts.provenance and sink.set_provenance then
+      -- committed with the output: the run as it stands when the last row is written
+      summary.seconds = now() - t0
+      provenance.finish(record, "ok", nil, summary, source_m and profile_list())
+      sink:set_provenance(provenance.json(record))
+    end
     if sink_m then
       local f0 = now()
       result = sink:finish()
@@ -172,21 +225,22 @@ function M.run(source, node, sink, opts)
     end
   end
   if opts.profile then
-    -- what the sink took, it keeps: its rows out are its rows in
-    sink_m.batches_out, sink_m.rows_out = sink_m.batches_in, sink_m.rows_in
-    local nodes = { source_m }
-    for _, p in ipairs(node and node:profile() or {}) do nodes[#nodes + 1] = p end
-    nodes[#nodes + 1] = sink_m
-    summary.nodes = nodes
+    summary.nodes = profile_list()
     if node then node:set_profile(false) end
   end
   if not ok then
     pcall(sink.abort, sink)
     if phase == "node" and node then
-      error(core.annotate(err, position(node, wrapped)), 0)
+      err = core.annotate(err, position(node, wrapped))
+    elseif phase ~= "run" then
+      local label = phase == "source" and source or sink
+      err = core.annotate(err, phase, core.is_node(label) and label or nil)
     end
-    local label = phase == "source" and source or sink
-    error(core.annotate(err, phase, core.is_node(label) and label or nil), 0)
+    if record then provenance.finish(record, provenance.status_of(err), err, summary, summary.nodes) end
+    error(err, 0)
+  end
+  if record then
+    provenance.finish(record, close_err and "failed" or "ok", close_err, summary, summary.nodes)
   end
   if close_err then error(close_err, 0) end
   return result, summary

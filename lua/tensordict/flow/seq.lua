@@ -261,6 +261,44 @@ function Seq:is_done()
   return false
 end
 
+-- Checkpoints (flow/core.lua's protocol): every step that cannot take part, as
+-- {where =, node =, why =}; a Seq's own state is its steps'.
+function Seq:checkpoint_problems(where, out)
+  where, out = where or "steps", out or {}
+  for j, node in ipairs(self.nodes) do
+    local here = ("%s[%d]"):format(where, j)
+    if getmetatable(node) == Seq.__mt then
+      node:checkpoint_problems(here .. ".steps", out)
+    else
+      local why = core.checkpoint_problem(node)
+      if why then out[#out + 1] = { where = here, node = node, why = why } end
+    end
+  end
+  return out
+end
+
+-- Each step's state, in order ({} for a step that keeps none).
+function Seq:state()
+  local steps = {}
+  for j, node in ipairs(self.nodes) do
+    steps[j] = { state = node.state and node:state() or nil }
+  end
+  return { steps = steps }
+end
+
+function Seq:restore(state)
+  local steps = type(state) == "table" and state.steps or {}
+  if #steps ~= #self.nodes then
+    self:fail("restore: the state has %d steps, this Seq %d", #steps, #self.nodes)
+  end
+  for j, node in ipairs(self.nodes) do
+    if node.restore then
+      self.at = j
+      node:restore(steps[j].state)
+    end
+  end
+end
+
 -- Where the last error happened: "steps[2].steps[1] (Apply)".
 function Seq:position()
   local parts, node = {}, self

@@ -51,35 +51,61 @@ end
 -- pipeline's). p.drop_last drops a last short batch; p.epochs (default 1) passes.
 -- Under ctx.dist each rank takes its share (shard_rows) of the rows, or of each epoch's
 -- permutation, which every rank draws alike from the same seed. MemmapSource uses it too.
-local function row_batches(td, b, p, ctx)
+-- The second result is the pass's position, a table the iterator keeps current:
+-- {epoch =, start = (the next row), gen = (the generator's state before this epoch's
+-- permutation)}; a copy of one given as from (a checkpoint's) continues from there.
+local function row_batches(td, b, p, ctx, from)
   local lo, hi = shard_rows(#td, ctx)
   local n = hi - lo + 1
   local gen = p.shuffle and random.Generator(core.setting(p, "seed", ctx, 0))
   local epochs = p.epochs or 1
-  local epoch, start, order = 0, n + 1, nil
+  local pos = { epoch = 0, start = n + 1 }
+  local order
+  local function permute()
+    pos.gen = gen:get_state()
+    order = random.randperm(#td, "int64", gen)
+    if n ~= #td then order = order[{ { lo, hi } }] end
+  end
+  if from then
+    pos.epoch, pos.start = from.epoch, from.start
+    if gen and from.gen then
+      gen:set_state(from.gen)
+      permute()
+    end
+  end
   if not gen and (lo ~= 1 or hi ~= #td) then td = td[{ { lo, hi } }] end
   return function()
-    if start > n or (p.drop_last and start + b - 1 > n) then
-      epoch = epoch + 1
-      if epoch > epochs then return nil end
-      start = 1
-      if gen then
-        order = random.randperm(#td, "int64", gen)
-        if n ~= #td then order = order[{ { lo, hi } }] end
-      end
+    if pos.start > n or (p.drop_last and pos.start + b - 1 > n) then
+      pos.epoch = pos.epoch + 1
+      if pos.epoch > epochs then return nil end
+      pos.start = 1
+      if gen then permute() end
       if n == 0 or (p.drop_last and b > n) then return nil end
     end
-    local stop = math.min(n, start + b - 1)
-    local rows = { start, stop }
-    start = stop + 1
+    local stop = math.min(n, pos.start + b - 1)
+    local rows = { pos.start, stop }
+    pos.start = stop + 1
     if order then return td[order[{ rows }]] end
     return td[{ rows }]
-  end
+  end, pos
+end
+
+-- A copy of a row_batches position (what a source's state() gives).
+local function copy_position(pos)
+  if not pos then return nil end
+  return { epoch = pos.epoch, start = pos.start, gen = pos.gen }
 end
 
 function TensorSource:iter(ctx)
-  return row_batches(self.p.td, self.p.batch_size, self.p, ctx)
+  local nxt, pos = row_batches(self.p.td, self.p.batch_size, self.p, ctx, self.from)
+  self.from, self.position = nil, pos
+  return nxt
 end
+
+-- Checkpoints: the position of the pass in progress; restore makes the next iter()
+-- continue from a recorded one.
+function TensorSource:state() return copy_position(self.position) end
+function TensorSource:restore(state) self.from = state end
 
 ---------------------------------------------------------------------------- Collect
 
@@ -122,4 +148,4 @@ function Discard:finish() return self.rows or 0 end
 function Discard:abort() self.rows = 0 end
 
 return { TensorSource = TensorSource, Collect = Collect, Discard = Discard, row_batches = row_batches,
-  shard_rows = shard_rows }
+  shard_rows = shard_rows, copy_position = copy_position }

@@ -587,6 +587,29 @@ function Normalize:close(failed)
   end
 end
 
+-- Checkpoints: the running statistics, bit for bit (count, mean and M2 as float64
+-- tensors). Fixed statistics do not change: nothing to save.
+function Normalize:state()
+  if not self.update then return nil end
+  local keys = {}
+  for i, k in ipairs(self.p.keys) do
+    local rs = self.stats:get(k)
+    keys[i] = rs.shape and { count = rs:count(), mean = rs.m, m2 = rs.q } or {}
+  end
+  return { keys = keys, changed = self.changed }
+end
+function Normalize:restore(state)
+  if not self.update then return end
+  for i, k in ipairs(self.p.keys) do
+    local saved, rs = state.keys[i], self.stats:get(k)
+    if saved.mean then
+      rs.shape, rs.m, rs.q = saved.mean:shape(), saved.mean, saved.m2
+      rs.n[0] = saved.count
+    end
+  end
+  self.changed = state.changed
+end
+
 -- The spec: the parameters, with stats as given when it was a folder and nothing has
 -- changed since, else the statistics held now as plain numbers.
 function Normalize:spec()

@@ -77,6 +77,9 @@ function ParticleSource:iter(ctx)
   -- every rank draws all n initial states (cheap) and simulates its share of them, so
   -- a data-parallel run makes the rows a single process makes
   local start, last = shard_rows(n, ctx)
+  if self.from then start = self.from.start end
+  self.from = nil
+  self.position = function() return { start = start } end
   return function()
     if start > last then return nil end
     local stop = math.min(last, start + b - 1)
@@ -92,5 +95,10 @@ function ParticleSource:iter(ctx)
     return td
   end
 end
+
+-- Checkpoints: the next particle of the pass in progress (every particle's start is
+-- drawn from the seed alone); restore makes the next iter() continue there.
+function ParticleSource:state() return self.position and self.position() end
+function ParticleSource:restore(state) self.from = state end
 
 return { ParticleSource = ParticleSource }

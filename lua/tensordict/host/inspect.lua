@@ -7,6 +7,9 @@ local fs = require("tensordict.fs")
 local json = require("tensordict.json")
 local util = require("tensordict.util")
 local td_core = require("tensordict.dict")
+local flow = require("tensordict.flow")
+local provenance = require("tensordict.host.provenance")
+local progress = require("tensordict.host.progress")
 
 local M = {}
 
@@ -62,7 +65,16 @@ local function walk(td, indent, lines, totals)
   end
 end
 
--- The text of the tree for path; raises a clear error when path holds no container.
+-- A line on the checkpoint of an unfinished run beside path, or nil.
+local function checkpoint_line(path)
+  local rows = flow.MemmapSink.checkpoint_rows(path)
+  if not rows then return nil end
+  return ("a checkpoint of an unfinished run (%s rows) is beside it: tdflow run RECIPE --resume continues it")
+    :format(progress.grouped(rows))
+end
+
+-- The text of the tree for path, and of the provenance record of the run that wrote it;
+-- raises a clear error when path holds no container.
 function M.text(path)
   local td, what
   if fs.is_dir(path) then
@@ -70,12 +82,19 @@ function M.text(path)
   elseif fs.exists(path) then
     td, what = T.from_consolidated(path), "consolidated file"
   else
-    util.fail(("inspect: %s: no such file or folder"):format(path))
+    local ckpt = checkpoint_line(path)
+    util.fail(("inspect: %s: no such file or folder%s"):format(path, ckpt and (" (" .. ckpt .. ")") or ""))
   end
   local lines, totals = {}, { leaves = 0, bytes = 0, values = 0 }
   walk(td, "", lines, totals)
   table.insert(lines, 1, ("%s  (%s, batch size %s, %d tensor leaves, %s%s)"):format(path, what, batch_text(td),
     totals.leaves, human(totals.bytes), totals.values > 0 and (", " .. totals.values .. " non-tensor values") or ""))
+  if what == "memmap folder" and fs.exists(path .. "/" .. provenance.FILE) then
+    local rec, why = provenance.read(path)
+    lines[#lines + 1] = rec and provenance.text(rec) or ("provenance: " .. why)
+  end
+  local ckpt = checkpoint_line(path)
+  if ckpt then lines[#lines + 1] = ckpt end
   return table.concat(lines, "\n")
 end
 

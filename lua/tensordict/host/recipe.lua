@@ -158,6 +158,7 @@ function M.prepare(source, opts)
   local t, problems = read(source)
   if not t then return nil, problems end
   t = deep_copy(t)
+  local document = deep_copy(t) -- as read: a run's provenance record keeps it
   for _, assignment in ipairs(opts.set or {}) do
     local pb = M.apply_set(t, assignment)
     if pb then problems[#problems + 1] = pb end
@@ -185,6 +186,7 @@ function M.prepare(source, opts)
   for _, field in ipairs({ "source", "steps", "sink" }) do
     if t[field] ~= nil then t[field] = expand_vars(t[field], vars, field, problems) end
   end
+  local effective = deep_copy(t) -- after --set and $vars, before building
 
   -- Pipeline settings: seed and workers reach the nodes at open, through flow.run's
   -- ctx (r.seed, r.workers); batch_size is needed to make a source, so the builder
@@ -194,7 +196,8 @@ function M.prepare(source, opts)
     return build.node(spec, { where = where, kind = kind, problems = problems, defaults = defaults })
   end
   local r = { path = type(source) == "string" and source or nil, seed = t.seed or 0, workers = t.workers,
-    vars = vars, name = t.name, description = t.description, steps = {} }
+    vars = vars, name = t.name, description = t.description, steps = {}, document = document,
+    effective = effective }
   if t.source == nil then
     problems[#problems + 1] = "source: required: where the batches come from ({\"use\": \"TensorSource\", ...})"
   else
@@ -219,7 +222,7 @@ function M.prepare(source, opts)
       for j, sub in ipairs(node.nodes) do preflight(sub, ("%s.steps[%d]"):format(where, j)) end
     end
     if node.preflight then
-      for _, pb in ipairs(node:preflight() or {}) do
+      for _, pb in ipairs(node:preflight({ resume = opts.resume }) or {}) do
         problems[#problems + 1] = ("%s (%s): %s"):format(where, node.type_name, pb)
       end
     end

@@ -1,8 +1,10 @@
 -- host/report.lua: what tdflow prints after a run: per node (and the source and the
 -- sink) its share of the time, batches and rows in and out, and throughput; and the
--- same as a JSON document for --report.
+-- same as a JSON document for --report, with the run's provenance record (what made
+-- it: host/provenance.lua) and its status.
 local json = require("tensordict.json")
 local progress = require("tensordict.host.progress")
+local flow_provenance = require("tensordict.flow.provenance")
 
 local M = {}
 
@@ -16,12 +18,30 @@ function M.build(info)
     r.share = busy > 0 and r.seconds / busy or 0
     r.rows_per_second = r.seconds > 0 and r.rows_in / r.seconds or nil
   end
+  local record = info.provenance
   return {
     recipe = info.recipe, seed = info.seed, workers = info.workers,
     seconds = total, rows_in = info.rows_in, rows_out = info.rows_out,
     rows_per_second = total > 0 and info.rows_in / total or 0,
     nodes = rows, result = info.result,
+    status = record and record.status, error = record and record.error,
+    provenance = record and flow_provenance.plain(record),
   }
+end
+
+-- The report of a run from its provenance record alone: what a failed or interrupted
+-- run leaves (flow.run fills the record, r.provenance, whatever the outcome; with
+-- profiling its nodes too), with its status and error.
+function M.of_record(record)
+  local nodes = {}
+  for i, n in ipairs(record.nodes or {}) do
+    local copy = {}
+    for k, v in pairs(n) do copy[k] = v end
+    nodes[i] = copy
+  end
+  return M.build({ rows = nodes, seconds = record.seconds or 0, rows_in = record.rows_in or 0,
+    rows_out = record.rows_out or 0, recipe = record.recipe_file, seed = record.seed, workers = record.workers,
+    provenance = record })
 end
 
 local function rate(x)

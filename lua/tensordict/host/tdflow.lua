@@ -1,5 +1,7 @@
 -- host/tdflow.lua: the host's command line (scripts/tdflow calls main). Commands:
 --   tdflow run RECIPE [--set PATH=VALUE ...] [--workers N] [--seed N] [--quiet] [--report FILE]
+--              [--checkpoint ROWS] [--resume]
+--   tdflow rerun OUTPUT [--into PATH] [--set PATH=VALUE ...] [--workers N] [--verify] ...
 --   tdflow check RECIPE [--set PATH=VALUE ...]
 --   tdflow inspect PATH
 --   tdflow plugins
@@ -16,6 +18,8 @@ local progress = require("tensordict.host.progress")
 local report = require("tensordict.host.report")
 local inspect = require("tensordict.host.inspect")
 local host_dist = require("tensordict.host.dist")
+local provenance = require("tensordict.host.provenance")
+local rerun = require("tensordict.host.rerun")
 
 local now = util.now
 local kit = flow.kit.new()
@@ -25,12 +29,13 @@ local M = {}
 
 M.EXIT_OK, M.EXIT_RUNTIME, M.EXIT_USAGE, M.EXIT_INTERRUPTED = 0, 1, 2, 130
 
--- A converter for options taking a non-negative integer, with a message naming them.
-local function count_arg(name)
+-- A converter for options taking a non-negative (positive: min 1) integer, with a
+-- message naming them.
+local function count_arg(name, min)
   return function(x)
     local n = tonumber(x)
-    if util.is_int(n) and n >= 0 then return n end
-    return nil, ("%s expects a non-negative integer, got '%s'"):format(name, x)
+    if util.is_int(n) and n >= (min or 0) then return n end
+    return nil, ("%s expects a %s integer, got '%s'"):format(name, min == 1 and "positive" or "non-negative", x)
   end
 end
 
@@ -52,6 +57,11 @@ local function parser()
   run:option("--timeout", "Under mpirun: seconds a rank waits for the others at an exchange "
     .. "before failing (default 600; docs/dist.md).")
     :convert(count_arg("--timeout"))
+  run:option("--checkpoint", "Commit a checkpoint every ROWS rows of the MemmapSink's output "
+    .. "(its checkpoint parameter), which --resume continues after a kill.")
+    :convert(count_arg("--checkpoint", 1)):argname("ROWS")
+  run:flag("--resume", "Continue from the sink's last checkpoint (the same recipe and overrides).")
+  rerun.add_command(p, count_arg)
   local check = p:command("check", "Report every problem of a recipe at once, before any data moves.")
   check:argument("recipe", "The recipe: a .json or .lua file.")
   check:option("--set", "Override a recipe value: PATH=VALUE; repeatable."):count("*"):argname("PATH=VALUE")
@@ -123,6 +133,13 @@ end
 function M.execute(r, opts)
   opts = opts or {}
   local interrupts = opts.interrupts or signals.count(SIGINT)
+  -- what made the run: flow.run fills r.provenance in (and the sink commits it); a
+  -- resume must continue the same recipe
+  local record = r.provenance
+  local on_resume = record and function(saved)
+    local why = provenance.difference(saved, record)
+    if why then util.fail("resume: " .. why .. " (run the recipe of the checkpoint, or start over with existsok)") end
+  end
   local d = opts.dist
   local total = r.source.len and r.source:len() or nil
   local bar = progress.new({ total = total, quiet = opts.quiet or (d and d.rank ~= 0) })
@@ -132,31 +149,67 @@ function M.execute(r, opts)
     bar:update(summary.rows_in * ranks)
   end
   local ok, result, summary = pcall(flow.run, by_place(r.source), r.node, by_place(r.sink), { seed = r.seed,
-    workers = r.workers, on_batch = on_batch, profile = true, ctx = d and { dist = d } or nil })
+    workers = r.workers, on_batch = on_batch, profile = true, ctx = d and { dist = d } or nil,
+    provenance = record, resume = opts.resume, on_resume = opts.resume and on_resume or nil })
   if not ok then
     if bar.drawn then io.stderr:write("\n") end
     if signals.count(SIGINT) ~= interrupts then result = { interrupted = true } end
     return false, result
   end
   local info = { rows = summary.nodes, seconds = summary.seconds, rows_in = summary.rows_in,
-    rows_out = summary.rows_out, recipe = r.path, seed = r.seed, workers = r.workers }
+    rows_out = summary.rows_out, recipe = r.path, seed = r.seed, workers = r.workers, provenance = record }
   if d then info = host_dist.aggregate(d, info) end
   bar:done(info.rows_in)
   return true, result, report.build(info)
 end
 
+-- Reads, checks and builds the recipe of a run (tdflow run, tdflow rerun), with the
+-- options that change it and the record of what made it; nil after printing problems.
+function M.prepare_run(source, args, err, extra)
+  local r, problems = recipe.prepare(source, { set = args.set, workers = args.workers, resume = args.resume })
+  if r and args.checkpoint then
+    if type(r.sink.set_checkpoint) ~= "function" then
+      problems = { ("--checkpoint: the sink (%s) keeps no checkpoints; MemmapSink does"):format(r.sink.type_name) }
+      r = nil
+    else
+      r.sink:set_checkpoint(args.checkpoint)
+    end
+  end
+  if not r then
+    print_problems(err, type(source) == "string" and source or (extra and extra.name or "recipe"), problems)
+    return nil
+  end
+  if args.seed then r.seed = args.seed end
+  r.provenance = provenance.record(r, { command = M.argv, set = args.set, seed = args.seed, workers = args.workers,
+    checkpoint = args.checkpoint, rerun_of = extra and extra.rerun_of })
+  return r
+end
+
+-- After a failed or interrupted run whose sink keeps a checkpoint: how to go on.
+local function checkpoint_hint(r, err)
+  local path = r.sink.p and r.sink.checkpointing and r.sink.p.path
+  local rows = path and flow.MemmapSink.checkpoint_rows(path)
+  if rows then
+    say(err, ("tdflow: the last checkpoint (%s rows) is kept beside '%s': run again with --resume to continue"):format(
+      progress.grouped(rows), path))
+  end
+end
+
 function M.run_command(args, out, err)
   signals.watch(SIGINT)
   local interrupts = signals.count(SIGINT)
-  local r, problems = recipe.prepare(args.recipe, { set = args.set, workers = args.workers })
-  if not r then
-    print_problems(err, args.recipe, problems)
-    return M.EXIT_USAGE
-  end
-  if args.seed then r.seed = args.seed end
+  local r = M.prepare_run(args.recipe, args, err)
+  if not r then return M.EXIT_USAGE end
+  return M.run_prepared(r, args, out, err, interrupts)
+end
+
+-- Runs a prepared recipe as `tdflow run` does, from the start of MPI to the report; the
+-- exit code. args: quiet, report, timeout, resume.
+function M.run_prepared(r, args, out, err, interrupts)
+  signals.watch(SIGINT)
   -- Under mpirun: one rank of a data-parallel run (docs/dist.md).
   local d = host_dist.launched() and host_dist.start(args.timeout or 600) or nil
-  local ok, result, rep = M.execute(r, { quiet = args.quiet, interrupts = interrupts, dist = d })
+  local ok, result, rep = M.execute(r, { quiet = args.quiet, interrupts = interrupts, dist = d, resume = args.resume })
   if not ok then
     local code = M.EXIT_RUNTIME
     if is_interrupt(result) then
@@ -165,6 +218,7 @@ function M.run_command(args, out, err)
     else
       say(err, "tdflow: " .. (d and ("rank %d: "):format(d.rank) or "") .. message(result))
     end
+    checkpoint_hint(r, err)
     -- This rank cleaned up (sink aborted); the others must not wait for it.
     if d then d.abort(code) end
     return code
@@ -246,7 +300,8 @@ function M.main(argv, out, err)
     return M.EXIT_USAGE
   end
   local handlers = { run = M.run_command, check = M.check_command, inspect = M.inspect_command,
-    plugins = M.plugins_command }
+    plugins = M.plugins_command, rerun = function(a, o, e) return rerun.command(M, a, o, e) end }
+  M.argv = { "tdflow", unpack(argv) } -- the command as given, for the provenance record
   local handler_ok, code = pcall(handlers[args.command], args, out, err)
   if not handler_ok then
     if is_interrupt(code) then return M.EXIT_INTERRUPTED end

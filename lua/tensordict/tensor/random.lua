@@ -38,6 +38,49 @@ end
 function Generator:seed() return tonumber(C.td_generator_seed(self.g)) end
 function Generator:__tostring() return ("tensordict.Generator(seed=%d)"):format(self:seed()) end
 
+-- A generator's whole state as JSON-safe text, "seed:offset" (decimal uint64s: Philox's
+-- key and next counter block). torch gives a ByteTensor, torch7 a table; text keeps
+-- every bit and fits in a checkpoint's JSON.
+local U64_MAX = 0xffffffffffffffffULL
+
+local function u64_text(x) return (tostring(x):gsub("ULL$", "")) end
+
+local function state_text(g)
+  return u64_text(C.td_generator_seed(g)) .. ":" .. u64_text(C.td_generator_offset(g))
+end
+
+local function u64_of(call, digits, state)
+  local v = 0ULL
+  for i = 1, #digits do
+    local d = digits:byte(i) - 48
+    if v > (U64_MAX - d) / 10 then
+      fail(("%s: %s is past 2^64 - 1"):format(call, describe(state)))
+    end
+    v = v * 10 + d
+  end
+  return v
+end
+
+local function set_state(call, g, state)
+  local seed, offset
+  if type(state) == "string" then seed, offset = state:match("^(%d+):(%d+)$") end
+  if not seed then
+    fail(("%s: expected a state from get_state() (\"seed:offset\"), got %s"):format(call, describe(state)))
+  end
+  C.td_generator_set_state(g, u64_of(call, seed, state), u64_of(call, offset, state))
+end
+
+-- g:get_state() -> "seed:offset"; g:set_state(state) continues the stream from there.
+function Generator:get_state() return state_text(self.g) end
+function Generator:set_state(state)
+  set_state("Generator:set_state", self.g, state)
+  return self
+end
+
+-- T.get_rng_state() / T.set_rng_state(state): the same for the global generator.
+function M.get_rng_state() return state_text(nil) end
+function M.set_rng_state(state) set_state("set_rng_state", nil, state) end
+
 local function gen_arg(g, call)
   if g == nil then return nil end
   if getmetatable(g) ~= Generator then fail(("%s: expected a T.Generator, got %s"):format(call, describe(g))) end
