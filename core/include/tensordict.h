@@ -979,6 +979,12 @@ const char *td_op_name(int32_t kind, int32_t op, int32_t inplace);
 /* The op's TD_OPCAT_* code; -1 for an unknown kind or code. */
 int32_t td_op_category(int32_t kind, int32_t op);
 
+/* Set key to a copy of entry i of src: td_dict_set_entry for every kind but a stacked
+ * non-tensor value, which gets its own positions and texts (a container that is a copy
+ * of another never shares what index assignment writes in place). */
+int32_t td_dict_copy_entry(td_dict *d, const char *key, int64_t len, const td_dict *src,
+                           int32_t i);
+
 #ifdef __cplusplus
 }
 #endif
