@@ -24,6 +24,7 @@ lua_bench bench_vs_torch "PyTorch side by side, where installed"
 lua_bench bench_sweep "size sweep 1e2..1e7 at 1 and 2 threads, ours vs torch; writes tests/bench/results/latest.md and .json"
 lua_bench bench_flow "pipeline nodes: flow.run's and tdflow's cost per node per batch"
 lua_bench bench_pipeline "source -> Normalize -> Filter -> Map x2 -> Rebatch -> MemmapSink; Python tensordict side by side where TD_PYTHON has it"
+lua_bench bench_normalize "Normalize's nan policies against the plain update (propagate), updating and with fixed statistics"
 lua_bench bench_flow_memmap "MemmapSink, ReplayBuffer; writes ~1.4 GiB under TD_BENCH_DIR"
 lua_bench bench_flow_map "Map: 2 workers vs 1, and shipping a 4 MiB batch vs memcpy twice"
 # tensordict.dist (docs/dist.md): under mpirun where OpenMPI and libtensordict_mpi.so are.

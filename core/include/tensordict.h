@@ -979,6 +979,27 @@ const char *td_op_name(int32_t kind, int32_t op, int32_t inplace);
 /* The op's TD_OPCAT_* code; -1 for an unknown kind or code. */
 int32_t td_op_category(int32_t kind, int32_t op);
 
+/* Running statistics with non-finite values (core/kernels/stats.c; flow.Normalize's nan
+ * policy). td_stats_update_strict is td_stats_update when every value of x is finite;
+ * when x holds NaNs or infinities nothing is folded in and nonfinite[0], nonfinite[1]
+ * receive their counts (both 0 when x was folded in). td_stats_update_finite skips
+ * non-finite values feature by feature: counts (int64, one per feature) counts the
+ * values each feature took, count the rows seen. td_stats_merge_counts merges two such
+ * states. td_stats_count_nonfinite: x's NaNs (out[0]) and infinities (out[1]). */
+int32_t td_stats_update_strict(const td_tensor *x, int32_t batch_dims, int64_t *count,
+                               td_tensor *mean, td_tensor *m2, int64_t *nonfinite);
+int32_t td_stats_update_finite(const td_tensor *x, int32_t batch_dims, int64_t *count,
+                               td_tensor *counts, td_tensor *mean, td_tensor *m2);
+int32_t td_stats_merge_counts(td_tensor *counts, td_tensor *mean, td_tensor *m2,
+                              const td_tensor *counts_b, const td_tensor *mean_b,
+                              const td_tensor *m2_b);
+int32_t td_stats_count_nonfinite(const td_tensor *x, int64_t *out);
+/* td_stats_normalize that also counts x's NaNs (nonfinite[0]) and infinities
+ * (nonfinite[1]) as it reads them. */
+int32_t td_stats_normalize_counted(const td_tensor *x, int32_t batch_dims, const td_tensor *mean,
+                                   const td_tensor *var, double eps, td_tensor *out,
+                                   int64_t *nonfinite);
+
 /* Set key to a copy of entry i of src: td_dict_set_entry for every kind but a stacked
  * non-tensor value, which gets its own positions and texts (a container that is a copy
  * of another never shares what index assignment writes in place). */
