@@ -837,7 +837,7 @@ typedef struct td_json_item {
   int32_t count;    /* arrays and objects: elements or members */
   const char *key;  /* a member's name (NULL otherwise): key_len bytes */
   int64_t key_len;
-  const char *text; /* a string's bytes: text_len of them */
+  const char *text; /* a string's bytes, or a number's literal: text_len of them */
   int64_t text_len;
   double number;    /* a number's value */
 } td_json_item;
@@ -1005,6 +1005,10 @@ int32_t td_stats_normalize_counted(const td_tensor *x, int32_t batch_dims, const
  * of another never shares what index assignment writes in place). */
 int32_t td_dict_copy_entry(td_dict *d, const char *key, int64_t len, const td_dict *src,
                            int32_t i);
+
+/* Bytes of physical memory (0 when the system does not say): what size checks compare
+ * a request with. */
+int64_t td_physical_memory(void);
 
 #ifdef __cplusplus
 }
