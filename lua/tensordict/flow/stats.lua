@@ -23,6 +23,7 @@ local kernels = require("tensordict.tensor.stats")
 local dtypes = require("tensordict.tensor.dtype")
 local td_core = require("tensordict.dict")
 local td_memmap = require("tensordict.dict.memmap")
+local json = require("tensordict.json")
 local core = require("tensordict.flow.core")
 require("tensordict.tensor.ops") -- tensor methods used below (mul, div, lt, sqrt, any)
 require("tensordict.tensor.reduce")
@@ -589,6 +590,25 @@ function Normalize:init()
   self.changed = false
   self.batches = 0 -- batches seen, for messages ("batch 3 holds ...")
   self.saved = {}  -- per key, the statistics before this batch (remember, restore)
+end
+
+-- Before any data moves (the host's check): keys whose dtype is declared upstream must
+-- be floating. From here on the results hold the leaves' dtypes.
+function Normalize:check_dtypes(ks)
+  local out = {}
+  for _, k in ipairs(self.in_keys) do
+    out[#out + 1] = core.dtype_problem(ks, k, function(dt) return dtypes.is_floating(dtypes.code(dt, "Normalize")) end,
+      ("Normalize works on float leaves (cast it first: {\"use\": \"Cast\", \"dtype\": \"float32\", \"keys\": [%s]})")
+        :format(json.encode(k)))
+  end
+  return out
+end
+
+function Normalize:keys_after(ks)
+  for i, k in ipairs(self.out_keys) do
+    local dtype, origin = ks:dtype(self.in_keys[i])
+    ks:add(k, true, dtype, origin)
+  end
 end
 
 -- Normalize.fit(source, keys [, opts]): one pass over a source (anything with
