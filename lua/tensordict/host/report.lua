@@ -21,6 +21,8 @@ function M.build(info)
     seconds = total, rows_in = info.rows_in, rows_out = info.rows_out,
     rows_per_second = total > 0 and info.rows_in / total or 0,
     nodes = rows, result = info.result,
+    -- "ok", "failed" or "interrupted"; error: the message of a run that did not finish
+    status = info.status or "ok", error = info.error,
   }
 end
 
