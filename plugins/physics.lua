@@ -392,9 +392,27 @@ function Histogram:init()
   self:reset()
 end
 
+-- The counts are made at the first batch, not with the node: a check of the recipe
+-- builds nodes, and bins may be more than the machine holds (preflight says so).
 function Histogram:reset()
-  self.counts = T.zeros({ self.p.bins }, "int64")
+  self.counts = nil
   self.underflow, self.overflow, self.nan, self.total = 0, 0, 0, 0
+end
+
+local function counts_of(self)
+  if not self.counts then self.counts = T.zeros({ self.p.bins }, "int64") end
+  return self.counts
+end
+
+-- Before any data moves: the counts (int64) and the edges (float64) of every bin.
+function Histogram:preflight()
+  return { kit.memory_problem(self.p.bins * 16, ("bins = %.0f"):format(self.p.bins)) }
+end
+
+-- The key's dtype, where the source or a step declares it: bool has no bins.
+function Histogram:check_dtypes(ks)
+  return { kit.dtype_problem(ks, self.p.key, function(dt) return dt ~= "bool" end,
+    "physics.Histogram counts numbers, not bool values (cast it first)") }
 end
 
 -- Refuses an existing output before any data moves.
@@ -425,7 +443,7 @@ function Histogram:write(td)
   if m == 0 then return end
   -- bin i (1-based) holds [min + (i-1) w, min + i w); max itself goes to the last bin
   local bin = sel:sub(p.min):mul(p.bins / (p.max - p.min)):floor():clamp(0, p.bins - 1):to("int64"):add(1)
-  self.counts:index_add_(1, bin, T.ones({ m }, "int64"))
+  counts_of(self):index_add_(1, bin, T.ones({ m }, "int64"))
 end
 
 function Histogram:edges()
@@ -436,13 +454,13 @@ end
 -- Returns { counts = int64 [bins], edges = float64 [bins + 1], underflow =, overflow =,
 -- nan =, total = } (numbers: values below min, above max, NaN, all).
 function Histogram:finish()
-  local res = { counts = self.counts, edges = self:edges(), underflow = self.underflow,
+  local res = { counts = counts_of(self), edges = self:edges(), underflow = self.underflow,
     overflow = self.overflow, nan = self.nan, total = self.total }
   local path = self.p.path
   if path then
     -- committed as the library's saves are (a temporary, fsync, rename): readers see the
     -- old file or the whole new one, never a part
-    local counts, edges = self.counts:totable(), res.edges:totable()
+    local counts, edges = res.counts:totable(), res.edges:totable()
     kit.write_file(path, function(write)
       write("lo,hi,count\n")
       for i = 1, self.p.bins do
@@ -468,6 +486,11 @@ local plugin = {
     ["physics.Histogram"] = Histogram,
   },
   functions = F,
+  -- what each function is a function of: tdflow check refuses one named where the other
+  -- kind is called (a function of tensors as Map's fn, say)
+  takes = { kinetic_energy = "tensors", potential_energy = "tensors", gravitational_energy = "tensors",
+    total_energy = "tensors", speed = "tensors", radius = "tensors", momentum = "tensors",
+    angular_momentum = "tensors", path_length = "tensors", features = "batch" },
   docs = { -- one line per function, for `tdflow plugins`
     kinetic_energy = "kinetic_energy(mass, vel): m |v|^2 / 2, [B] (or [B, T] for trajectories)",
     potential_energy = "potential_energy(pos [, k]): k |r|^2 / 2 (k = 1), [B] (or [B, T])",

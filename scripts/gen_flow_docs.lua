@@ -47,6 +47,8 @@ function M.reference()
               local names = {}
               for i, v in ipairs(p.one_of) do names[i] = show_default(v) end
               kind_text = kind_text .. " (" .. table.concat(names, ", ") .. ")"
+            elseif p.min and p.max then
+              kind_text = ("%s %s..%s"):format(kind_text, p.min, p.max)
             elseif p.min then
               kind_text = kind_text .. " >= " .. p.min
             end

@@ -326,6 +326,48 @@ void td_values_release(td_values *v) {
   free(v);
 }
 
+td_values *td_values_copy(const td_values *v) {
+  td_values *c = td_values_new(v->n);
+  for (int64_t i = 0; c && i < v->n; i++) {
+    if (!(c->texts[i] = strdup(v->texts[i]))) {
+      td_values_release(c); /* frees the texts copied so far (the rest are NULL) */
+      c = NULL;
+    }
+  }
+  return c ? c : td_fail_null(TD_ENOMEM, "copy: out of memory for %lld non-tensor values",
+                              (long long)v->n);
+}
+
+int32_t td_entry_take_values(td_entry *o, const td_entry *src) {
+  if (o->t.storage == src->t.storage) {
+    o->values = src->values;
+    td_values_retain(o->values);
+    return 0;
+  }
+  o->values = td_values_copy(src->values);
+  return o->values ? 0 : td_last_status();
+}
+
+int32_t td_entry_copy(td_entry *dst, const td_entry *src) {
+  if (src->kind != TD_ENTRY_VALUES) {
+    td_entry_share(dst, src);
+    return 0;
+  }
+  memset(dst, 0, sizeof *dst);
+  int32_t st = td_take_owned(&dst->t, td_tensor_clone(&src->t));
+  if (st) {
+    memset(&dst->t, 0, sizeof dst->t);
+    return st;
+  }
+  if ((st = td_entry_take_values(dst, src))) {
+    td_storage_release(dst->t.storage);
+    memset(&dst->t, 0, sizeof dst->t);
+    return st;
+  }
+  dst->kind = TD_ENTRY_VALUES;
+  return 0;
+}
+
 static void retire(td_dict *d, td_storage *s) {
   if (d->nretired == d->retired_cap) {
     int32_t cap = d->retired_cap ? 2 * d->retired_cap : 4;
@@ -841,15 +883,24 @@ TD_EXPORT int32_t td_dict_set_values(td_dict *d, const char *key, int64_t len, i
   return i;
 }
 
-TD_EXPORT int32_t td_dict_set_entry(td_dict *d, const char *key, int64_t len, td_dict *src,
-                                    int32_t i) {
+/* td_dict_set_entry, sharing src's entry (shallow) or taking a copy of it (deep). */
+static int32_t set_entry(td_dict *d, const char *key, int64_t len, const td_dict *src, int32_t i,
+                         bool deep) {
   if (!key || len < 0) return td_fail(TD_EINVAL, "set: the key is NULL");
   if (!src || i < 0 || i >= src->keys->n)
     return td_fail(TD_EINDEX, "set: no entry %d in the source", (int)i);
   char *name = key_copy(key, len);
   if (!name) return td_fail(TD_ENOMEM, "set: out of memory");
-  td_entry copy;
-  td_entry_share(&copy, &src->entries[i]); /* before the slot clears: src may be d */
+  td_entry copy; /* taken before the slot clears: src may be d */
+  if (deep) {
+    int32_t st = td_entry_copy(&copy, &src->entries[i]);
+    if (st) {
+      free(name);
+      return st;
+    }
+  } else {
+    td_entry_share(&copy, &src->entries[i]);
+  }
   bool ok = true;
   if (copy.kind == TD_ENTRY_DICT) ok = child_fits("set", d, name, copy.child);
   else if (copy.t.storage) ok = check_tensor("set", d, name, &copy.t);
@@ -863,6 +914,16 @@ TD_EXPORT int32_t td_dict_set_entry(td_dict *d, const char *key, int64_t len, td
   d->entries[j] = copy;
   if (copy.kind == TD_ENTRY_DICT) inherit(d, copy.child);
   return j;
+}
+
+TD_EXPORT int32_t td_dict_set_entry(td_dict *d, const char *key, int64_t len, td_dict *src,
+                                    int32_t i) {
+  return set_entry(d, key, len, src, i, false);
+}
+
+TD_EXPORT int32_t td_dict_copy_entry(td_dict *d, const char *key, int64_t len,
+                                     const td_dict *src, int32_t i) {
+  return set_entry(d, key, len, src, i, true);
 }
 
 TD_EXPORT int32_t td_dict_del(td_dict *d, int32_t i) {

@@ -105,6 +105,17 @@ td_dict *td_dict_like(const td_dict *d, int32_t ndim, const int64_t *batch);
 void td_entry_clear(td_dict *d, td_entry *e);
 /* Copy src's content into the zeroed entry dst, taking new references. */
 void td_entry_share(td_entry *dst, const td_entry *src);
+/* A stacked value's texts grow in place (index assignment appends the texts it writes),
+ * so they are shared exactly by the entries whose positions share storage (views) and
+ * by no others: a copy sharing them would see, and race with, its source's writes.
+ * td_entry_copy: src's content into the zeroed dst as a copy makes it (a stacked value
+ * gets positions in new storage and its own texts; everything else is shared as
+ * td_entry_share does: uniform values are never written in place). */
+int32_t td_entry_copy(td_entry *dst, const td_entry *src);
+/* o's positions are set (from src's): o shares src's texts when its positions share
+ * src's storage, else it gets its own copy of them. */
+int32_t td_entry_take_values(td_entry *o, const td_entry *src);
+td_values *td_values_copy(const td_values *v);
 /* The key of entry i as a C string (for messages). */
 static inline const char *td_dict_key(const td_dict *d, int32_t i) {
   return d->keys->arena + d->keys->meta[i].off;

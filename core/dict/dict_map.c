@@ -22,9 +22,22 @@ void td_shape_header(td_tensor *h, int32_t ndim, const int64_t *shape) {
   }
 }
 
+/* How a walk treats stacked values' positions: transformed by the op like a tensor
+ * leaf (index and shape ops), or copied whole for operations on values (copies, casts:
+ * the op is not for them), or made contiguous (contiguous: shared when they are). */
+enum { VALUES_FOLLOW, VALUES_COPY, VALUES_CONTIGUOUS };
+
+/* Positions of a stacked value for VALUES_COPY or VALUES_CONTIGUOUS, into o->t. */
+static int32_t copied_positions(const td_entry *e, td_entry *o, int values) {
+  if (values == VALUES_CONTIGUOUS && td_tensor_is_contiguous(&e->t)) {
+    td_hold_view(&o->t, &e->t);
+    return 0;
+  }
+  return td_take_owned(&o->t, td_tensor_clone(&e->t));
+}
+
 static td_dict *map_level(const td_dict *d, const td_leaf_op *op, int32_t new_ndim,
-                          const int64_t *new_batch, bool values_follow,
-                          const td_key_path *parent) {
+                          const int64_t *new_batch, int values, const td_key_path *parent) {
   int32_t extra = d->head.ndim - op->op_ndim;
   int32_t ndim = new_ndim + extra;
   if (ndim > TD_MAX_DIMS)
@@ -38,19 +51,21 @@ static td_dict *map_level(const td_dict *d, const td_leaf_op *op, int32_t new_nd
   for (int32_t i = 0; i < d->keys->n; i++) {
     const td_entry *e = &d->entries[i];
     td_entry *o = &r->entries[i];
-    if (e->kind == TD_ENTRY_VALUE || (e->kind == TD_ENTRY_VALUES && !values_follow)) {
+    if (e->kind == TD_ENTRY_VALUE) { /* never written in place: shared */
       td_entry_share(o, e);
       continue;
     }
     td_key_path here = {parent, td_dict_key(d, i)};
     if (e->kind == TD_ENTRY_DICT) {
       o->kind = TD_ENTRY_DICT;
-      o->child = map_level(e->child, op, new_ndim, new_batch, values_follow, &here);
+      o->child = map_level(e->child, op, new_ndim, new_batch, values, &here);
       if (!o->child) goto fail;
       continue;
     }
     o->kind = e->kind;
-    int32_t st = op->fn(op, &e->t, &o->t);
+    int32_t st = e->kind == TD_ENTRY_VALUES && values != VALUES_FOLLOW
+                     ? copied_positions(e, o, values)
+                     : op->fn(op, &e->t, &o->t);
     if (st == TD_LEAF_VIEW) {
       st = 0;
       if (!r->held) r->held = td_dict_lent(d);
@@ -64,9 +79,9 @@ static td_dict *map_level(const td_dict *d, const td_leaf_op *op, int32_t new_nd
       td_dict_fail_at(st, op->call, &here);
       goto fail;
     }
-    if (e->values) {
-      o->values = e->values;
-      td_values_retain(o->values);
+    if (e->kind == TD_ENTRY_VALUES && (st = td_entry_take_values(o, e))) {
+      td_dict_fail_at(st, op->call, &here);
+      goto fail;
     }
   }
   return r;
@@ -77,15 +92,17 @@ fail:
 
 td_dict *td_dict_map(const td_dict *d, const td_leaf_op *op, int32_t new_ndim,
                      const int64_t *new_batch) {
-  return map_level(d, op, new_ndim, new_batch, true, NULL);
+  return map_level(d, op, new_ndim, new_batch, VALUES_FOLLOW, NULL);
 }
 
-/* The same walk for operations on values (copies, casts, arithmetic): stacked values'
- * positions are shared, not transformed, and the batch size is kept. */
-static td_dict *map_values(const td_dict *d, const td_leaf_op *op) {
+/* The same walk for operations on values (copies, casts): stacked values' positions
+ * are not the op's to transform; the result, a new container, gets its own copy of
+ * them (contiguous: kept where already contiguous, as its tensor leaves are). The batch
+ * size is kept. */
+static td_dict *map_values(const td_dict *d, const td_leaf_op *op, int values) {
   td_leaf_op whole = *op;
   whole.op_ndim = d->head.ndim;
-  return map_level(d, &whole, d->head.ndim, d->head.shape, false, NULL);
+  return map_level(d, &whole, d->head.ndim, d->head.shape, values, NULL);
 }
 
 static int32_t visit_level(td_dict *d, const td_leaf_op *op, const td_key_path *parent) {
@@ -763,7 +780,7 @@ TD_EXPORT td_dict *td_dict_copy(const td_dict *d, int32_t mode) {
                                                    : mode == TD_COPY_EMPTY    ? "empty"
                                                                               : "zeros_like",
                    copy_leaf, 0, &c};
-  return map_values(d, &op);
+  return map_values(d, &op, mode == TD_COPY_CONTIGUOUS ? VALUES_CONTIGUOUS : VALUES_COPY);
 }
 
 static int32_t cast_leaf(const td_leaf_op *op, const td_tensor *in, td_tensor *out) {
@@ -779,7 +796,7 @@ TD_EXPORT td_dict *td_dict_to_dtype(const td_dict *d, int32_t dtype, int32_t flo
   if (!td_check_dtype("to", dtype)) return NULL;
   copy_ctx c = {.dtype = dtype, .floating_only = floating_only};
   td_leaf_op op = {"to", cast_leaf, 0, &c};
-  return map_values(d, &op);
+  return map_values(d, &op, VALUES_COPY);
 }
 
 /* ------------------------------------------------------------------- update_ */
@@ -813,9 +830,9 @@ static int32_t update_level(td_dict *dst, const td_dict *src, const td_key_path 
     } else if (s->kind != TD_ENTRY_DICT && e->kind != TD_ENTRY_DICT &&
                s->kind != TD_ENTRY_TENSOR && e->kind != TD_ENTRY_TENSOR) {
       jobs->values++;
-      if (apply_values) { /* non-tensor to non-tensor: take the source's value */
+      if (apply_values) { /* non-tensor to non-tensor: a copy of the source's value */
         td_entry copy;
-        td_entry_share(&copy, s);
+        if ((st = td_entry_copy(&copy, s))) return td_dict_fail_at(st, "update_", &here);
         td_entry_clear(dst, e);
         *e = copy;
         td_dict_touch(dst);

@@ -212,7 +212,7 @@ static bool fits_batch(const char *call, const td_dict *d, const td_tensor *t,
 static int32_t pending(void) { return td_last_status() ? td_last_status() : TD_ENOMEM; }
 
 /* A new container of a's structure and batch size with every tensor leaf replaced by
- * c->fn's result; non-tensor values shared. */
+ * c->fn's result; non-tensor values carried over (a stacked one copied: td_entry_copy). */
 static td_dict *map_level(const td_dict *a, const td_dict *b, const math_ctx *c,
                           const td_key_path *parent) {
   if (b && !no_extra_keys(c->call, a, b, parent)) return NULL;
@@ -239,8 +239,12 @@ static td_dict *map_level(const td_dict *a, const td_dict *b, const math_ctx *c,
         o->kind = TD_ENTRY_TENSOR;
         td_take_owned(&o->t, t);
       }
-    } else if (ok) {
-      td_entry_share(o, e);
+    } else if (ok) { /* a new container: its own copy of a stacked value */
+      int32_t st = td_entry_copy(o, e);
+      if (st) {
+        td_dict_fail_at(st, c->call, &here);
+        ok = false;
+      }
     }
     if (!ok) {
       td_dict_release(r);
@@ -618,10 +622,10 @@ static td_dict *reduce_level(const td_dict *d, const red_ctx *c, const td_key_pa
       st = reduce_positions(c, e, &o->t, &here);
       if (st) {
         memset(&o->t, 0, sizeof o->t);
+      } else if ((st = td_entry_take_values(o, e))) {
+        td_dict_fail_at(st, c->call, &here);
       } else {
         o->kind = TD_ENTRY_VALUES;
-        o->values = e->values;
-        td_values_retain(o->values);
       }
     } else {
       td_entry_share(o, e);

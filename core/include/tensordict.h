@@ -837,7 +837,7 @@ typedef struct td_json_item {
   int32_t count;    /* arrays and objects: elements or members */
   const char *key;  /* a member's name (NULL otherwise): key_len bytes */
   int64_t key_len;
-  const char *text; /* a string's bytes: text_len of them */
+  const char *text; /* a string's bytes, or a number's literal: text_len of them */
   int64_t text_len;
   double number;    /* a number's value */
 } td_json_item;
@@ -1024,6 +1024,37 @@ int64_t td_memmap_append_checkpoint_rows(const char *prefix);
 /* The temporary folder the rows are written into (a caller may add files that are then
  * committed with it: tdflow's provenance record); NULL once committed or aborted. */
 const char *td_memmap_append_path_borrow(const td_memmap_append *a);
+
+/* Running statistics with non-finite values (core/kernels/stats.c; flow.Normalize's nan
+ * policy). td_stats_update_strict is td_stats_update when every value of x is finite;
+ * when x holds NaNs or infinities nothing is folded in and nonfinite[0], nonfinite[1]
+ * receive their counts (both 0 when x was folded in). td_stats_update_finite skips
+ * non-finite values feature by feature: counts (int64, one per feature) counts the
+ * values each feature took, count the rows seen. td_stats_merge_counts merges two such
+ * states. td_stats_count_nonfinite: x's NaNs (out[0]) and infinities (out[1]). */
+int32_t td_stats_update_strict(const td_tensor *x, int32_t batch_dims, int64_t *count,
+                               td_tensor *mean, td_tensor *m2, int64_t *nonfinite);
+int32_t td_stats_update_finite(const td_tensor *x, int32_t batch_dims, int64_t *count,
+                               td_tensor *counts, td_tensor *mean, td_tensor *m2);
+int32_t td_stats_merge_counts(td_tensor *counts, td_tensor *mean, td_tensor *m2,
+                              const td_tensor *counts_b, const td_tensor *mean_b,
+                              const td_tensor *m2_b);
+int32_t td_stats_count_nonfinite(const td_tensor *x, int64_t *out);
+/* td_stats_normalize that also counts x's NaNs (nonfinite[0]) and infinities
+ * (nonfinite[1]) as it reads them. */
+int32_t td_stats_normalize_counted(const td_tensor *x, int32_t batch_dims, const td_tensor *mean,
+                                   const td_tensor *var, double eps, td_tensor *out,
+                                   int64_t *nonfinite);
+
+/* Set key to a copy of entry i of src: td_dict_set_entry for every kind but a stacked
+ * non-tensor value, which gets its own positions and texts (a container that is a copy
+ * of another never shares what index assignment writes in place). */
+int32_t td_dict_copy_entry(td_dict *d, const char *key, int64_t len, const td_dict *src,
+                           int32_t i);
+
+/* Bytes of physical memory (0 when the system does not say): what size checks compare
+ * a request with. */
+int64_t td_physical_memory(void);
 
 #ifdef __cplusplus
 }

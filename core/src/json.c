@@ -219,6 +219,10 @@ static bool flatten(td_json_reader *doc, const cJSON *node) {
   *it = (td_json_item){.type = td_json_type_of(node), .key = key, .key_len = (int64_t)len};
   if (it->type == TD_JSON_NUMBER) {
     it->number = node->valuedouble;
+    /* The literal too: a reader of documents tells an integer a double cannot hold
+     * exactly (past 2^53) from one it can. */
+    it->text = td_json_text_of(node, &len);
+    it->text_len = it->text ? (int64_t)len : 0;
   } else if (it->type == TD_JSON_STRING) {
     it->text = td_json_text_of(node, &len);
     it->text_len = (int64_t)len;

@@ -20,6 +20,14 @@ static atomic_int_fast64_t live_bytes;
 
 TD_EXPORT int64_t td_live_bytes(void) { return (int64_t)atomic_load(&live_bytes); }
 
+/* Physical memory: what a size check compares a request against (sysconf; 0 when the
+ * system does not say). */
+TD_EXPORT int64_t td_physical_memory(void) {
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return 0;
+  return (int64_t)pages > INT64_MAX / (int64_t)page ? INT64_MAX : (int64_t)pages * (int64_t)page;
+}
+
 static td_storage *storage_header(const char *call, int64_t nbytes) {
   if (nbytes < 0)
     return td_fail_null(TD_EINVAL, "%s: negative byte count %lld", call, (long long)nbytes);

@@ -459,7 +459,7 @@ td_dict *td_mm_build(td_mm_save *S, const td_dict *d, int32_t dir, int32_t *k) {
       st = c ? td_dict_set_dict(r, key, len, c) : td_last_status();
       td_dict_release(c);
     } else {
-      st = td_dict_set_entry(r, key, len, (td_dict *)d, i);
+      st = td_dict_copy_entry(r, key, len, d, i); /* r is a copy: it owns its values */
     }
     if (st > 0) st = 0;
   }

@@ -46,6 +46,9 @@ end
 
 function M.exists(path) return ffi.C.access(path, 0) == 0 end
 
+-- Whether this process may write in path (a folder: make and rename files in it).
+function M.is_writable(path) return ffi.C.access(path, 2) == 0 end
+
 function M.is_dir(path)
   local dir = ffi.C.opendir(path)
   if dir == nil then return false end

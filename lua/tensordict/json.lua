@@ -233,9 +233,22 @@ local function value_of(it, t, document)
   return nil -- null in a document
 end
 
-local function build(items, count, document, duplicates)
+-- An integer literal of more than 15 digits that a double does not hold exactly (past
+-- 2^53 = 9007199254740992) goes into inexact as {path =, literal =, value =}.
+local function check_exact(it, v, at, inexact)
+  local literal = ffi_string(it.text, it.text_len)
+  if find(literal, "^%-?%d+$") and format("%.0f", v) ~= literal and literal ~= "-0" then
+    inexact[#inexact + 1] = { path = at, literal = literal, value = v }
+  end
+end
+
+local function build(items, count, document, duplicates, inexact)
   -- one item: no loop (a loop run once per call is one the JIT gives up on)
-  if count == 1 then return value_of(items[0], items[0].type, document) end
+  if count == 1 then
+    local it = items[0]
+    if inexact and it.type == T_NUMBER and it.text_len > 15 then check_exact(it, it.number, "", inexact) end
+    return value_of(it, it.type, document)
+  end
   local root, depth = nil, 0
   for i = 0, count - 1 do
     local it = items[i]
@@ -262,6 +275,7 @@ local function build(items, count, document, duplicates)
       end
       open_left[depth] = open_left[depth] - 1
     end
+    if inexact and t == T_NUMBER and it.text_len > 15 then check_exact(it, v, here or "", inexact) end
     if (t == T_ARRAY or t == T_OBJECT) and it.count > 0 then
       depth = depth + 1
       open_t[depth], open_left[depth] = v, it.count
@@ -280,11 +294,11 @@ local reader = ffi.gc(C.td_json_reader_new(), C.td_json_reader_free)
 
 -- Parses text (flags: C.TD_JSON_LINES for line-and-column messages): true and the value,
 -- or false and the message.
-local function parse(text, flags, document, duplicates)
+local function parse(text, flags, document, duplicates, inexact)
   local items = C.td_json_reader_parse(reader, text, #text, flags, len_out)
   if items == nil then return false, ffi_string(C.td_last_error()) end
   -- (build raises only when Lua runs out of memory; the next parse clears the reader)
-  local value = build(items, tonumber(len_out[0]), document, duplicates)
+  local value = build(items, tonumber(len_out[0]), document, duplicates, inexact)
   C.td_json_reader_clear(reader)
   return true, value
 end
@@ -296,17 +310,26 @@ function M.decode(text)
   return value
 end
 
--- read(text, what) -> value, duplicates (paths of keys given twice in an object: the
--- last one is kept, and callers such as recipes report them). A syntax error raises
--- "tensordict: <what>: line 3, column 14: invalid JSON near '...'".
+-- read(text, what) -> value, duplicates, inexact. duplicates: paths of keys given twice
+-- in an object (the last one is kept, and callers such as recipes report them);
+-- inexact: the integers past 2^53 that a double cannot hold exactly, {path =, literal =,
+-- value =} (M.inexact_text says it), which a recipe must not take silently rounded. A
+-- syntax error raises "tensordict: <what>: line 3, column 14: invalid JSON near '...'".
 function M.read(text, what)
   if type(text) ~= "string" then
     util.fail(("%s: expected JSON text, got %s"):format(what or "json", util.describe(text)))
   end
-  local duplicates = {}
-  local ok, value = parse(text, C.TD_JSON_LINES, true, duplicates)
+  local duplicates, inexact = {}, {}
+  local ok, value = parse(text, C.TD_JSON_LINES, true, duplicates, inexact)
   if not ok then util.fail(("%s: %s"):format(what or "json", value)) end
-  return value, duplicates
+  return value, duplicates, inexact
+end
+
+-- "steps[2].n: 9007199254740993 is an integer that a double cannot hold exactly ..."
+function M.inexact_text(at)
+  return ("%s%s is an integer that a double cannot hold exactly (it would be read as %.0f); integers "
+    .. "are exact up to 2^53 = 9007199254740992"):format(at.path ~= "" and (at.path .. ": ") or "", at.literal,
+    at.value)
 end
 
 return M

@@ -189,6 +189,27 @@ function M.read_shape(call, allow_neg1, ...)
   return count, nxt
 end
 
+-- A number for messages that must not round it (tostring keeps 14 digits, so 2^64
+-- shows as 1.844674407371e+19): an integer below 1e21 in full, others in the fewest of
+-- 14..17 significant digits that read back as v.
+function M.number_text(v)
+  if v ~= v or v == math.huge or v == -math.huge then return tostring(v) end
+  if v % 1 == 0 and math.abs(v) < 1e21 then return ("%.0f"):format(v) end -- an integer: every digit
+  for digits = 14, 17 do
+    local s = ("%." .. digits .. "g"):format(v)
+    if tonumber(s) == v then return s end
+  end
+  return ("%.17g"):format(v)
+end
+
+-- A byte count for messages: "512 B", "1.5 GiB".
+function M.bytes_text(bytes)
+  local units = { "B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" }
+  local i = 1
+  while bytes >= 1024 and i < #units do bytes, i = bytes / 1024, i + 1 end
+  return i == 1 and ("%d B"):format(bytes) or ("%.1f %s"):format(bytes, units[i])
+end
+
 local function format_list(t)
   local parts = {}
   for i = 1, #t do parts[i] = tostring(t[i]) end

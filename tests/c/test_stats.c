@@ -255,7 +255,130 @@ static void test_errors(void) {
   for (int i = 0; i < 9; i++) td_tensor_release(all[i]);
 }
 
+/* Non-finite values: strict updates refuse them (state untouched, counts given), finite
+ * updates skip them per feature and match an update over the finite rows alone; both
+ * for float32 (block path) and a transposed float16 view (strided features); counts of
+ * NaNs and infinities; merges with counts; the errors of the new calls. */
+static void test_nonfinite(void) {
+  int64_t shape[2] = {3000, 4}, c = 0, nf[2] = {7, 7};
+  td_tensor *x = td_tensor_empty(2, shape, TD_FLOAT32);
+  float *px = td_tensor_data_borrow(x);
+  for (int64_t i = 0; i < 12000; i++) px[i] = (float)((i * 37) % 101) * 0.25f - 3.0f;
+  td_tensor *m = f64(4, 0), *q = f64(4, 0);
+  /* clean: strict is the plain update, bit for bit */
+  td_tensor *pm = f64(4, 0), *pq = f64(4, 0);
+  int64_t pc = 0;
+  CHECK_EQ_I(td_stats_update_strict(x, 1, &c, m, q, nf), 0);
+  CHECK_EQ_I(nf[0] + nf[1], 0);
+  CHECK_EQ_I(td_stats_update(x, 1, &pc, pm, pq), 0);
+  CHECK_EQ_I(c, pc);
+  CHECK(memcmp(D(m), D(pm), 32) == 0 && memcmp(D(q), D(pq), 32) == 0);
+  /* dirty: nothing folded in */
+  px[5 * 4 + 1] = NAN;
+  px[2900 * 4 + 1] = NAN;
+  px[7 * 4 + 3] = -INFINITY;
+  CHECK_EQ_I(td_stats_update_strict(x, 1, &c, m, q, nf), 0);
+  CHECK_EQ_I(nf[0], 2);
+  CHECK_EQ_I(nf[1], 1);
+  CHECK_EQ_I(c, 3000);
+  CHECK(memcmp(D(m), D(pm), 32) == 0 && memcmp(D(q), D(pq), 32) == 0);
+  int64_t counted[2];
+  CHECK_EQ_I(td_stats_count_nonfinite(x, counted), 0);
+  CHECK(counted[0] == 2 && counted[1] == 1);
+  /* normalising while counting: the plain result, and the counts (the transposed view
+   * walks its features one by one) */
+  td_tensor *o1 = td_tensor_empty(2, shape, TD_FLOAT32), *o2 = td_tensor_empty(2, shape, TD_FLOAT32);
+  td_tensor *one = f64(4, 1);
+  int64_t seen[2] = {9, 9};
+  CHECK_EQ_I(td_stats_normalize(x, 1, pm, one, 0, o1), 0);
+  CHECK_EQ_I(td_stats_normalize_counted(x, 1, pm, one, 0, o2, seen), 0);
+  CHECK(seen[0] == 2 && seen[1] == 1);
+  CHECK(memcmp(td_tensor_data_borrow(o1), td_tensor_data_borrow(o2), 12000 * sizeof(float)) == 0);
+  td_tensor ot1, ot2;
+  td_tensor_transpose(x, 0, 1, &ot1);
+  td_tensor *o3 = td_tensor_empty(2, (int64_t[]){4, 3000}, TD_FLOAT32);
+  td_tensor_transpose(o3, 0, 1, &ot2);
+  td_tensor *col = f64(3000, 0), *col1 = f64(3000, 1);
+  CHECK_EQ_I(td_stats_normalize_counted(&ot1, 1, col, col1, 0, o3, seen), 0);
+  CHECK(seen[0] == 2 && seen[1] == 1);
+  /* features [2, 2] transposed: not one run, so each row walks them (count_x) */
+  td_tensor v3, vt;
+  CHECK_EQ_I(td_tensor_view(x, 3, (int64_t[]){3000, 2, 2}, &v3), 0);
+  td_tensor_transpose(&v3, 1, 2, &vt);
+  td_tensor *o4 = td_tensor_empty(3, (int64_t[]){3000, 2, 2}, TD_FLOAT32);
+  CHECK_EQ_I(td_stats_normalize_counted(&vt, 1, pm, one, 0, o4, seen), 0);
+  CHECK(seen[0] == 2 && seen[1] == 1);
+  td_tensor_release(o4);
+  td_tensor *clean = td_tensor_full(2, shape, TD_FLOAT32, 2);
+  CHECK_EQ_I(td_stats_normalize_counted(clean, 1, pm, one, 0, o2, seen), 0);
+  CHECK(seen[0] == 0 && seen[1] == 0);
+  CHECK(td_stats_normalize_counted(clean, 1, pm, one, 0, o2, NULL) == TD_EINVAL);
+  CHECK_ERROR("stats_normalize_counted: nonfinite is NULL");
+  td_tensor *more[] = {o1, o2, one, o3, col, col1, clean};
+  for (size_t i = 0; i < sizeof more / sizeof *more; i++) td_tensor_release(more[i]);
+  /* finite: per-feature counts, and the same statistics as the finite rows alone */
+  int64_t rows = 0;
+  td_tensor *cnt = td_tensor_full(1, &shape[1], TD_INT64, 0);
+  td_tensor *fm = f64(4, 0), *fq = f64(4, 0);
+  CHECK_EQ_I(td_stats_update_finite(x, 1, &rows, cnt, fm, fq), 0);
+  CHECK_EQ_I(rows, 3000);
+  const int64_t *pcnt = td_tensor_data_borrow(cnt);
+  CHECK(pcnt[0] == 3000 && pcnt[1] == 2998 && pcnt[2] == 3000 && pcnt[3] == 2999);
+  for (int f = 0; f < 4; f++) {
+    ld s = 0, ss = 0;
+    int64_t n = 0;
+    for (int64_t r = 0; r < 3000; r++) {
+      float v = px[r * 4 + f];
+      if (isfinite(v)) s += v, n++;
+    }
+    ld mean = s / n;
+    for (int64_t r = 0; r < 3000; r++) {
+      float v = px[r * 4 + f];
+      if (isfinite(v)) ss += (v - mean) * (v - mean);
+    }
+    CHECK(close_to(D(fm)[f], mean, 1) && close_to(D(fq)[f], ss, ss));
+  }
+  /* the strided path (features not one run) gives the same counts and statistics */
+  td_tensor t1, tv;
+  td_tensor_transpose(x, 0, 1, &t1);
+  td_tensor *xt = td_tensor_contiguous(&t1); /* [4, 3000] */
+  td_tensor_transpose(xt, 0, 1, &tv);        /* [3000, 4], strides (1, 3000) */
+  td_tensor *cnt2 = td_tensor_full(1, &shape[1], TD_INT64, 0), *sm = f64(4, 0), *sq = f64(4, 0);
+  int64_t rows2 = 0;
+  CHECK_EQ_I(td_stats_update_finite(&tv, 1, &rows2, cnt2, sm, sq), 0);
+  CHECK(memcmp(td_tensor_data_borrow(cnt2), pcnt, 32) == 0);
+  CHECK(memcmp(D(sm), D(fm), 32) == 0 && memcmp(D(sq), D(fq), 32) == 0);
+  /* merging two finite halves equals one finite pass within rounding */
+  td_tensor a, b;
+  td_tensor_slice(x, 0, 0, 1500, 1, &a);
+  td_tensor_slice(x, 0, 1500, 3000, 1, &b);
+  td_tensor *ca = td_tensor_full(1, &shape[1], TD_INT64, 0), *cb = td_tensor_full(1, &shape[1], TD_INT64, 0);
+  td_tensor *ma = f64(4, 0), *qa = f64(4, 0), *mb = f64(4, 0), *qb = f64(4, 0);
+  int64_t ra = 0, rb = 0;
+  CHECK_EQ_I(td_stats_update_finite(&a, 1, &ra, ca, ma, qa), 0);
+  CHECK_EQ_I(td_stats_update_finite(&b, 1, &rb, cb, mb, qb), 0);
+  CHECK_EQ_I(td_stats_merge_counts(ca, ma, qa, cb, mb, qb), 0);
+  CHECK(memcmp(td_tensor_data_borrow(ca), pcnt, 32) == 0);
+  for (int f = 0; f < 4; f++) CHECK(close_to(D(ma)[f], D(fm)[f], 1) && close_to(D(qa)[f], D(fq)[f], D(fq)[f]));
+  /* errors */
+  td_tensor *c32 = td_tensor_full(1, &shape[1], TD_INT32, 0), *c3 = td_tensor_full(1, &shape[0], TD_INT64, 0);
+  CHECK(td_stats_update_finite(x, 1, &rows, c32, fm, fq) == TD_EDTYPE);
+  CHECK_ERROR("stats_update_finite: counts must be int64, got int32");
+  CHECK(td_stats_update_finite(x, 1, &rows, c3, fm, fq) == TD_ESHAPE);
+  CHECK_ERROR("stats_update_finite: counts has 3000 elements, expected 4 (one per feature)");
+  int64_t *neg = td_tensor_data_borrow(cb);
+  neg[2] = -1;
+  CHECK(td_stats_merge_counts(ca, ma, qa, cb, mb, qb) == TD_EINVAL);
+  CHECK_ERROR("stats_merge_counts: the other counts holds the negative count -1");
+  CHECK(td_stats_update_strict(x, 1, &c, m, q, NULL) == TD_EINVAL);
+  CHECK_ERROR("stats_update_strict: nonfinite is NULL");
+  CHECK(td_stats_count_nonfinite(x, NULL) == TD_EINVAL);
+  td_tensor *all[] = {x, m, q, pm, pq, cnt, fm, fq, xt, cnt2, sm, sq, ca, cb, ma, qa, mb, qb, c32, c3};
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) td_tensor_release(all[i]);
+}
+
 int main(void) {
+  test_nonfinite();
   test_dtypes_layouts();
   test_stability_and_merge();
   test_threads();

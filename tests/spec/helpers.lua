@@ -115,6 +115,33 @@ function M.kill_at_random(cmd, min_us, max_us)
   p:close()
 end
 
+-- The host's command line run as a user runs it (scripts/tdflow in a child process,
+-- its output in files of dir): tdflow(args [, env]) -> stdout, stderr, exit code, and
+-- expect(args, code, ...) asserting the code and that the output holds every text.
+function M.tdflow_runner(dir)
+  local function tdflow(args, env)
+    local out, err = dir .. "/stdout", dir .. "/stderr"
+    local p = io.popen(("%s scripts/tdflow %s >%s 2>%s; echo $?"):format(env or "", args, out, err))
+    local code = tonumber(p:read("*a"))
+    p:close()
+    return M.read(out), M.read(err), code
+  end
+  local function expect(args, code, ...)
+    local out, err, got = tdflow(args)
+    local text = out .. err
+    if got ~= code then -- (busted's assert is the specs', not this module's)
+      error(("tdflow %s exited %s, expected %d:\n%s"):format(args, tostring(got), code, text), 2)
+    end
+    for _, needle in ipairs({ ... }) do
+      if not text:find(needle, 1, true) then
+        error(("tdflow %s: output does not contain %q:\n%s"):format(args, needle, text), 2)
+      end
+    end
+    return out, err
+  end
+  return tdflow, expect
+end
+
 -- Lists of batches (what flow.Collect and a source's iter give).
 
 -- { a, a + 1, ..., b }

@@ -327,3 +327,19 @@ describe("json.is_array", function()
     assert.is_false(J.is_array(nil))
   end)
 end)
+
+describe("json.read's integers a double cannot hold", function()
+  it("are listed with their path, literal and value", function()
+    local v, dups, inexact = J.read('{"a": [1, 9007199254740993], "b": 18446744073709551616, '
+      .. '"c": 9007199254740992, "d": -9007199254740993, "e": 1e30, "f": 123456789012345678.5}')
+    assert.are.equal(18446744073709551616, v.b)
+    assert.are.same({}, dups)
+    assert.are.same({ { path = "a[2]", literal = "9007199254740993", value = 2 ^ 53 },
+      { path = "d", literal = "-9007199254740993", value = -2 ^ 53 } }, inexact)
+    assert.are.equal("a[2]: 9007199254740993 is an integer that a double cannot hold exactly (it would be read "
+      .. "as 9007199254740992); integers are exact up to 2^53 = 9007199254740992", J.inexact_text(inexact[1]))
+    local _, _, alone = J.read("36028797018963969")
+    assert.are.same({ { path = "", literal = "36028797018963969", value = 2 ^ 55 } }, alone)
+    assert.are.equal(3, J.decode("3")) -- decode keeps its one result
+  end)
+end)

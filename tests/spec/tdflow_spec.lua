@@ -9,27 +9,8 @@ local dir = H.tmpdir()
 -- Writes a file of the spec's folder; returns its path.
 local function write(name, text) return H.write(dir .. "/" .. name, text) end
 
--- Runs scripts/tdflow with args; returns stdout, stderr, exit code.
-local function tdflow(args, env)
-  local out, err = dir .. "/stdout", dir .. "/stderr"
-  local cmd = ("%s scripts/tdflow %s >%s 2>%s; echo $?"):format(env or "", args, out, err)
-  local p = io.popen(cmd)
-  local code = tonumber(p:read("*a"))
-  p:close()
-  return H.read(out), H.read(err), code
-end
-
-local function expect(args, code, ...)
-  local out, err, got = tdflow(args)
-  local text = out .. err
-  assert.are.equal(code, got, ("tdflow %s exited %d:\n%s"):format(args, got, text))
-  for _, needle in ipairs({ ... }) do
-    if not text:find(needle, 1, true) then
-      error(("tdflow %s: output does not contain %q:\n%s"):format(args, needle, text), 2)
-    end
-  end
-  return out, err
-end
+-- Runs scripts/tdflow with args: stdout, stderr, exit code; expect asserts them.
+local tdflow, expect = H.tdflow_runner(dir)
 
 -- A valid base recipe (JSON) the bad ones change one thing of.
 local SOURCE = '{"use": "ParticleSource", "n": 40, "steps": 2, "seed": 1}'
@@ -64,10 +45,10 @@ describe("tdflow: bad recipes", function()
       'steps[1].fn: expected a function or the name of a registered function, got "Tensor.nope" (unknown function' },
     { "an unknown variable", recipe('"vars": {"size": 4}, "steps": [{"use": "Rebatch", "size": "$vars.sise"}]'),
       "steps[1].size: unknown variable $vars.sise (did you mean $vars.size?) (vars: size)" },
-    { "vars that are not an object", recipe('"vars": 3'), "vars: expected an object, got 3" },
-    { "a negative seed", recipe('"seed": -1'), "seed: expected a non-negative integer, got -1" },
+    { "vars that are not an object", recipe('"vars": 3'), 'vars: expected an object {"name": value, ...}, got 3' },
+    { "a negative seed", recipe('"seed": -1'), "seed: expected a seed (an integer in 0..2^64-1), got -1" },
     { "a zero batch size", '{"batch_size": 0, "source": ' .. SOURCE .. "}",
-      "batch_size: expected a positive integer, got 0" },
+      "batch_size: expected integer >= 1, got 0" },
     { "a key no step produces",
       recipe('"steps": [{"use": "Apply", "keys": ["pos"], "fn": "Tensor.neg"}, '
         .. '{"use": "Apply", "keys": ["nope"], "fn": "Tensor.neg"}]'),
@@ -89,7 +70,7 @@ describe("tdflow: bad recipes", function()
       recipe('"steps": [{"use": "Apply", "keys": ["pos", "vel"], "out_keys": ["a"], "fn": "Tensor.neg"}]'),
       "steps[1] (Apply): keys has 2 keys but out_keys has 1; they pair up one to one" },
     { "several problems at once", recipe('"seed": "x", "steps": [{"use": "Fliter"}, {"use": "Take"}]'),
-      "3 problems:", "seed: expected a non-negative integer", "steps[1].use: unknown node type",
+      "3 problems:", "seed: expected a seed", "steps[1].use: unknown node type",
       "steps[2].n: required" },
   }
   for _, case in ipairs(cases) do
@@ -110,8 +91,10 @@ describe("tdflow: bad recipes", function()
 
   it("reports bad --set values and unknown commands", function()
     local path = write("ok.json", recipe('"steps": []'))
-    expect("check " .. path .. " --set steps.1", 2, "--set steps.1: expected PATH=VALUE, e.g. steps.2.scale=0.5")
-    expect("check " .. path .. " --set batch_size.x=1", 2, "--set batch_size.x=1: batch_size is 16, not a table")
+    expect("check " .. path .. " --set steps.1", 2,
+      "--set steps.1: expected PATH=VALUE, e.g. steps.2.max=0.5 (PATH: dotted fields, list entries from 1)")
+    expect("check " .. path .. " --set batch_size.x=1", 2,
+      "--set batch_size.x=1: batch_size is 16, not an object or a list, so batch_size.x names nothing")
     expect("bogus", 2, "tdflow: unknown command 'bogus'", "Run 'tdflow --help' for usage.")
     expect("run", 2, "missing argument 'recipe'")
     expect("run " .. path .. " --workers x", 2, "--workers expects a non-negative integer, got 'x'")
@@ -175,10 +158,11 @@ describe("tdflow run", function()
     assert.is_true(math.abs(share - 1) < 1e-9)
     -- committed through a temporary sibling that does not outlive the run
     assert.is_nil(H.ls_a(dir):find(".report.json.tmp-", 1, true))
+    -- an unwritable --report is refused before any data moves (issue 27, item 6)
     local missing = dir .. "/no/such/folder/report.json"
-    local _, err = expect("run " .. path .. " --quiet --report " .. missing, 1)
-    assert.are.equal(("tdflow: --report %s: cannot create a temporary beside '%s': No such file or directory\n")
-      :format(missing, missing), err)
+    local _, err = expect("run " .. path .. " --quiet --report " .. missing, 2)
+    assert.are.equal(("tdflow: %s: 1 problem:\n  --report %s: the folder '%s' does not exist\n")
+      :format(path, missing, dir .. "/no/such/folder"), err)
   end)
 
   it("takes --set, --seed and --quiet, and check says ok", function()

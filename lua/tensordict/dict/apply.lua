@@ -140,7 +140,8 @@ local function apply_level(self, fn, others, n, opts, prefix, batch, out)
         result_empty = result_empty and sub_empty
       end
     else
-      check(C.td_dict_set_entry(cdict(result), k, #k, d, i))
+      -- a new container: its own copy of a stacked value (a view shares it, a copy never)
+      check(C.td_dict_copy_entry(cdict(result), k, #k, d, i))
       self_empty, result_empty = false, false
     end
   end

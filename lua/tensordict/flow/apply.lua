@@ -6,6 +6,7 @@
 local util = require("tensordict.util")
 local tensor = require("tensordict.tensor")
 local td_core = require("tensordict.dict")
+local dtypes = require("tensordict.tensor.dtype")
 local core = require("tensordict.flow.core")
 
 local describe = util.describe
@@ -32,7 +33,7 @@ local Apply = core.define("Apply", {
   doc = "Calls fn on each selected leaf and stores the result (in place, or under out_keys).",
   params = {
     { "keys", "keys", required = true, doc = "the leaves fn is applied to" },
-    { "fn", "function", required = true, doc = "fn(leaf) -> tensor (or TensorDict)" },
+    { "fn", "function", required = true, takes = "tensors", doc = "fn(leaf) -> tensor (or TensorDict)" },
     { "out_keys", "keys", doc = "where each result goes, paired with keys (default: keys, replacing the leaves)" },
   },
 })
@@ -58,7 +59,8 @@ end
 local Module = core.define("Module", {
   doc = "tensordict.nn's TensorDictModule: fn(in_keys' values...) returns the out_keys' values.",
   params = {
-    { "fn", "function", required = true, doc = "fn(v1, v2, ...) -> r1, r2, ... (one result per out_key)" },
+    { "fn", "function", required = true, takes = "tensors",
+      doc = "fn(v1, v2, ...) -> r1, r2, ... (one result per out_key)" },
     { "in_keys", "keys", required = true, doc = "the values passed to fn, in order" },
     { "out_keys", "keys", required = true, doc = "where fn's results go, in order" },
   },
@@ -88,7 +90,7 @@ end
 local Lambda = core.define("Lambda", {
   doc = "Calls fn on the whole batch: fn(td) returns a TensorDict (the same or a new one) or nil to drop it.",
   params = {
-    { "fn", "function", required = true, doc = "fn(td) -> TensorDict or nil" },
+    { "fn", "function", required = true, takes = "batch", doc = "fn(td) -> TensorDict or nil" },
     { "in_keys", "keys", default = {}, doc = "the keys fn reads (for key checks)" },
     { "out_keys", "keys", default = {}, doc = "the keys fn adds (for key checks)" },
   },
@@ -188,10 +190,12 @@ function Rename:init()
   self.in_keys, self.out_keys = ins, outs
 end
 
+-- A renamed key keeps its dtype (and who declared it).
 function Rename:keys_after(ks)
   for i, k in ipairs(self.in_keys) do
+    local dtype, origin = ks:dtype(k)
     ks:remove(k)
-    ks:add(self.out_keys[i], true)
+    ks:add(self.out_keys[i], true, dtype, origin)
   end
 end
 
@@ -217,6 +221,19 @@ local Cast = core.define("Cast", {
 
 function Cast:init()
   self.in_keys = self.p.keys or {}
+end
+
+-- The keys cast hold dtype from here on: the given ones, or every key declared floating.
+function Cast:keys_after(ks, where)
+  local origin = ("cast by %s"):format(where or "Cast")
+  if self.p.keys then
+    for _, k in ipairs(self.p.keys) do ks:add(k, false, self.p.dtype, origin) end
+    return
+  end
+  for _, k in ipairs(ks:list()) do
+    local dtype = ks:dtype(k)
+    if dtype and dtypes.is_floating(dtypes.code(dtype, "Cast")) then ks:add(k, false, self.p.dtype, origin) end
+  end
 end
 
 function Cast:forward(td)

@@ -64,7 +64,7 @@ end
 local Rebatch = core.define("Rebatch", {
   doc = "Turns batches of any sizes into batches of exactly size rows (the last one partial unless drop_last).",
   params = {
-    { "size", "integer", required = true, min = 1, doc = "rows per output batch" },
+    { "size", "integer", required = true, min = 1, rows_held = true, doc = "rows per output batch" },
     { "drop_last", "boolean", default = false, doc = "drop a last batch of fewer than size rows" },
   },
 })
@@ -128,8 +128,8 @@ end
 local Shuffle = core.define("Shuffle", {
   doc = "A seeded shuffle buffer over rows: each output row is drawn at random from the last buffer rows seen.",
   params = {
-    { "buffer", "integer", required = true, min = 1, doc = "rows held; larger mixes further" },
-    { "seed", "integer", doc = "the generator's seed (default: the pipeline seed)" },
+    { "buffer", "integer", required = true, min = 1, rows_held = true, doc = "rows held; larger mixes further" },
+    { "seed", "seed", doc = "the generator's seed (default: the pipeline seed)" },
   },
 })
 

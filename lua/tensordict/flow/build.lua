@@ -127,6 +127,27 @@ function M.node(spec, o)
   return nil
 end
 
+-- build.lenient(spec, o) -> a node of spec made without the parameters that have
+-- problems (their defaults instead), or nil: what the host checks a step that failed
+-- with (its keys and dtypes), so that one wrong parameter does not hide the problems
+-- after it. nil when a required parameter is wrong, a nested step fails, or the type
+-- refuses anyway. o.defaults as for build.node. The node is for checks, never runs.
+function M.lenient(spec, o)
+  local name = spec_type(spec, { problems = {} })
+  local cls = name and core.registry[name]
+  if type(cls) ~= "table" then return nil end
+  local quiet = { where = "", problems = {}, defaults = o and o.defaults }
+  local params, all_built = recipe_params(spec, cls, quiet)
+  if not all_built then return nil end
+  local _, _, bad = core.check_params(cls, params, "")
+  for _, p in ipairs(cls.params) do
+    if bad[p[1]] and p.required then return nil end
+  end
+  for k in pairs(bad) do params[k] = nil end
+  local ok, node = pcall(cls.new, params)
+  return ok and node or nil
+end
+
 -- flow.build(spec): the node a spec describes; raises what is wrong with it.
 function M.build(spec)
   local problems = {}

@@ -5,6 +5,7 @@ local util = require("tensordict.util")
 local td_core = require("tensordict.dict")
 local tensor = require("tensordict.tensor")
 local dtypes = require("tensordict.tensor.dtype")
+local memory = require("tensordict.tensor.memory")
 
 local fail, describe = util.fail, util.describe
 local is_td, is_tensor = td_core.is_td, tensor.is_tensor
@@ -15,7 +16,15 @@ M.PROTOCOL_VERSION = 1
 
 M.registry = {}          -- type name -> class (or a plugin's constructor function)
 M.functions = {}         -- name -> function, for specs and recipes
+M.function_takes = {}    -- name -> "batch" or "tensors": what it is a function of, when declared
 local function_names = setmetatable({}, { __mode = "k" }) -- function -> name
+
+-- The integers a double holds exactly: every integer parameter stays within them
+-- (1e30 or 2^64 is an integer to Lua, but not a count anything can hold).
+M.EXACT_INT = 2 ^ 53
+-- Worker processes a step may ask for (Map's workers, a recipe's workers): the range
+-- the checks enforce (forking more than this is a typo, not a plan).
+M.MAX_WORKERS = 1024
 
 ------------------------------------------------------------------------ names
 
@@ -31,16 +40,23 @@ end
 
 ----------------------------------------------------------------------- functions
 
--- flow.register_function(name, fn): fn becomes reachable by name from specs and
--- recipes, and spec() writes the name back.
-function M.register_function(name, fn)
+-- flow.register_function(name, fn [, takes]): fn becomes reachable by name from specs
+-- and recipes, and spec() writes the name back. takes ("batch" or "tensors") says what
+-- fn is a function of: a parameter that calls fn(td) (Map, Lambda, a mask) refuses a
+-- function of tensors by name, and one that calls fn(leaf...) (Apply, Module) a
+-- function of a batch; undeclared functions are taken by both.
+function M.register_function(name, fn, takes)
   if type(name) ~= "string" or name == "" then
     fail(("register_function: the name must be a non-empty string, got %s"):format(describe(name)))
   end
   if type(fn) ~= "function" then
     fail(("register_function: '%s' must be a function, got %s"):format(name, describe(fn)))
   end
+  if takes ~= nil and takes ~= "batch" and takes ~= "tensors" then
+    fail(("register_function: '%s': takes must be \"batch\" or \"tensors\", got %s"):format(name, describe(takes)))
+  end
   M.functions[name] = fn
+  M.function_takes[name] = takes
   if function_names[fn] == nil then function_names[fn] = name end
   return fn
 end
@@ -54,11 +70,14 @@ function M.resolve_function(name)
   if method and type(tensor.Tensor[method]) == "function" then
     local m = tensor.Tensor[method]
     fn = function(t, ...) return m(t, ...) end
-    M.functions[name], function_names[fn] = fn, name
+    M.functions[name], function_names[fn], M.function_takes[name] = fn, name, "tensors"
     return fn
   end
   return nil
 end
+
+-- The registered function names (sorted), for "did you mean" hints.
+function M.function_list() return sorted_keys(M.functions) end
 
 function M.function_name(fn) return function_names[fn] end
 
@@ -179,7 +198,25 @@ KINDS.keys = {
 }
 KINDS.string = { expect = "a string", check = function(v) return type(v) == "string" and v or nil end }
 KINDS.number = { expect = "a number", check = function(v) return type(v) == "number" and v or nil end }
-KINDS.integer = { expect = "an integer", check = function(v) return util.is_int(v) and v or nil end }
+KINDS.integer = {
+  expect = "an integer",
+  check = function(v)
+    if not util.is_int(v) then return nil end
+    if math.abs(v) > M.EXACT_INT then
+      return nil, "integers are exact up to 2^53 = 9007199254740992; past it no count or size is meant"
+    end
+    return v
+  end,
+}
+-- A seed: a uint64 (T.manual_seed's and T.Generator's range); exactness past 2^53 is
+-- the reader's to check (a JSON literal that a double rounds: recipe.lua).
+KINDS.seed = {
+  expect = "a seed (an integer in 0..2^64-1)",
+  check = function(v)
+    if util.is_int(v) and v >= 0 and v < 2 ^ 64 then return v end
+    return nil
+  end,
+}
 KINDS.boolean = { expect = "a boolean", check = function(v) if type(v) == "boolean" then return v end end }
 KINDS["function"] = {
   expect = "a function or the name of a registered function",
@@ -194,6 +231,19 @@ KINDS["function"] = {
     return nil
   end,
 }
+
+-- What a function named in a parameter that calls it with `takes` is, when its
+-- declaration says otherwise: a problem's text, or nil.
+local TAKES_TEXT = { batch = "a batch (fn(td))", tensors = "tensors (fn(leaf, ...))" }
+local function takes_problem(name, value, takes)
+  if type(value) == "string" then M.resolve_function(value) end -- "Tensor.x" declares itself when resolved
+  local declared = type(value) == "string" and M.function_takes[value]
+  if not takes or not declared or declared == takes then return nil end
+  return ("%s: '%s' is a function of %s, but this parameter calls it with %s%s"):format(name, value,
+    TAKES_TEXT[declared], TAKES_TEXT[takes], takes == "batch"
+      and " (a function of tensors goes in Apply or Module)" or " (a function of a batch goes in Lambda or Map)")
+end
+M.takes_problem = takes_problem
 KINDS.dtype = {
   expect = "a dtype name (" .. table.concat(dtypes.list(), ", ") .. ")",
   check = function(v)
@@ -231,15 +281,17 @@ KINDS.any = { expect = "any value", check = function(v) return v end }
 
 local function show(v)
   if type(v) == "string" then return ("%q"):format(v) end
+  if type(v) == "number" then return util.number_text(v) end
   return describe(v)
 end
 
--- Checks params against cls.params. Returns the normalised params and a list of
+-- Checks params against cls.params. Returns the normalised params, a list of
 -- problems, each "<where><name>: expected ..., got ..." (where is a prefix such as
--- "steps[3]." for the host's check; "" for a node made in a script).
+-- "steps[3]." for the host's check; "" for a node made in a script), and the set of
+-- parameter names that have one.
 function M.check_params(cls, params, where)
   where = where or ""
-  local problems, p = {}, {}
+  local problems, p, bad = {}, {}, {}
   if type(params) ~= "table" or is_tensor(params) or is_td(params) then
     problems[1] = ("%sexpected a table of parameters, got %s"):format(where, describe(params))
     return p, problems
@@ -253,6 +305,7 @@ function M.check_params(cls, params, where)
       problems[#problems + 1] = ("%s%s: unknown parameter%s (%s)"):format(where,
         tostring(k), util.did_you_mean(k, names),
         #names > 0 and ("parameters: " .. table.concat(names, ", ")) or (cls.type_name .. " takes no parameters"))
+      bad[k] = true
     end
   end
   if params.type ~= nil and params.type ~= cls.type_name then
@@ -262,6 +315,7 @@ function M.check_params(cls, params, where)
   for _, spec in ipairs(cls.params) do
     local name, kind = spec[1], KINDS[spec[2]]
     local v = params[name]
+    local before = #problems
     if v == nil then
       if spec.required then
         problems[#problems + 1] = ("%s%s: required (%s)"):format(where, name, kind.expect)
@@ -286,11 +340,17 @@ function M.check_params(cls, params, where)
       elseif spec.min and value < spec.min then
         problems[#problems + 1] = ("%s%s: expected %s >= %s, got %s"):format(where, name,
           kind.expect:gsub("^an? ", ""), tostring(spec.min), show(v))
+      elseif spec.max and value > spec.max then
+        problems[#problems + 1] = ("%s%s: expected %s <= %s, got %s"):format(where, name,
+          kind.expect:gsub("^an? ", ""), tostring(spec.max), show(v))
+      elseif spec.takes and takes_problem(name, v, spec.takes) then
+        problems[#problems + 1] = where .. takes_problem(name, v, spec.takes)
       end
       p[name] = value
     end
+    if #problems > before then bad[name] = true end
   end
-  return p, problems
+  return p, problems, bad
 end
 
 ------------------------------------------------------------------------ node types
@@ -459,14 +519,22 @@ local KeySet = {}
 KeySet.__index = KeySet
 M.KeySet = KeySet
 
+-- A KeySet also knows, where someone declared it, each key's dtype and who gave it
+-- ("the source", "steps[2] (Cast)"): checks compare it with what a node accepts.
 function KeySet.new(keys)
-  local self = setmetatable({ ids = {}, order = {}, produced = {} }, KeySet)
+  local self = setmetatable({ ids = {}, order = {}, produced = {}, dtypes = {}, origins = {} }, KeySet)
   for _, k in ipairs(keys or {}) do self:add(k) end
   return self
 end
 
 function KeySet:has(key)
   if self.open then return true end -- a node upstream adds keys nobody declared
+  return self:known(key)
+end
+
+-- Whether key was given or produced by a node that declared it (KeySet:has, without
+-- counting keys that a node adding undeclared keys may have added).
+function KeySet:known(key)
   local ids = self.ids
   if type(key) == "string" then
     if ids[key] then return true end
@@ -482,17 +550,25 @@ function KeySet:has(key)
   return false
 end
 
--- Adds key; produced marks it as made by a node (a candidate out_key).
-function KeySet:add(key, produced)
+-- Adds key; produced marks it as made by a node (a candidate out_key). dtype (nil:
+-- unknown) is what it holds from here on, origin who said so.
+function KeySet:add(key, produced, dtype, origin)
   local id = M.key_id(key)
   if not self.ids[id] then
     self.ids[id] = key
     self.order[#self.order + 1] = key
   end
+  self.dtypes[id], self.origins[id] = dtype, dtype and origin or nil
   if produced and not self.produced[id] then
     self.produced[id] = true
     self.produced[#self.produced + 1] = key
   end
+end
+
+-- The dtype key holds (nil: unknown) and who declared it.
+function KeySet:dtype(key)
+  local id = M.key_id(key)
+  return self.dtypes[id], self.origins[id]
 end
 
 -- Removes key and every path under it.
@@ -500,7 +576,9 @@ function KeySet:remove(key)
   local id = M.key_id(key)
   local prefix = id .. "\0"
   for other in pairs(self.ids) do
-    if other == id or other:sub(1, #prefix) == prefix then self.ids[other] = nil end
+    if other == id or other:sub(1, #prefix) == prefix then
+      self.ids[other], self.dtypes[other], self.origins[other] = nil, nil, nil
+    end
   end
 end
 
@@ -515,7 +593,7 @@ function KeySet:restrict(keys)
         kept = true
       end
     end
-    if not kept then self.ids[id] = nil end
+    if not kept then self.ids[id], self.dtypes[id], self.origins[id] = nil, nil, nil end
   end
 end
 
@@ -529,14 +607,55 @@ function KeySet:list(only_produced)
   return out
 end
 
--- What node does to the keys of a batch: its own keys_after, or "adds out_keys". A
--- node whose function may add keys it does not declare (Lambda, Map without out_keys)
--- sets keys_unknown: after it every key counts as present, so checks stay quiet rather
--- than wrong.
-function M.keys_after(node, ks)
-  if node.keys_after then return node:keys_after(ks) end
+-- What node does to the keys of a batch: its own keys_after, or "adds out_keys" (of
+-- dtypes unknown from here on). A node whose function may add keys it does not declare
+-- (Lambda, Map without out_keys) sets keys_unknown: after it every key counts as
+-- present (KeySet:has), and the host's check notes the keys it could not verify
+-- (KeySet:known). where names the node's place, for the dtypes it declares.
+function M.keys_after(node, ks, where)
+  if node.keys_after then return node:keys_after(ks, where) end
   for _, k in ipairs(node.out_keys) do ks:add(k, true) end
   if node.keys_unknown then ks.open = true end
+end
+
+-- What a source holding td (rows along its first batch dim) declares of its batches:
+-- each leaf's dtype (by key_id) and the bytes of one row.
+function M.leaf_dtypes(td)
+  local out = {}
+  for _, k in ipairs(td:keys({ include_nested = true, leaves_only = true })) do
+    local v = td:get(k)
+    if is_tensor(v) then out[M.key_id(k)] = v:dtype() end
+  end
+  return out
+end
+
+function M.row_bytes(td)
+  local rows, bytes = math.max(#td, 1), 0
+  for _, k in ipairs(td:keys({ include_nested = true, leaves_only = true })) do
+    local v = td:get(k)
+    if is_tensor(v) then bytes = bytes + v:numel() / rows * dtypes.itemsize(v:dtype()) end
+  end
+  return bytes
+end
+
+-- A problem for check_dtypes when key's dtype is declared upstream and accepts(dtype)
+-- says no: "key 'species' has dtype int64 (as the source declares it); <what>".
+function M.dtype_problem(ks, key, accepts, what)
+  local dtype, origin = ks:dtype(key)
+  if dtype == nil or accepts(dtype) then return nil end
+  return ("key %s has dtype %s (%s); %s"):format(M.key_text(key), dtype, origin or "declared upstream", what)
+end
+
+-- What a node holds at once against the machine's memory: a problem's text when bytes
+-- (estimated) exceed physical memory, else nil. what names the request ("n = 2e15
+-- particles"), for the preflight checks of nodes whose parameters are sizes.
+function M.memory_problem(bytes, what)
+  local have = memory.physical()
+  if have > 0 and bytes > have then
+    return ("%s needs about %s of memory at once, more than this machine's %s"):format(what,
+      util.bytes_text(bytes), util.bytes_text(have))
+  end
+  return nil
 end
 
 function M.type_names() return sorted_keys(M.registry) end

@@ -148,6 +148,7 @@ function CsvSource:resolve(r)
     for i, c in ipairs(leaf.cols) do dests[#dests + 1] = { column = c, offset = leaf.grouped and i - 1 or 0 } end
   end
   self.plan = csv.plan(dests)
+  self.columns_read = #dests
   return leaves
 end
 
@@ -168,6 +169,25 @@ function CsvSource:init()
 end
 
 function CsvSource:keys() return self.out_keys end
+
+-- Each leaf's dtype, as columns (or dtype) declares it: checked against the steps.
+function CsvSource:key_dtypes()
+  local out = {}
+  for _, leaf in ipairs(self.leaves) do out[leaf.key] = leaf.dtype end
+  return out
+end
+
+function CsvSource:row_bytes()
+  local bytes = 0
+  for _, leaf in ipairs(self.leaves) do bytes = bytes + #leaf.cols * dtypes.itemsize(leaf.dtype) end
+  return bytes
+end
+
+-- Before any data moves: a batch is allocated whole (batch_size rows of every leaf).
+function CsvSource:preflight()
+  return { core.memory_problem(self.p.batch_size * self:row_bytes(), ("batch_size = %.0f rows of %d columns")
+    :format(self.p.batch_size, self.columns_read)) }
+end
 
 -- Data rows in the file: one scan the first time, remembered.
 function CsvSource:len()

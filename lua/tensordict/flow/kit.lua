@@ -39,6 +39,9 @@ local shared = {
   rows = meter.rows,               -- the rows a batch counts for (1 for batch size [])
   setting = core.setting,          -- p[name], else the run's ctx[name], else a fallback
   exists = fs.exists,              -- whether a path exists
+  -- checks before any data moves (a node's preflight and check_dtypes)
+  memory_problem = core.memory_problem, -- bytes held at once against the machine's memory
+  dtype_problem = core.dtype_problem,   -- a key's declared dtype against what the node accepts
 }
 
 -- The kit of the plugin file that calls new().

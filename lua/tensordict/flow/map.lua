@@ -14,10 +14,12 @@ local describe, is_td = util.describe, td_core.is_td
 local Map = core.define("Map", {
   doc = "Runs fn(batch) -> batch or nil in worker processes, batches through shared memory.",
   params = {
-    { "fn", "function", required = true, doc = "fn(td) -> TensorDict or nil (drops the batch); runs in a worker" },
-    { "workers", "integer", min = 0, doc = "worker processes (default: ctx.workers, else 2); 0 runs fn inline" },
+    { "fn", "function", required = true, takes = "batch",
+      doc = "fn(td) -> TensorDict or nil (drops the batch); runs in a worker" },
+    { "workers", "integer", min = 0, max = core.MAX_WORKERS,
+      doc = "worker processes (default: ctx.workers, else 2); 0 runs fn inline" },
     { "ordered", "boolean", default = true, doc = "emit results in input order (false: as they finish)" },
-    { "seed", "integer", min = 0, doc = "seeds batch k's generator from (seed, k) (default: the pipeline seed)" },
+    { "seed", "seed", doc = "seeds batch k's generator from (seed, k) (default: the pipeline seed)" },
     { "in_keys", "keys", doc = "only these keys are shipped to fn (default: the whole batch)" },
     { "out_keys", "keys",
       doc = "these keys of fn's result are written into the batch, which is emitted "

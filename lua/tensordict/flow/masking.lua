@@ -10,7 +10,9 @@ local core = require("tensordict.flow.core")
 local describe = util.describe
 local is_tensor = tensor.is_tensor
 
--- The mask param: a key (read from the batch) or a function of the batch.
+-- The mask param: a key (read from the batch) or a function of the batch. Declared
+-- key_or_function (the host's check suggests function names for a key nobody gives)
+-- and takes = "batch" (a function of tensors named there is refused by name).
 local MASK_KIND = "any"
 local MASK_DOC = "a bool leaf's key, or fn(td) -> bool tensor over the leading batch dims"
 
@@ -60,6 +62,16 @@ local function aligned(mask, leaf)
   return mask:view(shape)
 end
 
+-- A mask given as a key must be a bool leaf: a dtype declared upstream says so early.
+local function mask_dtypes(name)
+  return function(self, ks)
+    local m = self.p[name]
+    if type(m) == "function" then return {} end
+    return { core.dtype_problem(ks, m, function(dt) return dt == "bool" end,
+      ("%s needs a bool leaf (make one with a comparison, e.g. Module with fn \"Tensor.gt\")"):format(name)) }
+  end
+end
+
 local function spec_of(self)
   local out = core.Node.spec(self)
   for _, name in ipairs({ "where", "mask", "cond" }) do
@@ -74,7 +86,7 @@ end
 local Filter = core.define("Filter", {
   doc = "Keeps the rows where a bool key holds or a function of the batch returns true.",
   params = {
-    { "where", MASK_KIND, required = true, doc = MASK_DOC },
+    { "where", MASK_KIND, required = true, key_or_function = true, takes = "batch", doc = MASK_DOC },
     { "keep_empty", "boolean", default = false, doc = "emit batches left with no rows (default: drop them)" },
   },
 })
@@ -86,6 +98,7 @@ function Filter:init()
 end
 
 Filter.spec = spec_of
+Filter.check_dtypes = mask_dtypes("where")
 
 function Filter:forward(td)
   local mask = mask_of(self, td, "where")
@@ -99,7 +112,7 @@ end
 local MaskedFill = core.define("MaskedFill", {
   doc = "Writes value into the selected leaves (default: every leaf) where the mask holds.",
   params = {
-    { "mask", MASK_KIND, required = true, doc = MASK_DOC },
+    { "mask", MASK_KIND, required = true, key_or_function = true, takes = "batch", doc = MASK_DOC },
     { "value", "number", required = true, doc = "the value written" },
     { "keys", "keys", doc = "the leaves written (default: every tensor leaf)" },
   },
@@ -114,6 +127,7 @@ function MaskedFill:init()
 end
 
 MaskedFill.spec = spec_of
+MaskedFill.check_dtypes = mask_dtypes("mask")
 
 function MaskedFill:forward(td)
   local mask = mask_of(self, td, "mask")
@@ -133,7 +147,7 @@ end
 local Where = core.define("Where", {
   doc = "out = where(cond, leaf, other) per selected leaf: other a number or another leaf.",
   params = {
-    { "cond", MASK_KIND, required = true, doc = MASK_DOC },
+    { "cond", MASK_KIND, required = true, key_or_function = true, takes = "batch", doc = MASK_DOC },
     { "keys", "keys", required = true, doc = "the leaves taken where cond holds" },
     { "other", "number", default = 0, doc = "the value taken elsewhere (unless other_keys)" },
     { "other_keys", "keys", doc = "leaves taken elsewhere, paired with keys" },
@@ -158,6 +172,7 @@ function Where:init()
 end
 
 Where.spec = spec_of
+Where.check_dtypes = mask_dtypes("cond")
 
 function Where:forward(td)
   local cond = mask_of(self, td, "cond")

@@ -46,7 +46,7 @@ local MemmapSource = core.define("MemmapSource", {
     { "path", "string", required = true, doc = "the folder (a meta.json and one file per leaf)" },
     { "batch_size", "integer", required = true, min = 1, doc = "rows per batch (the last one may be smaller)" },
     { "shuffle", "boolean", default = false, doc = "visit the rows in a seeded random order" },
-    { "seed", "integer", doc = "the order's seed (default: the pipeline seed, ctx.seed)" },
+    { "seed", "seed", doc = "the order's seed (default: the pipeline seed, ctx.seed)" },
     { "keys", "keys", doc = "the leaves to read (key paths allowed; default: all)" },
     { "drop_last", "boolean", default = false, doc = "drop a last batch of fewer than batch_size rows" },
     { "device", "string", doc = "\"cuda\" or \"cuda:N\": batches arrive there, each pinned and its copy queued "
@@ -94,6 +94,29 @@ end
 function MemmapSource:open()
   if self.p.device then ToDevice.check_device(self, self.p.device) end
   self:load()
+end
+
+-- What the folder declares, for checks before any data moves (nothing when it does not
+-- load yet: a spec may name a folder made later): each leaf's dtype, a row's bytes.
+local function declared(self)
+  local ok, td = pcall(self.load, self)
+  return ok and td or nil
+end
+function MemmapSource:key_dtypes()
+  local td = declared(self)
+  return td and core.leaf_dtypes(td) or {}
+end
+function MemmapSource:row_bytes()
+  local td = declared(self)
+  return td and core.row_bytes(td) or nil
+end
+
+-- Shuffled batches are gathered copies (batch_size rows at once); the others are views.
+function MemmapSource:preflight()
+  local rb = self.p.shuffle and self:row_bytes()
+  if not rb then return {} end
+  return { core.memory_problem(self.p.batch_size * rb, ("batch_size = %.0f shuffled rows (gathered copies)")
+    :format(self.p.batch_size)) }
 end
 function MemmapSource:close() self.td = nil end
 

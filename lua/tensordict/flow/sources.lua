@@ -15,7 +15,7 @@ local TensorSource = core.define("TensorSource", {
     { "td", "tensordict", required = true, doc = "the data: rows along its first batch dim" },
     { "batch_size", "integer", required = true, min = 1, doc = "rows per batch (the last one may be smaller)" },
     { "shuffle", "boolean", default = false, doc = "a new seeded permutation of the rows each epoch" },
-    { "seed", "integer", doc = "the permutation's seed (default: the pipeline seed)" },
+    { "seed", "seed", doc = "the permutation's seed (default: the pipeline seed)" },
     { "drop_last", "boolean", default = false, doc = "drop a last batch of fewer than batch_size rows" },
     { "epochs", "integer", default = 1, min = 1, doc = "passes over the data" },
   },
@@ -36,6 +36,8 @@ function TensorSource:len()
 end
 
 function TensorSource:keys() return self.out_keys end
+function TensorSource:key_dtypes() return core.leaf_dtypes(self.p.td) end
+function TensorSource:row_bytes() return core.row_bytes(self.p.td) end
 
 -- This rank's share of n rows in a data-parallel run (ctx.dist, set by the tdflow host
 -- under mpirun; docs/dist.md): 1-based first and last row, ranks taking consecutive

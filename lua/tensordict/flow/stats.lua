@@ -7,6 +7,14 @@
 -- Normalize standardises leaves with them: (x - mean) / sqrt(var + eps) per feature,
 -- the features being a leaf's dims after the batch dims; var is the population
 -- variance (M2 / count).
+--
+-- NaNs and infinities (the nan policy of Normalize and of RunningStats:update): one NaN
+-- folded into running statistics makes every later row NaN, so Normalize refuses them
+-- by default ("error": the batch is refused with its key, number and count, nothing
+-- folded in; the check reads the kernels' partial states, free when there is none).
+-- "ignore" takes the statistics over the finite values, each feature counting its own
+-- (the state then holds a count per feature, saved and merged with it), and lets the
+-- non-finite values through; "propagate" is the plain update.
 local ffi = require("ffi")
 local util = require("tensordict.util")
 local tensor = require("tensordict.tensor")
@@ -15,6 +23,7 @@ local kernels = require("tensordict.tensor.stats")
 local dtypes = require("tensordict.tensor.dtype")
 local td_core = require("tensordict.dict")
 local td_memmap = require("tensordict.dict.memmap")
+local json = require("tensordict.json")
 local core = require("tensordict.flow.core")
 require("tensordict.tensor.ops") -- tensor methods used below (mul, div, lt, sqrt, any)
 require("tensordict.tensor.reduce")
@@ -39,6 +48,10 @@ end
 ---------------------------------------------------------------------- RunningStats
 
 local RunningStats = {}
+
+local function need_shape(self, call)
+  if not self.shape then fail(("RunningStats:%s: no data yet (the feature shape is unknown)"):format(call)) end
+end
 RunningStats.__index = RunningStats
 
 local function is_stats(x) return getmetatable(x) == RunningStats end
@@ -54,15 +67,17 @@ local function new_stats(shape)
   return self
 end
 
--- A value given as a number, a (nested) Lua array or a tensor, as a float64 tensor.
-local function as_f64(call, what, v, shape)
+-- A value given as a number, a (nested) Lua array or a tensor, as a float64 (or dtype)
+-- tensor.
+local function as_f64(call, what, v, shape, dtype)
+  dtype = dtype or "float64"
   local t
   if type(v) == "number" then
-    t = create.full(shape or {}, v, "float64")
+    t = create.full(shape or {}, v, dtype)
   elseif is_tensor(v) then
-    t = v:to("float64"):contiguous():clone()
+    t = v:to(dtype):contiguous():clone()
   elseif type(v) == "table" and not is_td(v) then
-    local ok, r = pcall(create.tensor, v, "float64")
+    local ok, r = pcall(create.tensor, v, dtype)
     if not ok then fail(("%s: %s must be numbers, got %s"):format(call, what, describe(v))) end
     t = r
   else
@@ -76,14 +91,16 @@ local function as_f64(call, what, v, shape)
         fail(("%s: %s has shape %s, expected %s"):format(call, what, shape_text(t:shape()), shape_text(shape)))
       end
     end
-    if t:numel() == 1 then t = create.full(shape, t:reshape(1)[1], "float64") else t = t:reshape(shape):contiguous() end
+    if t:numel() == 1 then t = create.full(shape, t:reshape(1)[1], dtype) else t = t:reshape(shape):contiguous() end
   end
   return t
 end
 
--- RunningStats.from{mean =, var =, count = [, shape =]}: a state from given statistics
--- (var is the population variance; mean/var numbers, lists or tensors; a flat list
--- with `shape` takes that shape). count defaults to 0 (fixed statistics).
+-- RunningStats.from{mean =, var =, count = [, counts =] [, shape =]}: a state from given
+-- statistics (var is the population variance; mean/var numbers, lists or tensors; a flat
+-- list with `shape` takes that shape). count (the rows) defaults to 0 (fixed
+-- statistics); counts, a count per feature, is what statistics over finite values
+-- (nan = "ignore") keep beside it.
 function RunningStats.from(t, call)
   call = call or "RunningStats.from"
   if type(t) ~= "table" or is_tensor(t) or is_td(t) then
@@ -107,9 +124,19 @@ function RunningStats.from(t, call)
   local self = new_stats(nil)
   self.shape = shape
   self.m = mean
-  self.q = var:mul(count)
-  self.fixed_var = count == 0 and var or nil -- with no count, M2 cannot hold var
   self.n[0] = count
+  if t.counts ~= nil then
+    local c = t.counts
+    c = as_f64(call, "counts", is_tensor(c) and c:to("float64") or c, shape)
+    if c:ne(c:floor()):any() or c:lt(0):any() or c:gt(count):any() then
+      fail(("%s: counts must be integers in 0..count (%d), one per feature"):format(call, count))
+    end
+    self.c = c:to("int64")
+    self.q = var:mul(c)
+  else
+    self.q = var:mul(count)
+  end
+  self.fixed_var = count == 0 and var or nil -- with no count, M2 cannot hold var
   return self
 end
 
@@ -150,20 +177,65 @@ local function features(self, call, x, batch_dims)
   return fs, batch_dims
 end
 
--- rs:update(x [, batch_dims]): folds x's rows in (batch_dims leading dims, default 1;
--- 0 for a 0-dim x). Any numeric dtype. Returns self.
-function RunningStats:update(x, batch_dims)
-  local fs, bd = features(self, "RunningStats:update", x, batch_dims)
+-- What each nan policy does with a NaN or an infinity (docs/flow.md, Normalize).
+local NAN_POLICIES = { "error", "ignore", "propagate" }
+
+-- "3 NaN values and 1 infinite value" (the parts that are not 0).
+local function nonfinite_text(nan, inf)
+  local parts = {}
+  if nan > 0 then parts[#parts + 1] = ("%d NaN value%s"):format(nan, nan == 1 and "" or "s") end
+  if inf > 0 then parts[#parts + 1] = ("%d infinite value%s"):format(inf, inf == 1 and "" or "s") end
+  return table.concat(parts, " and ")
+end
+
+-- The per-feature counts, made from the row count the first time they are needed.
+local function counts_of(self)
+  if not self.c then self.c = create.full(self.shape, tonumber(self.n[0]), "int64") end
+  return self.c
+end
+
+-- Folds x's rows in under the nan policy; returns the NaNs and infinities that kept x
+-- out (nan = "error": nothing was folded in), else 0, 0.
+local function fold(self, call, x, batch_dims, nan)
+  local fs, bd = features(self, call, x, batch_dims)
+  if nan ~= "error" and nan ~= "ignore" and nan ~= "propagate" then
+    fail(("%s: nan must be \"%s\", got %s"):format(call, table.concat(NAN_POLICIES, "\", \""), describe(nan)))
+  end
   if not self.shape then
     self.shape = fs
     self.m = create.zeros(fs, "float64")
     self.q = create.zeros(fs, "float64")
   end
   if self.fixed_var then
-    fail("RunningStats:update: these statistics were given without a count, so they cannot be updated")
+    fail(("%s: these statistics were given without a count, so they cannot be updated"):format(call))
   end
-  if x:dtype() == "bool" then fail("RunningStats:update: bool tensors have no mean; cast them first") end
-  kernels.update(x, bd, self.n, self.m, self.q)
+  if x:dtype() == "bool" then fail(("%s: bool tensors have no mean; cast them first"):format(call)) end
+  if nan == "ignore" then
+    kernels.update_finite(x, bd, self.n, counts_of(self), self.m, self.q)
+  elseif self.c then -- counts per feature: the batch's own statistics, merged feature by feature
+    local part = new_stats(fs)
+    local nans, infs = fold(part, call, x, bd, nan)
+    if nans + infs > 0 then return nans, infs end
+    self:merge(part)
+  elseif nan == "error" then
+    return kernels.update_strict(x, bd, self.n, self.m, self.q)
+  else
+    kernels.update(x, bd, self.n, self.m, self.q)
+  end
+  return 0, 0
+end
+
+-- rs:update(x [, batch_dims [, nan]]): folds x's rows in (batch_dims leading dims,
+-- default 1; 0 for a 0-dim x). Any numeric dtype. nan: "propagate" (the default: NaNs
+-- and infinities are folded in like any value), "error" (x is refused, nothing folded
+-- in, when it holds any) or "ignore" (they are skipped, each feature counting the
+-- values it took). Returns self.
+function RunningStats:update(x, batch_dims, nan)
+  local call = "RunningStats:update"
+  local nans, infs = fold(self, call, x, batch_dims, nan or "propagate")
+  if nans + infs > 0 then
+    fail(("%s: the tensor holds %s; nothing was folded in"):format(call, nonfinite_text(nans, infs)))
+  end
   return self
 end
 
@@ -184,16 +256,26 @@ function RunningStats:merge(other)
     fail(("RunningStats:merge: feature shapes differ: %s and %s")
       :format(shape_text(self.shape), shape_text(other.shape)))
   end
-  kernels.merge(self.n, self.m, self.q, other.n[0], other.m, other.q)
+  if self.c or other.c then -- either counts per feature: both do
+    kernels.merge_counts(counts_of(self), self.m, self.q, other.c or create.full(self.shape,
+      tonumber(other.n[0]), "int64"), other.m, other.q)
+    self.n[0] = self.n[0] + other.n[0]
+  else
+    kernels.merge(self.n, self.m, self.q, other.n[0], other.m, other.q)
+  end
   return self
 end
 
+-- The rows folded in.
 function RunningStats:count() return tonumber(self.n[0]) end
-function RunningStats:feature_shape() return self.shape and copy_list(self.shape) end
 
-local function need_shape(self, call)
-  if not self.shape then fail(("RunningStats:%s: no data yet (the feature shape is unknown)"):format(call)) end
+-- The values each feature took (int64, the feature shape): the rows, unless non-finite
+-- values were skipped (nan = "ignore").
+function RunningStats:counts()
+  need_shape(self, "counts")
+  return self.c and self.c:clone() or create.full(self.shape, tonumber(self.n[0]), "int64")
 end
+function RunningStats:feature_shape() return self.shape and copy_list(self.shape) end
 
 -- Copies, float64, of the feature shape.
 function RunningStats:mean()
@@ -206,6 +288,12 @@ end
 function RunningStats:var(unbiased)
   need_shape(self, "var")
   if self.fixed_var then return self.fixed_var:clone() end
+  if self.c then -- a count per feature; NaN where it is too small
+    local n = self.c:to("float64"):sub(unbiased and 1 or 0)
+    local v = self.q:div(n)
+    v:masked_fill_(n:le(0), 0 / 0)
+    return v
+  end
   local n = tonumber(self.n[0]) - (unbiased and 1 or 0)
   if n <= 0 then return create.full(self.shape, 0 / 0, "float64") end
   return self.q:div(n)
@@ -225,6 +313,7 @@ function RunningStats:clone()
   if self.shape then
     c.shape, c.m, c.q = copy_list(self.shape), self.m:clone(), self.q:clone()
   end
+  c.c = self.c and self.c:clone()
   c.fixed_var = self.fixed_var
   return c
 end
@@ -232,15 +321,15 @@ end
 -- The population variance used for normalising (0 before any row: x - mean is 0 too).
 local function norm_var(self)
   if self.fixed_var then return self.fixed_var end
+  if self.c then return self.q:div(self.c:clamp(1, nil)) end -- a feature with no value yet: 0
   local n = tonumber(self.n[0])
   if n == 0 then return self.q end
   return self.q:div(n)
 end
 
--- rs:normalize(x [, batch_dims [, eps]]): (x - mean) / sqrt(var + eps), computed in
--- float64, as x's dtype when floating, else float32. Statistics of feature shape []
--- (one mean and variance) apply to every feature of x.
-function RunningStats:normalize(x, batch_dims, eps)
+-- (x - mean) / sqrt(var + eps) for RunningStats:normalize; with counted, also the NaNs
+-- and infinities of x (Normalize's nan = "error" over statistics it does not update).
+local function normalize(self, x, batch_dims, eps, counted)
   local call = "RunningStats:normalize"
   need_shape(self, "normalize")
   local mean, var = self.m, norm_var(self)
@@ -265,21 +354,32 @@ function RunningStats:normalize(x, batch_dims, eps)
   end
   local code = header(x).dtype
   local out = create.empty(x:shape(), dtypes.is_floating(code) and dtypes.name(code) or "float32")
+  if counted then return out, kernels.normalize_counted(x, bd, mean, var, eps, out) end
   kernels.normalize(x, bd, mean, var, eps, out)
-  return out
+  return out, 0, 0
 end
 
--- {mean =, var =, count =} as float64 tensors (var: population) and a number.
+-- rs:normalize(x [, batch_dims [, eps]]): (x - mean) / sqrt(var + eps), computed in
+-- float64, as x's dtype when floating, else float32. Statistics of feature shape []
+-- (one mean and variance) apply to every feature of x.
+function RunningStats:normalize(x, batch_dims, eps)
+  return (normalize(self, x, batch_dims, eps, false))
+end
+
+-- {mean =, var =, count = [, counts =]} as float64 tensors (var: population), a number
+-- and, for statistics over finite values, an int64 count per feature.
 function RunningStats:state()
   need_shape(self, "state")
-  return { mean = self.m:clone(), var = norm_var(self):clone(), count = self:count() }
+  return { mean = self.m:clone(), var = norm_var(self):clone(), count = self:count(),
+    counts = self.c and self.c:clone() }
 end
 
 -- Plain Lua data (JSON-safe): flat lists and the shape.
 function RunningStats:to_plain()
   need_shape(self, "to_plain")
   local flat_m, flat_v = self.m:reshape(-1):totable(), norm_var(self):reshape(-1):totable()
-  return { mean = flat_m, var = flat_v, count = self:count(), shape = copy_list(self.shape) }
+  return { mean = flat_m, var = flat_v, count = self:count(), shape = copy_list(self.shape),
+    counts = self.c and self.c:reshape(-1):totable() }
 end
 
 function RunningStats:__tostring()
@@ -310,8 +410,9 @@ end
 -- set:get(key): the key's RunningStats (nil when absent).
 function StatsSet:get(key) return self.by_id[core.key_id(key)] end
 
--- set:update(td): every key's leaf folded in (rows = td's batch dims).
-function StatsSet:update(td)
+-- set:update(td [, nan]): every key's leaf folded in (rows = td's batch dims); nan as
+-- RunningStats:update's.
+function StatsSet:update(td, nan)
   if not is_td(td) then fail(("StatsSet:update: expected a TensorDict, got %s"):format(describe(td))) end
   for _, k in ipairs(self.keys) do
     local v = td:get(k)
@@ -319,7 +420,7 @@ function StatsSet:update(td)
       fail(("StatsSet:update: key %s is missing (the TensorDict's keys: %s)")
         :format(core.key_text(k), core.keys_text(td)))
     end
-    self.by_id[core.key_id(k)]:update(v, td:batch_dims())
+    self.by_id[core.key_id(k)]:update(v, td:batch_dims(), nan)
   end
   return self
 end
@@ -354,15 +455,17 @@ local function put_path(root, k, value)
 end
 
 -- The statistics as a TensorDict (batch size []): per key a nested TensorDict with
--- mean and var (float64, the feature shape; var the population variance) and count
--- (a 0-dim int64 tensor). Key paths nest.
+-- mean and var (float64, the feature shape; var the population variance), count (a
+-- 0-dim int64 tensor) and, for statistics over finite values, counts (int64, the
+-- feature shape). Key paths nest.
 function StatsSet:to_tensordict()
   local root = {}
   for _, k in ipairs(self.keys) do
     local rs = self.by_id[core.key_id(k)]
     if rs.shape then
       local st = rs:state()
-      put_path(root, k, { mean = st.mean, var = st.var, count = create.full({}, st.count, "int64") })
+      put_path(root, k, { mean = st.mean, var = st.var, count = create.full({}, st.count, "int64"),
+        counts = st.counts })
     end
   end
   return td_core.construct(root, {})
@@ -422,7 +525,8 @@ local function read_stats(call, src, keys)
         if not is_td(entry) or entry:get("mean") == nil or entry:get("var") == nil then
           fail(("%s: the statistics for %s must hold mean and var leaves"):format(call, core.key_text(k)))
         end
-        entry = { mean = entry:get("mean"), var = entry:get("var"), count = entry:get("count") }
+        entry = { mean = entry:get("mean"), var = entry:get("var"), count = entry:get("count"),
+          counts = entry:get("counts") }
       end
     elseif type(src) == "table" then
       entry = src
@@ -455,6 +559,10 @@ local Normalize = core.define("Normalize", {
       .. "(default: true without stats, false with)" },
     { "out_keys", "keys", doc = "where the results go, paired with keys (default: keys, replacing the leaves)" },
     { "path", "string", doc = "a folder where close() saves the statistics (memmap, atomic)" },
+    { "nan", "string", default = "error", one_of = NAN_POLICIES,
+      doc = "a NaN or an infinity in a leaf: \"error\" refuses the batch (naming the key, the batch and "
+        .. "the count), \"ignore\" takes the statistics over the finite values and lets them through, "
+        .. "\"propagate\" folds them in (every later row becomes NaN)" },
   },
 })
 
@@ -480,11 +588,35 @@ function Normalize:init()
     self.stats:add(k)
   end
   self.changed = false
+  self.batches = 0 -- batches seen, for messages ("batch 3 holds ...")
+  self.saved = {}  -- per key, the statistics before this batch (remember, restore)
+end
+
+-- Before any data moves (the host's check): keys whose dtype is declared upstream must
+-- be floating. From here on the results hold the leaves' dtypes.
+function Normalize:check_dtypes(ks)
+  local out = {}
+  for _, k in ipairs(self.in_keys) do
+    out[#out + 1] = core.dtype_problem(ks, k, function(dt) return dtypes.is_floating(dtypes.code(dt, "Normalize")) end,
+      ("Normalize works on float leaves (cast it first: {\"use\": \"Cast\", \"dtype\": \"float32\", \"keys\": [%s]})")
+        :format(json.encode(k)))
+  end
+  return out
+end
+
+function Normalize:keys_after(ks)
+  for i, k in ipairs(self.out_keys) do
+    local dtype, origin = ks:dtype(self.in_keys[i])
+    ks:add(k, true, dtype, origin)
+  end
 end
 
 -- Normalize.fit(source, keys [, opts]): one pass over a source (anything with
--- iter(ctx)), the statistics of keys as a StatsSet. opts.seed reaches iter's ctx.
+-- iter(ctx)), the statistics of keys as a StatsSet. opts.seed reaches iter's ctx;
+-- opts.nan: Normalize's nan policy (default "error").
+local FIT_OPTIONS = { seed = "number", nan = "string" }
 function Normalize.fit(source, keys, opts)
+  opts = util.options("Normalize.fit", opts, FIT_OPTIONS)
   if type(source) ~= "table" or type(source.iter) ~= "function" then
     fail(("Normalize.fit: expected a source (with iter), got %s"):format(describe(source)))
   end
@@ -493,10 +625,18 @@ function Normalize.fit(source, keys, opts)
     fail(("Normalize.fit: keys must be a key or a list of keys, got %s"):format(describe(keys)))
   end
   local set = new_set(klist.keys)
-  local ctx = { seed = opts and opts.seed or 0 }
+  local ctx = { seed = opts.seed or 0 }
+  local nan = opts.nan or "error"
   if source.open then source:open(ctx) end
+  local batch = 0
   local ok, err = pcall(function()
-    for td in source:iter(ctx) do set:update(td) end
+    for td in source:iter(ctx) do
+      batch = batch + 1
+      local uok, uerr = pcall(set.update, set, td, nan)
+      if not uok then
+        fail(("Normalize.fit: batch %d: %s"):format(batch, tostring(uerr):gsub("^.-tensordict: ", "")))
+      end
+    end
   end)
   if source.close then pcall(source.close, source) end
   if not ok then error(err, 0) end
@@ -508,10 +648,54 @@ local function writable(td)
   return td
 end
 
+-- Refuses batch `batch` of key for holding nans NaNs and infs infinities (nan = "error").
+local function refuse_nonfinite(self, key, x, nans, infs)
+  self:fail("key %s: batch %d holds %s (of %d values); nothing was normalised. Clean the data upstream, "
+    .. "or give nan = \"ignore\" (statistics over the finite values, NaN passes through) or "
+    .. "nan = \"propagate\" (folded in: every later row becomes NaN)",
+    core.key_text(key), self.batches, nonfinite_text(nans, infs), x:numel())
+end
+
+-- Statistics of earlier keys of a batch that a later key refused are put back: a
+-- refused batch leaves the node as it was (the copies are feature-sized, made once).
+local function remember(self, i, rs)
+  local saved = self.saved[i]
+  if not rs.shape then -- its first batch: put back, it has seen nothing
+    self.saved[i] = { fresh = true }
+    return
+  end
+  if not saved or saved.fresh or not same_shape(saved.shape, rs.shape) or (saved.c ~= nil) ~= (rs.c ~= nil) then
+    saved = { shape = copy_list(rs.shape), m = rs.m:clone(), q = rs.q:clone(), c = rs.c and rs.c:clone() }
+    self.saved[i] = saved
+  else
+    saved.m:copy_(rs.m)
+    saved.q:copy_(rs.q)
+    if rs.c then saved.c:copy_(rs.c) end
+  end
+  saved.n = rs.n[0]
+end
+
+local function restore(self, upto)
+  for j = 1, upto do
+    local rs, saved = self.stats:get(self.in_keys[j]), self.saved[j]
+    if saved and saved.fresh then
+      rs.shape, rs.m, rs.q, rs.c = nil, nil, nil, nil
+      rs.n[0] = 0
+    elseif saved then
+      rs.m:copy_(saved.m)
+      rs.q:copy_(saved.q)
+      if rs.c then rs.c:copy_(saved.c) end
+      rs.n[0] = saved.n
+    end
+  end
+end
+
 function Normalize:forward(td)
-  local keys, outs, eps = self.in_keys, self.out_keys, self.p.eps
+  local keys, outs, eps, nan = self.in_keys, self.out_keys, self.p.eps, self.p.nan
   local bd = td:batch_dims()
   local results = {}
+  self.batches = self.batches + 1
+  local guard = nan == "error" and self.update and #keys > 1
   for i = 1, #keys do
     local key = keys[i]
     local x = core.get(self, td, key)
@@ -524,9 +708,12 @@ function Normalize:forward(td)
         core.key_text(key), dtypes.name(code))
     end
     local rs = self.stats:get(key)
+    local nans, infs = 0, 0
     local ok, err = pcall(function()
       if self.update then
-        rs:update(x, bd)
+        if guard then remember(self, i, rs) end
+        nans, infs = fold(rs, "RunningStats:update", x, bd, nan)
+        if nans + infs > 0 then return end
         self.changed = true
       end
       if rs.shape == nil then -- no row yet, nothing given: the feature shape comes from x
@@ -535,9 +722,15 @@ function Normalize:forward(td)
         for d = bd + 1, #shape do fs[#fs + 1] = shape[d] end
         rs.shape, rs.m, rs.q = fs, create.zeros(fs, "float64"), create.zeros(fs, "float64")
       end
-      results[i] = rs:normalize(x, bd, eps)
+      -- statistics it did not update (nan = "error"): counted while normalising
+      results[i], nans, infs = normalize(rs, x, bd, eps, nan == "error" and not self.update)
     end)
+    if ok and nans + infs > 0 then
+      if guard then restore(self, i - 1) end
+      refuse_nonfinite(self, key, x, nans, infs)
+    end
     if not ok then
+      if guard then restore(self, i - 1) end
       self:fail("%s: %s", core.key_text(key), tostring(err):gsub("^.-tensordict: ", ""):gsub("^RunningStats:%w+: ", ""))
     end
   end
@@ -566,7 +759,11 @@ function Normalize:save_stats(prefix)
 end
 
 -- A data-parallel run (ctx.dist, docs/dist.md): close merges the ranks' statistics.
-function Normalize:open(ctx) self.dist = ctx and ctx.dist end
+-- Batches are counted from 1 for each run.
+function Normalize:open(ctx)
+  self.dist = ctx and ctx.dist
+  self.batches = 0
+end
 
 -- After a failed run (flow.run passes failed = true) nothing is saved: statistics of
 -- part of the data would look like a finished run's. In a data-parallel run every rank
@@ -616,6 +813,7 @@ function Normalize:spec()
   local p = self.p
   local out = { type = self.type_name, keys = core.plain_copy(self, "keys", p.keys), update = self.update }
   if p.eps ~= 1e-5 then out.eps = p.eps end
+  if p.nan ~= "error" then out.nan = p.nan end
   if p.out_keys then out.out_keys = core.plain_copy(self, "out_keys", p.out_keys) end
   if p.path then out.path = p.path end
   if type(p.stats) == "string" and not self.changed then

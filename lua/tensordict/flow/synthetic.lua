@@ -28,7 +28,7 @@ local ParticleSource = core.define("ParticleSource", {
     { "n", "integer", required = true, min = 0, doc = "particles (rows) in all" },
     { "steps", "integer", required = true, min = 1, doc = "states per trajectory (the first is the initial state)" },
     { "batch_size", "integer", required = true, min = 1, doc = "particles per batch (the last batch may be smaller)" },
-    { "seed", "integer", doc = "the seed (default: the pipeline seed, ctx.seed)" },
+    { "seed", "seed", doc = "the seed (default: the pipeline seed, ctx.seed)" },
     { "dt", "number", default = 0.01, doc = "the integration step" },
   },
 })
@@ -45,6 +45,23 @@ end
 
 function ParticleSource:len() return self.p.n end
 function ParticleSource:keys() return self.out_keys end
+
+local DTYPES = { id = "int64", mass = "float32", pos = "float32", vel = "float32", energy = "float32" }
+function ParticleSource:key_dtypes() return DTYPES end
+
+-- A row out: id, mass, and pos, vel [steps, 3] and energy [steps] in float32.
+function ParticleSource:row_bytes() return 8 + 4 + 28 * self.p.steps end
+
+-- Before any data moves: iter draws every particle's initial state at once (pos, vel
+-- [n, 3] and mass [n], float64: 56 bytes a particle), then simulates a batch in float64
+-- (each state of pos and vel twice: the list and the stack) beside the float32 rows.
+function ParticleSource:preflight()
+  local p = self.p
+  local b = math.min(p.batch_size, p.n)
+  local bytes = 56 * p.n + b * (p.steps * (4 * 24 + 8) + self:row_bytes())
+  return { core.memory_problem(bytes, ("n = %.0f particles of steps = %.0f states (batches of %.0f)")
+    :format(p.n, p.steps, b)) }
+end
 
 -- (vel x (0, 0, 1)) = vel @ SWIRL.
 local SWIRL = { { 0, -1, 0 }, { 1, 0, 0 }, { 0, 0, 0 } }

@@ -13,13 +13,7 @@ local progress = require("tensordict.host.progress")
 
 local M = {}
 
-local function human(bytes)
-  local units = { "B", "KiB", "MiB", "GiB", "TiB" }
-  local i = 1
-  while bytes >= 1024 and i < #units do bytes, i = bytes / 1024, i + 1 end
-  return i == 1 and ("%d B"):format(bytes) or ("%.1f %s"):format(bytes, units[i])
-end
-M.human = human
+local human = util.bytes_text
 
 local function leaf_bytes(t)
   return t:numel() * dtypes.itemsize(t:dtype())

@@ -4,9 +4,12 @@
 -- Node classes are made with flow.define; functions become "<plugin>.<name>". The
 -- built-in steps come in the same way, as the plugin "core" (flow/core_plugin.lua).
 -- Search path: the tree's plugins/, the installed plugin folder, then the folders of
--- TDFLOW_PLUGIN_PATH (':'-separated). An optional docs = { f = "one line" } documents
--- the functions for `tdflow plugins`. A type or function defined twice is an error
--- naming both files.
+-- TDFLOW_PLUGIN_PATH (':'-separated; a folder there that does not exist is an error
+-- naming it: a typo must not leave a plugin unloaded in silence). An optional docs =
+-- { f = "one line" } documents the functions for `tdflow plugins`, an optional takes =
+-- { f = "batch" | "tensors" } says what each is a function of (recipes' checks refuse a
+-- function of tensors where a batch is passed, and the reverse). A type or function
+-- defined twice is an error naming both files.
 local util = require("tensordict.util")
 local fs = require("tensordict.fs")
 local core = require("tensordict.flow.core")
@@ -23,7 +26,8 @@ M.origin = {}      -- "type Apply" / "function physics.energy" -> the file that 
 -- .../lua/tensordict: this file is in its host/ folder
 local here = fs.dirname(fs.dirname(debug.getinfo(1, "S").source:sub(2)))
 
--- The folders searched, in order (those that exist).
+-- The folders searched, in order: the tree's and the installed one when they exist,
+-- then every folder of TDFLOW_PLUGIN_PATH, which must.
 function M.search_path()
   local dirs = {}
   local function add(d)
@@ -34,7 +38,13 @@ function M.search_path()
   end
   add(here .. "/../../plugins")   -- a source tree
   add(here .. "/plugins")         -- installed next to the modules
-  for d in (os.getenv("TDFLOW_PLUGIN_PATH") or ""):gmatch("[^:]+") do add(d) end
+  for d in (os.getenv("TDFLOW_PLUGIN_PATH") or ""):gmatch("[^:]+") do
+    if not fs.is_dir(d) then
+      fail(("plugin path: TDFLOW_PLUGIN_PATH names '%s', which %s"):format(d,
+        fs.exists(d) and "is not a folder" or "does not exist"))
+    end
+    add(d)
+  end
   return dirs
 end
 
@@ -63,6 +73,18 @@ function M.register(plugin, file)
   if plugin.docs ~= nil and type(plugin.docs) ~= "table" then
     plugin_error(file, ("docs must be a table {function_name = \"one line\"}, got %s"):format(describe(plugin.docs)))
   end
+  for fname, takes in pairs(type(plugin.takes) == "table" and plugin.takes or {}) do
+    if takes ~= "batch" and takes ~= "tensors" then
+      plugin_error(file, ("takes.%s must be \"batch\" or \"tensors\", got %s"):format(tostring(fname), describe(takes)))
+    end
+    if type((plugin.functions or {})[fname]) ~= "function" then
+      plugin_error(file, ("takes.%s: the plugin has no function '%s'"):format(tostring(fname), tostring(fname)))
+    end
+  end
+  if plugin.takes ~= nil and type(plugin.takes) ~= "table" then
+    plugin_error(file, ("takes must be a table {function_name = \"batch\" | \"tensors\"}, got %s")
+      :format(describe(plugin.takes)))
+  end
   local entry = { name = name, version = tostring(plugin.version or "?"), doc = plugin.doc or "",
     file = file, nodes = {}, functions = {}, docs = {} }
   for type_name, cls in pairs(plugin.nodes or {}) do
@@ -88,7 +110,7 @@ function M.register(plugin, file)
     if type(fn) ~= "function" then
       plugin_error(file, ("function '%s' is %s, not a function"):format(full, describe(fn)))
     end
-    core.register_function(full, fn)
+    core.register_function(full, fn, plugin.takes and plugin.takes[fname])
     M.origin[key] = file
     entry.docs[full] = plugin.docs and plugin.docs[fname] or ""
     entry.functions[#entry.functions + 1] = full

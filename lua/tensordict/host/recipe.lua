@@ -5,13 +5,20 @@
 --     "steps": [{"use": "Normalize", "keys": ["vel"]}, {"use": "Filter", "where": "..."}],
 --     "sink": {"use": "MemmapSink", "path": "out/particles"} }
 -- Loading checks everything before any data moves and reports every problem at once,
--- each with its path: `steps[3].scale: expected a number, got "x"`.
+-- each with its path: `steps[3].scale: expected a number, got "x"`. Every check that can
+-- run does, whatever the others found: overrides (host/overrides.lua), the recipe's
+-- fields and $vars, each step's parameters, each node's checks of the world (a sink's
+-- path, sizes against the machine's memory), and the key and dtype flow
+-- (host/keyflow.lua). What cannot be checked is said as a note.
 local util = require("tensordict.util")
 local json = require("tensordict.json")
 local core = require("tensordict.flow.core")
 local build = require("tensordict.flow.build")
 local flow = require("tensordict.flow")
 local plugins = require("tensordict.host.plugins")
+local overrides = require("tensordict.host.overrides")
+local keyflow = require("tensordict.host.keyflow")
+local sizes = require("tensordict.host.sizes")
 
 local describe = util.describe
 
@@ -21,8 +28,17 @@ local TOP = { "name", "description", "seed", "batch_size", "workers", "vars", "s
 local TOP_SET = {}
 for _, k in ipairs(TOP) do TOP_SET[k] = true end
 
+-- The pipeline settings among them, declared like a node's parameters (flow/core.lua
+-- checks them, ranges included).
+local SETTINGS = { type_name = "recipe", params = {
+  { "seed", "seed" },
+  { "batch_size", "integer", min = 1 },
+  { "workers", "integer", min = 0, max = core.MAX_WORKERS },
+} }
+
 local function show(v)
   if type(v) == "string" then return ("%q"):format(v) end
+  if type(v) == "number" then return util.number_text(v) end
   return describe(v)
 end
 
@@ -54,12 +70,13 @@ local function read(source)
   end
   local text, err = read_file(source)
   if not text then return nil, { err } end
-  local ok, t, dups = pcall(json.read, text, source)
+  local ok, t, dups, inexact = pcall(json.read, text, source)
   if not ok then return nil, { (tostring(t):gsub("^.-tensordict: ", "")) } end
   local problems = {}
   for _, path in ipairs(dups) do
     problems[#problems + 1] = ("%s: given twice in the same object"):format(path)
   end
+  for _, at in ipairs(inexact) do problems[#problems + 1] = json.inexact_text(at) end
   if type(t) ~= "table" or getmetatable(t) == json.array_mt then
     problems[#problems + 1] = ("%s: a recipe is a JSON object, got %s"):format(source,
       type(t) == "table" and "an array" or describe(t))
@@ -75,36 +92,22 @@ local function deep_copy(v)
   return setmetatable(out, getmetatable(v))
 end
 
------------------------------------------------------------------------------- --set
-
--- A --set value: JSON when it parses (numbers, booleans, null, quoted strings,
--- arrays, objects), the raw text otherwise.
-local function set_value(text)
-  local ok, v = pcall(json.read, text, "--set")
-  if ok then return v end
-  return text
-end
-
--- Applies "a.b.2.c=value" (numbers index lists, 1-based) to t; returns a problem or nil.
-function M.apply_set(t, assignment)
-  local path, text = assignment:match("^([^=]+)=(.*)$")
-  if not path then return ("--set %s: expected PATH=VALUE, e.g. steps.2.scale=0.5"):format(assignment) end
-  local parts = {}
-  for part in path:gmatch("[^.]+") do parts[#parts + 1] = tonumber(part) or part end
-  local cur = t
-  for i = 1, #parts - 1 do
-    local k = parts[i]
-    if cur[k] == nil then cur[k] = {} end
-    if type(cur[k]) ~= "table" then
-      return ("--set %s: %s is %s, not a table"):format(assignment, table.concat(parts, ".", 1, i), show(cur[k]))
-    end
-    cur = cur[k]
-  end
-  cur[parts[#parts]] = set_value(text)
-  return nil
-end
+-- M.apply_set(t, "a.b.2.c=value"): the problems of one override (none: applied).
+M.apply_set = overrides.apply
 
 ----------------------------------------------------------------------------- $vars
+
+-- vars must be an object: a JSON array (or --set vars=[1]) is not one, however it is
+-- indexed. Returns the problem, or nil.
+local function vars_problem(vars)
+  local is_object = type(vars) == "table" and getmetatable(vars) ~= json.array_mt and not core.is_node(vars)
+    and not require("tensordict.dict").is_td(vars)
+  for k in pairs(is_object and vars or {}) do is_object = is_object and type(k) == "string" end
+  if is_object then return nil end
+  local got = getmetatable(vars) == json.array_mt and "an array" or show(vars)
+  if type(vars) == "table" and got ~= "an array" and not core.is_node(vars) then got = "a table with list entries" end
+  return ('vars: expected an object {"name": value, ...}, got %s'):format(got)
+end
 
 local function expand_vars(v, vars, where, problems)
   if type(v) == "string" then
@@ -122,11 +125,17 @@ local function expand_vars(v, vars, where, problems)
       return deep_copy(vars[whole])
     end
     return (v:gsub("%${vars%.([%w_]+)}", function(name)
-      if vars[name] == nil then
+      local x = vars[name]
+      if x == nil then
         problems[#problems + 1] = ("%s: unknown variable ${vars.%s}"):format(where, name)
         return nil
       end
-      return tostring(vars[name])
+      if type(x) ~= "string" and type(x) ~= "number" and type(x) ~= "boolean" then
+        problems[#problems + 1] = ("%s: ${vars.%s} inside a string needs a string, a number or a boolean, got %s "
+          .. "(use \"$vars.%s\" alone for the value itself)"):format(where, name, show(x), name)
+        return nil
+      end
+      return tostring(x)
     end))
   end
   if type(v) == "table" and not core.is_node(v) then
@@ -140,28 +149,38 @@ end
 
 ----------------------------------------------------------------------------- building
 
--- The keys a source yields, when it can tell without reading data.
-local function source_keys(source)
-  if source.keys then
-    local ok, keys = pcall(source.keys, source)
-    if ok and type(keys) == "table" then return keys end
+local PREPARE_OPTIONS = { set = "table", workers = "number", resume = "boolean" }
+
+-- Each node's own checks of the world (a sink's path that exists, sizes the machine
+-- cannot hold), nested steps included.
+local function preflight(node, where, problems, world)
+  if not node then return end
+  if node.nodes then
+    for j, sub in ipairs(node.nodes) do preflight(sub, ("%s.steps[%d]"):format(where, j), problems, world) end
   end
-  if source.out_keys and #source.out_keys > 0 then return source.out_keys end
-  return nil
+  if node.preflight then
+    for _, pb in ipairs(node:preflight(world) or {}) do
+      problems[#problems + 1] = ("%s (%s): %s"):format(where, node.type_name, pb)
+    end
+  end
 end
 
--- Reads, checks and builds a recipe. Returns the recipe (see the module's header) and
--- the problems (a list of strings; the recipe is nil when there are any).
+-- Reads, checks and builds a recipe. Returns the recipe (see the module's header; its
+-- notes: what could not be checked) and the problems (a list of strings; the recipe
+-- is nil when there are any), then the notes. opts: set (overrides "PATH=VALUE"),
+-- workers, resume (a resumed run: the sink finds its checkpoint).
 function M.prepare(source, opts)
-  opts = opts or {}
-  plugins.load_all()
-  local t, problems = read(source)
-  if not t then return nil, problems end
+  opts = util.options("recipe", opts, PREPARE_OPTIONS)
+  local problems, notes = {}, {}
+  local pok, perr = pcall(plugins.load_all)
+  if not pok then problems[#problems + 1] = (tostring(perr):gsub("^.-tensordict: ", "")) end
+  local t, read_problems = read(source)
+  for _, pb in ipairs(read_problems) do problems[#problems + 1] = pb end
+  if not t then return nil, problems, notes end
   t = deep_copy(t)
   local document = deep_copy(t) -- as read: a run's provenance record keeps it
   for _, assignment in ipairs(opts.set or {}) do
-    local pb = M.apply_set(t, assignment)
-    if pb then problems[#problems + 1] = pb end
+    for _, pb in ipairs(overrides.apply(t, assignment)) do problems[#problems + 1] = pb end
   end
   if opts.workers ~= nil then t.workers = opts.workers end
 
@@ -172,32 +191,26 @@ function M.prepare(source, opts)
     end
   end
   local vars = t.vars or {}
-  if type(vars) ~= "table" then
-    problems[#problems + 1] = ("vars: expected an object, got %s"):format(show(vars))
-    vars = {}
-  end
-  for _, field in ipairs({ "seed", "batch_size", "workers" }) do
-    local v = t[field]
-    if v ~= nil and (not util.is_int(v) or v < (field == "seed" and 0 or (field == "workers" and 0 or 1))) then
-      problems[#problems + 1] = ("%s: expected %s, got %s"):format(field,
-        field == "batch_size" and "a positive integer" or "a non-negative integer", show(v))
-    end
-  end
+  local vpb = vars_problem(vars)
+  if vpb then problems[#problems + 1] = vpb end
+  local _, found = core.check_params(SETTINGS, { seed = t.seed, batch_size = t.batch_size, workers = t.workers })
+  for _, pb in ipairs(found) do problems[#problems + 1] = pb end
   for _, field in ipairs({ "source", "steps", "sink" }) do
-    if t[field] ~= nil then t[field] = expand_vars(t[field], vars, field, problems) end
+    -- with vars refused, its references are not reported again one by one
+    if t[field] ~= nil then t[field] = expand_vars(t[field], vpb and {} or vars, field, vpb and {} or problems) end
   end
   local effective = deep_copy(t) -- after --set and $vars, before building
 
   -- Pipeline settings: seed and workers reach the nodes at open, through flow.run's
   -- ctx (r.seed, r.workers); batch_size is needed to make a source, so the builder
   -- fills it into the steps that take it and leave it out.
-  local defaults = { batch_size = t.batch_size }
+  local defaults = { batch_size = util.is_int(t.batch_size) and t.batch_size or nil }
   local function make(spec, where, kind)
     return build.node(spec, { where = where, kind = kind, problems = problems, defaults = defaults })
   end
   local r = { path = type(source) == "string" and source or nil, seed = t.seed or 0, workers = t.workers,
     vars = vars, name = t.name, description = t.description, steps = {}, document = document,
-    effective = effective }
+    effective = effective, notes = notes }
   if t.source == nil then
     problems[#problems + 1] = "source: required: where the batches come from ({\"use\": \"TensorSource\", ...})"
   else
@@ -208,50 +221,35 @@ function M.prepare(source, opts)
     problems[#problems + 1] = ("steps: expected a list of steps, got %s"):format(show(steps))
     steps = {}
   end
-  local all_built = true
+  local items, all_built = {}, true
   for i, spec in ipairs(steps) do
     r.steps[i] = make(spec, ("steps[%d]"):format(i), "node")
+    -- a step that failed is still checked for keys and dtypes, as if its wrong
+    -- parameters were left out
+    items[i] = { node = r.steps[i], spec = spec,
+      lenient = not r.steps[i] and build.lenient(spec, { defaults = defaults }) or nil }
     all_built = all_built and r.steps[i] ~= nil
   end
   if t.sink ~= nil then r.sink = make(t.sink, "sink", "sink") end
 
-  -- each node's own checks of the world (a sink's path that exists, ...)
-  local function preflight(node, where)
-    if not node then return end
-    if node.nodes then
-      for j, sub in ipairs(node.nodes) do preflight(sub, ("%s.steps[%d]"):format(where, j)) end
-    end
-    if node.preflight then
-      for _, pb in ipairs(node:preflight({ resume = opts.resume }) or {}) do
-        problems[#problems + 1] = ("%s (%s): %s"):format(where, node.type_name, pb)
-      end
-    end
-  end
-  preflight(r.source, "source")
-  for i, node in ipairs(r.steps) do preflight(node, ("steps[%d]"):format(i)) end
-  preflight(r.sink, "sink")
+  local world = { resume = opts.resume } -- what a node's own checks of the world take
+  preflight(r.source, "source", problems, world)
+  for i, node in ipairs(r.steps) do preflight(node, ("steps[%d]"):format(i), problems, world) end
+  preflight(r.sink, "sink", problems, world)
+  sizes.check(r.source, r.steps, problems)
+  keyflow.check(r.source, items, r.sink, problems, notes)
 
-  if all_built and #problems == 0 then
-    r.node = flow.Seq { steps = r.steps }
-    local keys = r.source and source_keys(r.source)
-    if keys then
-      local shown = {}
-      for i, k in ipairs(keys) do shown[i] = core.key_text(k) end
-      for _, pb in ipairs(r.node:check_keys(flow.KeySet.new(keys))) do
-        problems[#problems + 1] = ("%s (%s): key %s is neither given by the source nor produced upstream "
-          .. "(source keys: %s)"):format(pb.where, pb.node.type_name, core.key_text(pb.key), table.concat(shown, ", "))
-      end
-    end
-  end
-  if #problems > 0 then return nil, problems end
+  if #problems > 0 or not all_built then return nil, problems, notes end
+  r.node = flow.Seq { steps = r.steps }
   r.sink = r.sink or flow.Discard {}
-  return r, {}
+  return r, {}, notes
 end
 
--- recipe.check(source [, opts]) -> the list of problems (empty when the recipe is fine).
+-- recipe.check(source [, opts]) -> the list of problems (empty when the recipe is fine),
+-- then the notes (what could not be checked).
 function M.check(source, opts)
-  local _, problems = M.prepare(source, opts)
-  return problems
+  local _, problems, notes = M.prepare(source, opts)
+  return problems, notes
 end
 
 -- recipe.load(source [, opts]) -> the built recipe; raises listing every problem.

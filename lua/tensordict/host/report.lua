@@ -24,7 +24,9 @@ function M.build(info)
     seconds = total, rows_in = info.rows_in, rows_out = info.rows_out,
     rows_per_second = total > 0 and info.rows_in / total or 0,
     nodes = rows, result = info.result,
-    status = record and record.status, error = record and record.error,
+    -- "ok", "failed" or "interrupted"; error: the message of a run that did not finish
+    status = info.status or (record and record.status) or "ok",
+    error = info.error or (record and record.error),
     provenance = record and flow_provenance.plain(record),
   }
 end

@@ -11,6 +11,7 @@ local argparse = require("argparse")
 local T = require("tensordict")
 local signals = require("tensordict.signals")
 local util = require("tensordict.util")
+local fs = require("tensordict.fs")
 local flow = require("tensordict.flow")
 local recipe = require("tensordict.host.recipe")
 local plugins = require("tensordict.host.plugins")
@@ -39,6 +40,15 @@ local function count_arg(name, min)
   end
 end
 
+-- --seed: a uint64, written exactly (a double rounds integers past 2^53: 2^53 + 1 would
+-- silently seed 2^53).
+local function seed_arg(x)
+  local n = tonumber(x)
+  if x:match("^%d+$") and n and n < 2 ^ 64 and ("%.0f"):format(n) == x:gsub("^0+(%d)", "%1") then return n end
+  return nil, ("--seed expects an integer in 0..2^64-1 that a double holds exactly (any up to 2^53), got '%s'")
+    :format(x)
+end
+
 local function parser()
   local p = argparse("tdflow", "Runs tensordict pipeline recipes (docs/recipes.md).")
     :epilog("Exit codes: 0 done, 2 usage or recipe errors, 1 runtime errors, 130 interrupted.")
@@ -51,7 +61,7 @@ local function parser()
   run:option("--workers", "Worker processes for Map steps (the recipe's 'workers').")
     :convert(count_arg("--workers"))
   run:option("--seed", "The pipeline seed (the recipe's 'seed').")
-    :convert(count_arg("--seed"))
+    :convert(seed_arg)
   run:flag("-q --quiet", "No progress and no report table.")
   run:option("--report", "Also write the report as JSON to FILE."):argname("FILE")
   run:option("--timeout", "Under mpirun: seconds a rank waits for the others at an exchange "
@@ -93,6 +103,38 @@ end
 local function print_problems(io_err, path, problems)
   say(io_err, ("tdflow: %s: %d problem%s:"):format(path, #problems, #problems == 1 and "" or "s"))
   for _, pb in ipairs(problems) do say(io_err, "  " .. pb) end
+end
+
+-- What check could not verify (a step adding keys it does not declare, a source that
+-- does not say its keys): said, never passed over.
+local function print_notes(io, path, notes)
+  if #notes == 0 then return end
+  say(io, ("tdflow: %s: %d thing%s not checked:"):format(path, #notes, #notes == 1 and "" or "s"))
+  for _, note in ipairs(notes) do say(io, "  " .. note) end
+end
+
+-- --report FILE, checked before any data moves: the report is committed as a temporary
+-- sibling renamed over FILE, so FILE's folder must exist and be writable, and FILE
+-- must not be a folder.
+local function report_problems(path)
+  if not path then return {} end
+  local dir = fs.dirname(path)
+  if path == "" or path:sub(-1) == "/" or fs.is_dir(path) then
+    return { ("--report %s: a folder, not a file"):format(path) }
+  elseif not fs.is_dir(dir) then
+    return { ("--report %s: the folder '%s' does not exist"):format(path, dir) }
+  elseif not fs.is_writable(dir) then
+    return { ("--report %s: the folder '%s' is not writable"):format(path, dir) }
+  end
+  return {}
+end
+
+-- Writes the report to FILE (committed like every save); false and the message when it
+-- cannot be written.
+local function write_report(path, rep)
+  local ok, err = pcall(kit.write_file, path, report.json(rep) .. "\n", { who = "--report " .. path })
+  if ok then return true end
+  return false, message(err)
 end
 
 -- tdflow names a failing source or sink by its place alone ("tdflow: sink: dist.barrier:
@@ -144,17 +186,22 @@ function M.execute(r, opts)
   local total = r.source.len and r.source:len() or nil
   local bar = progress.new({ total = total, quiet = opts.quiet or (d and d.rank ~= 0) })
   local ranks = d and d.size or 1
+  local seen -- the run's summary so far: a failed run's report says how far it came
   local function on_batch(summary)
+    seen = summary
     if signals.count(SIGINT) ~= interrupts then error({ interrupted = true }, 0) end
     bar:update(summary.rows_in * ranks)
   end
+  local t0 = now()
   local ok, result, summary = pcall(flow.run, by_place(r.source), r.node, by_place(r.sink), { seed = r.seed,
     workers = r.workers, on_batch = on_batch, profile = true, ctx = d and { dist = d } or nil,
     provenance = record, resume = opts.resume, on_resume = opts.resume and on_resume or nil })
   if not ok then
     if bar.drawn then io.stderr:write("\n") end
     if signals.count(SIGINT) ~= interrupts then result = { interrupted = true } end
-    return false, result
+    return false, result, report.build({ rows = {}, seconds = now() - t0, rows_in = seen and seen.rows_in or 0,
+      rows_out = seen and seen.rows_out or 0, recipe = r.path, seed = r.seed, workers = r.workers,
+      status = is_interrupt(result) and "interrupted" or "failed", error = message(result), provenance = record })
   end
   local info = { rows = summary.nodes, seconds = summary.seconds, rows_in = summary.rows_in,
     rows_out = summary.rows_out, recipe = r.path, seed = r.seed, workers = r.workers, provenance = record }
@@ -166,19 +213,23 @@ end
 -- Reads, checks and builds the recipe of a run (tdflow run, tdflow rerun), with the
 -- options that change it and the record of what made it; nil after printing problems.
 function M.prepare_run(source, args, err, extra)
-  local r, problems = recipe.prepare(source, { set = args.set, workers = args.workers, resume = args.resume })
-  if r and args.checkpoint then
+  local r, problems, notes = recipe.prepare(source, { set = args.set, workers = args.workers, resume = args.resume })
+  problems = problems or {}
+  for _, pb in ipairs(report_problems(args.report)) do problems[#problems + 1] = pb end
+  if r and #problems == 0 and args.checkpoint then
     if type(r.sink.set_checkpoint) ~= "function" then
-      problems = { ("--checkpoint: the sink (%s) keeps no checkpoints; MemmapSink does"):format(r.sink.type_name) }
-      r = nil
+      problems[#problems + 1] = ("--checkpoint: the sink (%s) keeps no checkpoints; MemmapSink does")
+        :format(r.sink.type_name)
     else
       r.sink:set_checkpoint(args.checkpoint)
     end
   end
-  if not r then
-    print_problems(err, type(source) == "string" and source or (extra and extra.name or "recipe"), problems)
+  local name = type(source) == "string" and source or (extra and extra.name or "recipe")
+  if #problems > 0 then
+    print_problems(err, name, problems)
     return nil
   end
+  if not args.quiet then print_notes(err, name, notes) end
   if args.seed then r.seed = args.seed end
   r.provenance = provenance.record(r, { command = M.argv, set = args.set, seed = args.seed, workers = args.workers,
     checkpoint = args.checkpoint, rerun_of = extra and extra.rerun_of })
@@ -219,6 +270,11 @@ function M.run_prepared(r, args, out, err, interrupts)
       say(err, "tdflow: " .. (d and ("rank %d: "):format(d.rank) or "") .. message(result))
     end
     checkpoint_hint(r, err)
+    -- a failed or interrupted run has a report too (status and error); rank 0 writes it
+    if args.report and (not d or d.rank == 0) then
+      local wok, werr = write_report(args.report, rep)
+      if not wok then say(err, "tdflow: " .. werr) end
+    end
     -- This rank cleaned up (sink aborted); the others must not wait for it.
     if d then d.abort(code) end
     return code
@@ -234,10 +290,9 @@ function M.run_prepared(r, args, out, err, interrupts)
   end
   if args.report then
     -- committed like every save (temporary, fsync, rename): never a torn report
-    local wok, werr = pcall(kit.write_file, args.report, report.json(rep) .. "\n",
-      { who = "--report " .. args.report })
+    local wok, werr = write_report(args.report, rep)
     if not wok then
-      say(err, "tdflow: " .. message(werr))
+      say(err, "tdflow: " .. werr)
       return M.EXIT_RUNTIME
     end
   end
@@ -246,12 +301,14 @@ end
 
 function M.check_command(args, out, err)
   local t0 = now()
-  local problems = recipe.check(args.recipe, { set = args.set })
+  local problems, notes = recipe.check(args.recipe, { set = args.set })
   if #problems > 0 then
     print_problems(err, args.recipe, problems)
+    print_notes(err, args.recipe, notes)
     return M.EXIT_USAGE
   end
   say(out, ("tdflow: %s: ok (checked in %.1f ms)"):format(args.recipe, (now() - t0) * 1e3))
+  print_notes(out, args.recipe, notes)
   return M.EXIT_OK
 end
 

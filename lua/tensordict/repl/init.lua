@@ -104,8 +104,10 @@ local function load_cmd(st, arg)
   rawset(st.env, "r", r)
   rawset(st.env, "p", p)
   st.stepper = p
+  local notes = "" -- what the checks could not verify, as tdflow check says it
+  for _, note in ipairs(r.notes or {}) do notes = notes .. "not checked: " .. note .. "\n" end
   return ("%s\nr is the recipe, p its stepper: p:next() runs one batch through every step, "
-    .. "p:reset() starts over, p:run() runs it all into the sink\n"):format(tostring(p)), "ok"
+    .. "p:reset() starts over, p:run() runs it all into the sink\n%s"):format(tostring(p), notes), "ok"
 end
 
 -- { name, usage, what it does, handler(st, arg) -> text, status }

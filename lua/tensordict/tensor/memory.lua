@@ -53,4 +53,8 @@ end
 
 function M.live_bytes() return live() end
 
+-- Bytes of physical memory (0 when the system does not say): what size checks compare
+-- a request with (flow's node checks: core.memory_problem).
+function M.physical() return tonumber(C.td_physical_memory()) end
+
 return M
