@@ -4,6 +4,7 @@
 -- the new output is compared with the recorded one byte for byte: every leaf file and
 -- meta.json, and of the provenance records what made the run (recipe, seed, rows), not
 -- the times, host or paths.
+local util = require("tensordict.util")
 local json = require("tensordict.json")
 local fs = require("tensordict.fs")
 local provenance = require("tensordict.host.provenance")
@@ -32,7 +33,6 @@ local function say(out, text)
   out:flush()
 end
 
-local function human(bytes) return require("tensordict.host.inspect").human(bytes) end
 
 -- The first difference between files a and b (their sizes, or the first byte that
 -- differs), or nil when they are equal; bytes compared in *total.
@@ -180,7 +180,7 @@ function M.command(tdflow, args, out, err)
   end
   if temporary then fs.remove_tree(into) end
   say(out, ("tdflow: rerun of %s: identical (%d files, %s compared byte for byte)"):format(output, total.files,
-    human(total.bytes)))
+    util.bytes_text(total.bytes)))
   return tdflow.EXIT_OK
 end
 
