@@ -339,6 +339,7 @@ end)
 describe("recipe.prepare's options", function()
   it("go through util.options", function()
     local recipe = require("tensordict.host.recipe")
-    H.raises(function() recipe.load(demo(), { sets = {} }) end, "recipe: unknown option 'sets' (options: resume, set, workers)")
+    H.raises(function() recipe.load(demo(), { sets = {} }) end,
+      "recipe: unknown option 'sets' (options: resume, set, workers)")
   end)
 end)
