@@ -979,6 +979,24 @@ const char *td_op_name(int32_t kind, int32_t op, int32_t inplace);
 /* The op's TD_OPCAT_* code; -1 for an unknown kind or code. */
 int32_t td_op_category(int32_t kind, int32_t op);
 
+/* Signals taken for the length of a run (core/src/signals.c): td_signal_take puts the
+ * counting handler of td_signal_watch in place of signo's action, unless that action
+ * ignores the signal (nohup, a background job) or counts it already (a host watches
+ * it), and keeps the action it replaced for td_signal_restore. */
+enum td_signal_taken {
+  TD_SIGNAL_LEFT = 0,         /* nothing changed: the signal is ignored, or counted already */
+  TD_SIGNAL_FROM_DEFAULT = 1, /* the default action was replaced */
+  TD_SIGNAL_FROM_HANDLER = 2  /* another handler was replaced */
+};
+int32_t td_signal_take(int32_t signo);
+/* Puts back the action td_signal_take replaced; nothing when it replaced none. 0 or an
+ * error code. */
+int32_t td_signal_restore(int32_t signo);
+/* Sends signo to this process: once its default action is back, the process ends as
+ * the signal asks (status 128 + signo to a shell). 0, or an error code when it cannot
+ * be sent. */
+int32_t td_signal_raise(int32_t signo);
+
 #ifdef __cplusplus
 }
 #endif
