@@ -733,7 +733,8 @@ td_dict *td_dict_from_consolidated_any(const char *filename, int32_t mode, int32
 
 /* ---- files written whole, atomically (core/store/fs.c) ---- *
  * n bytes become the whole content of the file at path: written into a temporary sibling
- * `.<name>.tmp-<pid>-<n>` (first removing those of dead processes), fsynced unless flags
+ * `.<name>.tmp-<pid>-<n>-<owner>` (first removing those whose writers are provably
+ * gone: docs/reliability.md), fsynced unless flags
  * hold TD_MEMMAP_NO_FSYNC, renamed over path, and path's folder synced: the commit every
  * save uses. Readers see the old file or the whole new one; after an error or a crash
  * path keeps what it held. */
