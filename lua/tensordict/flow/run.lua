@@ -2,7 +2,8 @@
 -- open everything, pull batches from the source, push them through the node, write
 -- what comes out to the sink, flush, finish. On any error every node is closed, the
 -- sink aborted (nothing it wrote claims to be complete) and the error re-raised with
--- the failing node's place. It owns the run's accounting (flow/meter.lua): the
+-- the failing node's place; SIGINT, SIGTERM and SIGHUP stop it the same way
+-- (flow/interrupt.lua). It owns the run's accounting (flow/meter.lua): the
 -- summary, and with profile = true every place's own time and rows, which hosts
 -- (tdflow's report) only format.
 local util = require("tensordict.util")
@@ -10,6 +11,7 @@ local random = require("tensordict.tensor.random")
 local core = require("tensordict.flow.core")
 local meter = require("tensordict.flow.meter")
 local Seq = require("tensordict.flow.seq")
+local interrupt = require("tensordict.flow.interrupt")
 
 local fail, describe = util.fail, util.describe
 local now, took, gave, spent = meter.now, meter.took, meter.gave, meter.spent
@@ -17,7 +19,8 @@ local now, took, gave, spent = meter.now, meter.took, meter.gave, meter.spent
 local M = {}
 
 -- seed is checked below (an integer), workers by the nodes that take it (Map).
-local RUN_OPTIONS = { seed = "any", workers = "any", on_batch = "function", ctx = "table", profile = "boolean" }
+local RUN_OPTIONS = { seed = "any", workers = "any", on_batch = "function", ctx = "table", profile = "boolean",
+  signals = "boolean" }
 
 local function check_role(x, role, methods)
   if type(x) ~= "table" then
@@ -62,7 +65,8 @@ end
 -- opts: seed (the pipeline seed, default 0: seeds the global generator and reaches
 -- every node's open as ctx.seed), workers (ctx.workers, a default for Map), ctx (more
 -- fields for open), on_batch(summary) called after each source batch, profile (the
--- summary gets nodes: the source's, each step's and the sink's own time and rows).
+-- summary gets nodes: the source's, each step's and the sink's own time and rows),
+-- signals (false: SIGINT, SIGTERM and SIGHUP are left as they are, see flow/interrupt.lua).
 function M.run(source, node, sink, opts)
   opts = util.options("run", opts, RUN_OPTIONS)
   check_role(source, "source", { "iter" })
@@ -105,6 +109,7 @@ function M.run(source, node, sink, opts)
 
   local t0 = now()
   local result
+  local watch = interrupt.watch(opts.signals)
   local ok, err = xpcall(function()
     random.manual_seed(seed)
     for _, part in ipairs({ { "source", source }, { "node", node }, { "sink", sink } }) do
@@ -124,6 +129,7 @@ function M.run(source, node, sink, opts)
     local push = node and node.push
     local forward = node and node.forward
     while true do
+      interrupt.check(watch)
       phase = "source"
       local td = nxt()
       if td == nil then break end
@@ -144,6 +150,7 @@ function M.run(source, node, sink, opts)
       end
       if node and (node.done or (node.is_done and node:is_done())) then break end
     end
+    interrupt.check(watch)
     phase = "node"
     if node and node.flush then node:flush(emit) end
     phase = "sink"
@@ -180,8 +187,13 @@ function M.run(source, node, sink, opts)
     summary.nodes = nodes
     if node then node:set_profile(false) end
   end
+  if not ok then pcall(sink.abort, sink) end
+  -- a signal that came stops the run (whatever error it caused: a worker's wait cut
+  -- short, a worker killed with the process group), or is passed on once it completed
+  local taken = interrupt.release(watch)
+  local signo = interrupt.arrived(watch)
+  if signo then interrupt.conclude(taken, signo, ok) end
   if not ok then
-    pcall(sink.abort, sink)
     if phase == "node" and node then
       error(core.annotate(err, position(node, wrapped)), 0)
     end
