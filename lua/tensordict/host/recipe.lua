@@ -46,6 +46,7 @@ local function read(source)
   end
   local stdin = source == "-" and (io.stdin:read("*a") or "") or nil
   local name = stdin and "stdin" or source
+  if stdin and stdin:match("^%s*$") then return nil, { "stdin: no recipe: standard input is empty" } end
   if source:match("%.lua$") or (stdin and not stdin:match("^%s*{")) then
     local chunk, err
     if stdin then chunk, err = loadstring(stdin, "=stdin") else chunk, err = loadfile(source) end
