@@ -12,7 +12,8 @@
 #   make fuzz-c     the libFuzzer targets over the readers (FUZZ_SECONDS each)
 #   make bench      benchmarks, each a ratio against a reference measured in the same run
 #   make bench-quick the size sweep at small sizes, our side only (CI runs it)
-#   make install    PREFIX=/usr/local (also LUADIR, LIBDIR, INCDIR for luarocks)
+#   make install    PREFIX=/usr/local (also LUADIR, LIBDIR, INCDIR, BINDIR, PKGCONFIGDIR,
+#                   PC_LIBDIR for luarocks)
 #   make deps       installs the Debian packages the project needs
 #   make run        the main job: recipes/demo.json and recipes/iris.lua through tdflow
 #   make demo       a tour of the kernels and TensorDicts (scripts/demo.lua)
@@ -31,6 +32,11 @@ LIBDIR  ?= $(PREFIX)/lib
 INCDIR  ?= $(PREFIX)/include
 LUADIR  ?= $(PREFIX)/share/lua/5.1
 BINDIR  ?= $(PREFIX)/bin
+# tensordict.pc's folder, and the folder its libdir names: where the library is once
+# installed (luarocks moves the rock's LIBDIR into its tree's lib/lua/5.1: the rockspec
+# passes both).
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+PC_LIBDIR    ?= $(LIBDIR)
 
 LIB_SRCS  = $(wildcard core/src/*.c core/kernels/*.c core/dict/*.c core/store/*.c)
 LIB_OBJS  = $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
@@ -240,7 +246,7 @@ deps:
 install: all
 	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCDIR) $(DESTDIR)$(LUADIR)/tensordict \
 	  $(addprefix $(DESTDIR)$(LUADIR)/tensordict/,$(LUA_LAYERS)) \
-	  $(DESTDIR)$(LUADIR)/tensordict/plugins $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/pkgconfig
+	  $(DESTDIR)$(LUADIR)/tensordict/plugins $(DESTDIR)$(BINDIR) $(DESTDIR)$(PKGCONFIGDIR)
 	install -m 755 $(LIB) $(DESTDIR)$(LIBDIR)/libtensordict.so
 	install -m 644 core/include/tensordict.h $(DESTDIR)$(INCDIR)/tensordict.h
 	if [ -f $(CUDA_LIB) ]; then install -m 755 $(CUDA_LIB) $(DESTDIR)$(LIBDIR)/libtensordict_cuda.so; \
@@ -251,10 +257,10 @@ install: all
 	for d in $(LUA_LAYERS); do install -m 644 lua/tensordict/$$d/*.lua $(DESTDIR)$(LUADIR)/tensordict/$$d/; done
 	install -m 644 plugins/*.lua $(DESTDIR)$(LUADIR)/tensordict/plugins/
 	luajit scripts/install_info.lua > $(DESTDIR)$(LUADIR)/tensordict/install_info.lua
-	install -m 755 scripts/tdflow $(DESTDIR)$(BINDIR)/tdflow
-	install -m 755 scripts/tdrepl $(DESTDIR)$(BINDIR)/tdrepl
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCDIR@|$(INCDIR)|' \
-	  scripts/tensordict.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/tensordict.pc
+	install -m 755 scripts/tdflow scripts/tdrepl scripts/tdlua $(DESTDIR)$(BINDIR)/
+	sed -e 's|@PREFIX@|$(abspath $(PREFIX))|' -e 's|@LIBDIR@|$(abspath $(PC_LIBDIR))|' \
+	  -e 's|@INCDIR@|$(abspath $(INCDIR))|' -e 's|@LIBS_PRIVATE@|$(LDLIBS)|' \
+	  scripts/tensordict.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/tensordict.pc
 
 clean:
 	rm -rf build $(CDEFS) $(CUDA_CDEFS)

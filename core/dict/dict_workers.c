@@ -19,7 +19,8 @@
  * A worker's death shows as end-of-file on its socket (siblings close every end that is
  * not theirs, so nobody else keeps it open); waitpid then names the exit status or the
  * signal. Children die with the parent (PR_SET_PDEATHSIG), ignore SIGINT (the parent
- * stops them) and leave through _exit only.
+ * stops them), take SIGTERM and SIGHUP by the default action and leave through _exit
+ * only.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -271,6 +272,10 @@ TD_EXPORT int32_t td_workers_fork(td_workers *w) {
       if (getppid() != parent) _exit(1); /* the parent died before prctl */
       signal(SIGINT, SIG_IGN);
       signal(SIGPIPE, SIG_IGN);
+      /* The parent may count these for a run (flow.run, tdflow): a worker's counts
+       * would be read by nobody, so they end a worker as they end any process. */
+      signal(SIGTERM, SIG_DFL);
+      signal(SIGHUP, SIG_DFL);
       become_worker(w, k);
       return k;
     }

@@ -733,7 +733,8 @@ td_dict *td_dict_from_consolidated_any(const char *filename, int32_t mode, int32
 
 /* ---- files written whole, atomically (core/store/fs.c) ---- *
  * n bytes become the whole content of the file at path: written into a temporary sibling
- * `.<name>.tmp-<pid>-<n>` (first removing those of dead processes), fsynced unless flags
+ * `.<name>.tmp-<pid>-<n>-<owner>` (first removing those whose writers are provably
+ * gone: docs/reliability.md), fsynced unless flags
  * hold TD_MEMMAP_NO_FSYNC, renamed over path, and path's folder synced: the commit every
  * save uses. Readers see the old file or the whole new one; after an error or a crash
  * path keeps what it held. */
@@ -1055,6 +1056,24 @@ int32_t td_dict_copy_entry(td_dict *d, const char *key, int64_t len, const td_di
 /* Bytes of physical memory (0 when the system does not say): what size checks compare
  * a request with. */
 int64_t td_physical_memory(void);
+
+/* Signals taken for the length of a run (core/src/signals.c): td_signal_take puts the
+ * counting handler of td_signal_watch in place of signo's action, unless that action
+ * ignores the signal (nohup, a background job) or counts it already (a host watches
+ * it), and keeps the action it replaced for td_signal_restore. */
+enum td_signal_taken {
+  TD_SIGNAL_LEFT = 0,         /* nothing changed: the signal is ignored, or counted already */
+  TD_SIGNAL_FROM_DEFAULT = 1, /* the default action was replaced */
+  TD_SIGNAL_FROM_HANDLER = 2  /* another handler was replaced */
+};
+int32_t td_signal_take(int32_t signo);
+/* Puts back the action td_signal_take replaced; nothing when it replaced none. 0 or an
+ * error code. */
+int32_t td_signal_restore(int32_t signo);
+/* Sends signo to this process: once its default action is back, the process ends as
+ * the signal asks (status 128 + signo to a shell). 0, or an error code when it cannot
+ * be sent. */
+int32_t td_signal_raise(int32_t signo);
 
 #ifdef __cplusplus
 }

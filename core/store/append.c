@@ -4,7 +4,7 @@
  *
  * An append is a save (memmap.c, memmap_disk.c) stretched over many calls:
  *  - open: td_mm_begin checks the prefix (existsok), removes stale temporaries of dead
- *    processes and makes the empty temporary sibling `.<name>.tmp-<pid>-<n>`;
+ *    processes and makes the empty temporary sibling `.<name>.tmp-<pid>-<n>-<owner>`;
  *  - the first batch fixes the structure: its folders and leaf files are planned from a
  *    one-row copy of its shape and made in the temporary folder, each file kept open;
  *  - every batch is checked whole against the first (keys, dtypes, dims after the first)

@@ -490,9 +490,10 @@ static int32_t write_payload(wfile *f, const wctx *w, const td_dict *d,
 }
 
 /* The payload, the metadata and its length into a new temporary file beside the
- * target (its name in *tmp, malloc'd), synced unless flags hold TD_MEMMAP_NO_FSYNC and
- * closed. On failure the file is removed. */
-static int32_t write_file(const wctx *w, const td_dict *d, int32_t flags, char **tmp) {
+ * target (its name in *tmp, malloc'd), synced unless flags hold TD_MEMMAP_NO_FSYNC. Its
+ * descriptor stays open in *fd, claiming it until the commit (td_fs_open_temp); on
+ * failure the file is closed and removed. */
+static int32_t write_file(const wctx *w, const td_dict *d, int32_t flags, char **tmp, int *fd) {
   wfile f = {.fd = td_fs_open_temp(w->file, tmp), .cap = (size_t)1 << 20};
   if (f.fd < 0)
     return td_fail(TD_EIO, "consolidate: cannot create a temporary file beside '%s': %s",
@@ -513,12 +514,14 @@ static int32_t write_file(const wctx *w, const td_dict *d, int32_t flags, char *
   if (!st && td_fs_sync(f.fd, flags) != 0)
     st = td_fail(TD_EIO, "consolidate: '%s': cannot fsync '%s': %s", w->file, *tmp,
                  strerror(errno));
-  if (close(f.fd) != 0 && !st)
-    st = td_fail(TD_EIO, "consolidate: '%s': cannot close '%s': %s", w->file, *tmp,
-                 strerror(errno));
   td_storage_release(f.buf);
   td_storage_release(f.chunk);
-  if (st) unlink(*tmp);
+  if (st) {
+    close(f.fd);
+    unlink(*tmp);
+  } else {
+    *fd = f.fd;
+  }
   return st;
 }
 
@@ -567,8 +570,12 @@ static int32_t consolidate(const td_dict *d, const char *filename, int32_t flags
   int32_t st = measure(&w, d, NULL, &payload);
   if (!st) st = stack_dim < 0 ? put_level(&w, d, 0, NULL) : put_stack_root(&w, d, stack_dim);
   if (!st && w.json.oom) st = td_fail(TD_ENOMEM, "consolidate: out of memory");
-  if (!st) st = write_file(&w, d, flags, &tmp);
+  int fd = -1;
+  if (!st) st = write_file(&w, d, flags, &tmp, &fd);
   if (!st) st = move_into_place(tmp, filename, flags);
+  if (fd >= 0 && close(fd) != 0 && !st)
+    st = td_fail(TD_EIO, "consolidate: '%s': cannot close it after writing: %s", filename,
+                 strerror(errno));
   free(tmp);
   free(w.json.p);
   return st;

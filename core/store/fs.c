@@ -3,17 +3,17 @@
  * (memmap_disk.c, append.c) and consolidated files (consolidate_*.c).
  * See fs.h for each function's contract.
  *
- * Every save writes into a temporary sibling `.<name>.tmp-<pid>-<n>` of its target and
- * commits it once synced: td_fs_commit_file for a file, td_fs_commit_dir for a folder,
- * the only places where a written temporary takes its final name. The pid in the name
- * lets the next save of the target, in any process, remove what a killed one left
- * (td_fs_remove_stale).
+ * Every save writes into a temporary sibling `.<name>.tmp-<pid>-<n>-<owner>` of its
+ * target and commits it once synced: td_fs_commit_file for a file, td_fs_commit_dir for
+ * a folder, the only places where a written temporary takes its final name. The pid and
+ * the owner (the machine it ran on, temp_owner.h) in the name, and the lock the writer
+ * holds on it, let the next save of the target, in any process, remove what a killed
+ * one left, and only that (td_fs_remove_stale).
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "fs.h"
+#include "temp_owner.h"
 
 /* ------------------------------------------------------------------ the writes */
 
@@ -93,8 +94,12 @@ static atomic_uint temp_counter;
 bool td_fs_temp_name(char *out, size_t cap, const char *path) {
   const char *slash = strrchr(path, '/');
   const char *name = slash ? slash + 1 : path;
-  int n = snprintf(out, cap, "%.*s.%s.tmp-%ld-%u", (int)(name - path), path, name,
-                   (long)getpid(), atomic_fetch_add(&temp_counter, 1u));
+  td_temp_owner me;
+  td_temp_owner_self(&me);
+  char owner[TD_TEMP_OWNER_DIGITS + 1];
+  td_temp_owner_format(&me, owner);
+  int n = snprintf(out, cap, "%.*s.%s.tmp-%ld-%u-%s", (int)(name - path), path, name,
+                   (long)getpid(), atomic_fetch_add(&temp_counter, 1u), owner);
   if (n >= 0 && (size_t)n < cap) return true;
   errno = ENAMETOOLONG;
   return false;
@@ -147,6 +152,23 @@ static int rm_tree(int dirfd, const char *name, int depth) {
 
 int td_fs_rm_tree(int dirfd, const char *name) { return rm_tree(dirfd, name, 0); }
 
+/* The pid and the owner of a temporary's name after its prefix `.<name>.tmp-`:
+ * `<pid>-<n>-<owner>`, or `<pid>-<n>` as versions before owners named them (*has_owner
+ * false). false for anything else. */
+static bool parse_temp(const char *s, long *pid, td_temp_owner *owner, bool *has_owner) {
+  char *end;
+  errno = 0;
+  long long p = strtoll(s, &end, 10);
+  if (errno || end == s || *end != '-' || p <= 0 || p > INT_MAX) return false;
+  const char *c = end + 1, *digits = c;
+  while (*c >= '0' && *c <= '9') c++;
+  if (c == digits) return false;
+  *pid = (long)p;
+  *has_owner = *c == '-';
+  if (!*has_owner) return *c == '\0';
+  return td_temp_owner_parse(c + 1, owner);
+}
+
 void td_fs_remove_stale(int parentfd, const char *name) {
   size_t plen = strlen(name) + 6;
   char *pre = malloc(plen + 1);
@@ -163,15 +185,11 @@ void td_fs_remove_stale(int parentfd, const char *name) {
   size_t n = 0, cap = 0;
   for (struct dirent *de; (de = readdir(dp));) {
     if (strncmp(de->d_name, pre, plen) != 0) continue;
-    char *end;
-    errno = 0;
-    long long pid = strtoll(de->d_name + plen, &end, 10);
-    if (errno || end == de->d_name + plen || *end != '-' || pid <= 0 || pid > INT_MAX) continue;
-    const char *c = end + 1;
-    if (!*c) continue;
-    while (*c >= '0' && *c <= '9') c++;
-    if (*c) continue;
-    if ((pid_t)pid == getpid() || kill((pid_t)pid, 0) == 0 || errno == EPERM) continue;
+    long pid;
+    td_temp_owner owner;
+    bool has_owner;
+    if (!parse_temp(de->d_name + plen, &pid, &owner, &has_owner)) continue;
+    if (!td_temp_writer_gone(parentfd, de->d_name, pid, has_owner ? &owner : NULL)) continue;
     if (n == cap) {
       cap = cap ? 2 * cap : 8;
       char **s = realloc(stale, sizeof *s * cap);
@@ -208,6 +226,7 @@ int td_fs_open_temp(const char *path, char **tmp_out) {
   for (int attempt = 0; attempt < 100 && td_fs_temp_name(tmp, cap, path); attempt++) {
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd >= 0) {
+      td_temp_claim(fd); /* best effort: where locks are refused, the name tells */
       *tmp_out = tmp;
       return fd;
     }
@@ -244,16 +263,20 @@ int td_fs_commit_file(const char *tmp, const char *path, bool replace, int32_t f
   return rc;
 }
 
+/* fd stays open (its lock held: td_temp_claim) until tmp has its final name, so no
+ * sweep takes the finished temporary for a dead one's. */
 int td_fs_publish(int fd, const char *tmp, const char *path, int32_t flags) {
-  int rc = td_fs_sync(fd, flags);
-  int err = rc ? errno : 0;
-  if (close(fd) != 0 && !rc) rc = -1, err = errno;
-  if (rc) {
+  if (td_fs_sync(fd, flags) != 0) {
+    int err = errno;
+    close(fd);
     unlink(tmp);
     errno = err;
     return -1;
   }
-  return td_fs_commit_file(tmp, path, true, flags);
+  int rc = td_fs_commit_file(tmp, path, true, flags), err = errno;
+  if (close(fd) != 0 && rc == 0) rc = -1, err = errno;
+  errno = err;
+  return rc;
 }
 
 /* The folder tmp to name (both in parentfd): renameat2's RENAME_NOREPLACE when nothing

@@ -1,8 +1,8 @@
 /*
  * fs.h: the file writing that memmap saves, appends and consolidated files share
  * (fs.c): whole writes, tensors written in C order in bounded memory, the
- * temporaries a save writes before it renames (`.<name>.tmp-<pid>-<n>`) and their
- * cleanup, and fsync of files and folders.
+ * temporaries a save writes before it renames (`.<name>.tmp-<pid>-<n>-<owner>`) and
+ * their cleanup, and fsync of files and folders.
  */
 #ifndef TD_STORE_FS_H
 #define TD_STORE_FS_H
@@ -29,16 +29,20 @@ int32_t td_fs_gather(const td_tensor *t, td_storage *dst, int64_t at);
  * need; the caller releases it). false: errno, or *status when a kernel failed. */
 bool td_fs_write_tensor(int fd, const td_tensor *t, td_storage **buf, int32_t *status);
 
-/* The temporary sibling of path: path's folder part, then `.<name>.tmp-<pid>-<n>` with
- * name path's last part and n from one counter of the process, so no two temporaries
- * of a process meet. false when it does not fit in cap bytes. */
+/* The temporary sibling of path: path's folder part, then `.<name>.tmp-<pid>-<n>-<owner>`
+ * with name path's last part, n from one counter of the process (no two temporaries of
+ * a process meet) and owner this machine (temp_owner.h). false when it does not fit in
+ * cap bytes. Whoever writes it holds it claimed (td_temp_claim) until it is committed
+ * or removed. */
 bool td_fs_temp_name(char *out, size_t cap, const char *path);
-/* Removes the temporaries `.<name>.tmp-<pid>-<n>` (files or folders) in parentfd left by
- * processes that are gone; a live process's (this one's too) may still be writing. */
+/* Removes the temporaries `.<name>.tmp-...` (files or folders) in parentfd whose writers
+ * are provably gone (td_temp_writer_gone); a live writer's (this process's too) stays,
+ * and so does one of another machine. */
 void td_fs_remove_stale(int parentfd, const char *name);
 /* Creates a new temporary sibling file of path (td_fs_temp_name), mode 0666 less the
- * umask as a plain new file gets, after removing path's stale temporaries. The open
- * descriptor, its path in *tmp_out (malloc'd), or -1 with errno set. */
+ * umask as a plain new file gets, after removing path's stale temporaries; the
+ * descriptor holds it claimed, so keep it open until the commit (td_fs_publish does).
+ * The open descriptor, its path in *tmp_out (malloc'd), or -1 with errno set. */
 int td_fs_open_temp(const char *path, char **tmp_out);
 /* The commits: the one way a written temporary becomes durable under its final name
  * (a crash leaves the old content or the new, never a mix, and never a partial file).

@@ -1,7 +1,7 @@
 /*
  * memmap_disk.c: how a planned save (memmap.c) reaches the disk atomically.
  *
- *  - the folder is written as a temporary sibling `.<name>.tmp-<pid>-<n>` of prefix
+ *  - the folder is written as a temporary sibling `.<name>.tmp-<pid>-<n>-<owner>` of prefix
  *    (missing parents are made, as Python's os.makedirs does); temporaries of that name
  *    left by processes that are gone are removed first;
  *  - the files (leaves and meta.json) are written in parallel over files, each in large
@@ -228,6 +228,9 @@ int32_t td_mm_begin(td_mm_save *S, const char *prefix) {
   if (!rc && (S->rootfd = openat(P->parentfd, P->tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
     rc = td_fail(TD_EIO, "%s: cannot open the folder beside '%s': %s", S->call, prefix,
                  strerror(errno));
+  /* Held until the commit or cancel closes rootfd: the sweep of other processes tells
+   * a live save's folder by it (best effort: where locks are refused, the name tells). */
+  if (!rc) td_temp_claim(S->rootfd);
   if (rc) td_mm_cancel(S);
   return rc;
 }
@@ -259,8 +262,7 @@ int32_t td_mm_end(td_mm_save *S, int32_t num_threads) {
                    strerror(errno));
     close_dir(S, dfd);
   }
-  if (S->rootfd >= 0) close(S->rootfd);
-  S->rootfd = -1;
+  /* rootfd (its claim) stays open through the rename: closed by td_mm_cancel below */
   bool moved = false;
   if (!rc && td_fs_commit_dir(P->parentfd, P->tmp, P->name, P->old,
                               S->flags & TD_MEMMAP_EXISTSOK, S->flags, &moved) != 0) {

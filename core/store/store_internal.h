@@ -10,6 +10,7 @@
 #include "../dict/dict_internal.h"
 #include "fs.h"
 #include "memmap_format.h"
+#include "temp_owner.h"
 
 /* ---- Python tensordict's formats (pyformat.c): what the memmap folders and the
  * consolidated file (consolidate_*.c) share, so both write the bytes Python writes ---- */

@@ -18,15 +18,24 @@ local function is_own(source)
 end
 M.is_own_source = is_own
 
+-- The main chunks of the hosts' launchers (scripts/tdflow, scripts/tdrepl): ours, not
+-- the user's, and they call the library only to start a host, so an error that reaches
+-- one of them names no line (the host names the user's place: a recipe's step).
+local host_chunks = {}
+
+-- Marks the chunk source (debug.getinfo(1, "S").source of a launcher) as a host's.
+function M.host_chunk(source) host_chunks[source] = true end
+
 -- The error level of the first frame outside the library and outside the chunk skip (a
 -- plugin's file: its users are blamed, not the plugin); the first frame of skip itself
--- when nothing outside it called.
+-- when nothing outside it called; 0 (no position) when that is a host's launcher.
 local function user_level(skip)
   local level, fallback = 3, nil -- 1: user_level, 2: fail, 3: fail's caller
   while true do
     local info = debug.getinfo(level, "S")
     if not info then return fallback or 1 end
     if info.what ~= "C" and not is_own(info.source) then
+      if host_chunks[info.source] then return 0 end
       if info.source ~= skip then return level - 1 end
       fallback = fallback or level - 1
     end

@@ -139,7 +139,7 @@ return {
     assert.truthy(took < 30, "took " .. took)
     -- nothing committed, no part left: only the dead rank's temporary folder (the next
     -- save of that part sweeps it, as every save does for processes gone)
-    local left = helpers.ls_a(dir):gsub("%.%.out%.part%-1%-of%-2%.tmp%-%d+%-%d+\n", "")
+    local left = helpers.ls_a(dir):gsub("%.%.out%.part%-1%-of%-2%.tmp%-%d+%-%d+%-%x+\n", "")
     assert.are.equal(".\n..\nkill.lua\n", left)
     -- Without it mpirun stops the job when a rank dies, and exits non-zero.
     local rc, out2 = tdflow(2, recipe .. " -q --timeout 3", false)

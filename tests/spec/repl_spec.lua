@@ -309,7 +309,10 @@ describe(":load and the stepper", function()
       .. "0 batches so far\nr is the recipe, p its stepper: p:next() runs one batch through every step, "
       .. "p:reset() starts over, p:run() runs it all into the sink\n", (repl.eval_line(st, ":load stub.json")))
     assert.are.same({ { "stub.json" } }, calls)
-    assert.are.equal("flow.TensorSource\n", (repl.eval_line(st, "r.source")))
+    assert.are.equal("flow.TensorSource{td = <TensorDict [10]>, batch_size = 4}\n",
+      (repl.eval_line(st, "r.source")))
+    assert.are.equal('flow.Apply{keys = {"x"}, fn = <function>, out_keys = {"x2"}}\n',
+      (repl.eval_line(st, "r.steps[1]")))
     assert.are.equal(table.concat({
       "batch 1 from source (TensorSource): [4] x: float32, y: int64",
       "steps[1] (Apply): [4] +x2: float32",
@@ -461,6 +464,165 @@ describe("scripts/tdrepl on a terminal", function()
     }, "\n") .. "\n", out:sub(banner_end + 1))
     assert.are.equal("td = T.TensorDict({obs = T.zeros(4, 3), reward = T.ones(4)}, {4})\ntd:batch_size()\n"
       .. "td.reward:sum()\nfor i = 1, 2 do\nprint(i)\nend\n", read_file(dir .. "/.tdrepl_history"))
+    H.rmtree(dir)
+  end)
+end)
+
+describe("tdrepl lines: positions, redefinitions, nodes, :jit", function()
+  it("names line 1 of a one-line chunk, also for errors raised in metamethods", function()
+    local out = session({ "T.zeros(2)[5]", "td = T.TensorDict({ a = T.zeros(3) }, { 3 })", "td.zzz",
+      "1 + 1 -- a comment", "x = 1 -- another" })
+    assert.are.equal("stdin:1: tensordict: index: index 5 is out of range for dim 1 of size 2 (valid: 1..2 or -2..-1)\n"
+      .. "stdin:1: tensordict: index: no key 'zzz' in the TensorDict (keys: 'a')\n2\n", out)
+  end)
+
+  it("lets a node type defined at the prompt be defined again, not one of the library", function()
+    local st = repl.new()
+    local def = 'flow.define("ReplScale", { params = { { "keys", "keys", required = true }, '
+      .. '{ "by", "number", default = %d } } })'
+    assert.are.equal("", (repl.eval_line(st, "S = " .. def:format(2))))
+    assert.are.equal("", (repl.eval_line(st, "S = " .. def:format(3))))
+    assert.are.equal('flow.ReplScale{keys = {"x"}, by = 2}\n',
+      (repl.eval_line(st, 'flow.ReplScale{keys = "x", by = 2}')))
+    assert.are.equal(3, flow.ReplScale({ keys = "x" }).p.by)
+    local text, status = repl.eval_line(st, 'flow.define("Map", {})')
+    assert.are.equal("error", status)
+    assert.is_truthy(text:match("^stdin:1: tensordict: flow: node type 'Map' is defined twice %(first in "
+      .. "[^\n]*tensordict/flow/map%.lua%)\n$"), text)
+    flow.registry.ReplScale = nil
+  end)
+
+  it("prints nodes with their parameters (those a spec would write)", function()
+    local out = session({ 'flow.Normalize{keys = "obs", eps = 1e-3}', "flow.Take{n = 5}",
+      'flow.Seq{flow.Select{keys = {"a", {"n", "b"}}}, flow.Map{fn = "Tensor.abs", workers = 2}}' })
+    assert.are.equal(table.concat({
+      'flow.Normalize{keys = {"obs"}, eps = 0.001}',
+      "flow.Take{n = 5}",
+      "flow.Seq{",
+      '  flow.Select{keys = {"a", {"n", "b"}}},',
+      '  flow.Map{fn = "Tensor.abs", workers = 2},',
+      "}",
+    }, "\n") .. "\n", out)
+    assert.are.equal("flow.Collect{}", tostring(flow.Collect {}))
+  end)
+
+  it("says how code typed at the prompt runs: interpreted (Ctrl-C stops any loop) or compiled", function()
+    local out = session({ ":jit", ":jit on", ":jit", ":jit off", ":jit frob" })
+    local interp = "code typed at the prompt runs in the interpreter (Ctrl-C stops any loop)\n"
+    local compiled = "code typed at the prompt is compiled by the JIT (Ctrl-C cannot stop a compiled loop)\n"
+    assert.are.equal(interp .. compiled .. compiled .. interp .. "usage: :jit [on|off], got 'frob'\n", out)
+  end)
+end)
+
+describe("tdrepl and signals (through a pipe: the signals come from the lines themselves)", function()
+  local root = io.popen("pwd"):read("*l")
+  local KILL = 'ffi = require("ffi"); ffi.cdef("int kill(int pid, int sig); int getpid(void);"); '
+    .. "kill = function(s) ffi.C.kill(ffi.C.getpid(), s) end"
+
+  local function tdrepl(lines, dir)
+    write_file(dir .. "/in", table.concat(lines, "\n") .. "\n")
+    return sh(("cd %s && env -u TDREPL_HISTORY scripts/tdrepl < %s/in"):format(root, dir))
+  end
+
+  it("stops a loop on Ctrl-C, twice, and keeps the session (loops typed at the prompt run interpreted)", function()
+    local dir = tmpdir()
+    local out, code = tdrepl({ KILL,
+      "for i = 1, 1e15 do x = i; if i == 100000 then kill(2) end end",
+      "print('alive', x >= 100000)",
+      "function spin() local s = 0 for i = 1, 1e15 do s = s + i; if i == 1000 then kill(2); kill(2) end end end",
+      "spin()",
+      "print('still alive')" }, dir)
+    assert.are.equal("stdin:1: interrupted!\nalive\ttrue\nstdin:1: interrupted!\nstill alive\n", out)
+    assert.are.equal(0, code)
+    H.rmtree(dir)
+  end)
+
+  it("stops p:run() between batches with the run's message at the line, sink aborted", function()
+    local dir = tmpdir()
+    write_file(dir .. "/r.lua", ([[
+      local T = require("tensordict")
+      local ffi = require("ffi")
+      local n = 0
+      return { seed = 0,
+        source = { use = "TensorSource", td = T.TensorDict({ v = T.arange(1, 100) }, { 100 }), batch_size = 10 },
+        steps = { { use = "Apply", keys = "v", fn = function(v)
+          n = n + 1
+          if n == 3 then ffi.C.kill(ffi.C.getpid(), 2) end
+          return v
+        end } },
+        sink = { use = "MemmapSink", path = %q } }
+    ]]):format(dir .. "/out"))
+    local out, code = tdrepl({ KILL, ":load " .. dir .. "/r.lua", "p:run()", "print('alive')" }, dir)
+    local lines = {}
+    for line in out:gmatch("[^\n]+") do lines[#lines + 1] = line end
+    assert.are.equal("stdin:1: tensordict: run: interrupted by SIGINT: the nodes were closed and the sink aborted "
+      .. "(nothing was committed)", lines[#lines - 1])
+    assert.are.equal("alive", lines[#lines])
+    assert.are.equal(0, code)
+    local names = {}
+    for name in io.popen("ls -A " .. dir):lines() do names[#names + 1] = name end
+    assert.are.same({ "in", "r.lua" }, names)
+    H.rmtree(dir)
+  end)
+
+  for _, case in ipairs({ { "SIGTERM", 15, 143 }, { "SIGHUP", 1, 129 } }) do
+    local name, signo, status = case[1], case[2], case[3]
+    it(("ends the session on %s with one line and status %d"):format(name, status), function()
+      local dir = tmpdir()
+      local line = ("kill(%d); for i = 1, 1e15 do end"):format(signo)
+      local out, code = tdrepl({ KILL, line, "print('not reached')" }, dir)
+      assert.are.equal(("tdrepl: stopped by %s: the session ended (workers stopped, any run's sink aborted)\n")
+        :format(name), out)
+      assert.are.equal(status, code)
+      H.rmtree(dir)
+    end)
+  end
+
+  it("ends the session on SIGTERM while it waits for a line", function()
+    local dir = tmpdir()
+    local mark = dir .. "/reading"
+    -- the input is a FIFO the shell keeps open, so tdrepl waits in its read
+    local cmd = ("cd %s && mkfifo %s/fifo && { env -u TDREPL_HISTORY scripts/tdrepl < %s/fifo > %s/out 2>&1 & "
+      .. "pid=$!; exec 3> %s/fifo; echo 'f = io.open(%q, \"w\") f:close()' >&3; "
+      .. "while [ ! -f %s ]; do sleep 0.05; done; kill -TERM $pid; wait $pid; echo $?; exec 3>&-; } 2>/dev/null")
+      :format(root, dir, dir, dir, dir, mark, mark)
+    local text = sh(cmd)
+    assert.are.equal("tdrepl: stopped by SIGTERM: the session ended (workers stopped, any run's sink aborted)\n",
+      read_file(dir .. "/out"))
+    assert.is_truthy(text:find("^143"), text)
+    H.rmtree(dir)
+  end)
+end)
+
+describe("tdrepl on a terminal: Ctrl-C", function()
+  local root = io.popen("pwd"):read("*l")
+  local has_script = os.execute("script --version 2>/dev/null | grep -q util-linux") == 0
+
+  it("stops a running loop and keeps the session, a second Ctrl-C too", function()
+    if not (has_script and readline.available) then return pending("needs util-linux script and libreadline") end
+    local dir = tmpdir()
+    -- each Ctrl-C (byte 3) is typed once the loop has started (its mark is there); the
+    -- input ends (Ctrl-D) once the last line ran
+    local feed = table.concat({
+      "echo 'io.open(\"started1\", \"w\"):close(); for i = 1, 1e15 do x = i end'",
+      "while [ ! -f started1 ]; do sleep 0.05; done; printf '\\003'",
+      "echo 'io.open(\"started2\", \"w\"):close(); for i = 1, 1e15 do x = i end'",
+      "while [ ! -f started2 ]; do sleep 0.05; done; printf '\\003'; printf '\\003'",
+      "echo 'print(\"alive\") io.open(\"done\", \"w\"):close()'",
+      "while [ ! -f done ]; do sleep 0.05; done",
+    }, "; ")
+    local cmd = ("cd %s && (%s) | HOME=%s TERM=dumb env -u TDREPL_HISTORY timeout 120 script -qec '%s/scripts/tdrepl' "
+      .. "/dev/null"):format(dir, feed, dir, root)
+    local out, code = sh(cmd)
+    out = out:gsub("\r", "")
+    assert.are.equal(0, code, out)
+    local from = out:find("tdrepl: tensordict", 1, true)
+    assert.is_truthy(from, out)
+    local session_text = out:sub(out:find("\n", from, true) + 1)
+    assert.is_truthy(session_text:find("\nstdin:1: interrupted!\n> io.open(\"started2\"", 1, true), session_text)
+    assert.is_truthy(session_text:find("stdin:1: interrupted!\n", session_text:find("started2", 1, true), true),
+      session_text)
+    assert.is_truthy(session_text:find("\nalive\n", 1, true), session_text)
     H.rmtree(dir)
   end)
 end)

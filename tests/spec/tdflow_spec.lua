@@ -175,10 +175,47 @@ describe("tdflow run", function()
   end)
 end)
 
+describe("tdflow --version and recipes from standard input", function()
+  it("prints its version, the library's ABI, the flow protocol and LuaJIT's version", function()
+    local T = require("tensordict")
+    local out = expect("--version", 0)
+    assert.are.equal(("tdflow %s (libtensordict %s, ABI %d, flow protocol 1) on %s\n"):format(T.version, T.version,
+      T.abi_version, jit.version), out)
+  end)
+
+  it("checks and runs a recipe read from standard input (-), JSON or Lua", function()
+    local path = write("stdin.json", recipe('"steps": [{"use": "Take", "n": 3}], "sink": {"use": "Collect"}'))
+    local out = expect("check - < " .. path, 0)
+    assert.is_truthy(out:match("^tdflow: stdin: ok %(checked in [%d.]+ ms%)\n$"), out)
+    expect("run - --quiet < " .. path, 0)
+    write("stdin.lua", "return { source = { use = 'ParticleSource', n = 4, steps = 1, batch_size = 2 }, "
+      .. "steps = { { use = 'Take', n = 'x' } } }")
+    local _, err = expect("check - < " .. dir .. "/stdin.lua", 2)
+    assert.are.equal('tdflow: stdin: 1 problem:\n  steps[1].n: expected an integer, got "x"\n', err)
+    _, err = expect("check - < /dev/null", 2)
+    assert.are.equal("tdflow: stdin: 1 problem:\n  stdin: no recipe: standard input is empty\n", err)
+    write("broken.json", '{"seed": 1,}')
+    _, err = expect("check - < " .. dir .. "/broken.json", 2)
+    assert.is_truthy(err:find("tdflow: stdin: 1 problem:\n  stdin: line 1, column", 1, true), err)
+  end)
+end)
+
+describe("tdflow's messages name the user's place", function()
+  it("shows a worker's error without a position in tdflow's own launcher", function()
+    local path = write("features.json", '{"batch_size": 16, "source": ' .. SOURCE .. ', "steps": ['
+      .. '{"use": "Select", "keys": ["mass"]}, {"use": "Map", "workers": 2, "fn": "physics.features"}]}')
+    local _, err = expect("run " .. path .. " --quiet", 1, "tdflow: steps[2] (Map): batch 1 failed",
+      "physics.Features: key 'pos' is missing from the batch (its keys: 'mass')")
+    assert.is_nil(err:find("scripts/tdflow", 1, true), err)
+    assert.is_nil(err:find("bin/tdflow", 1, true), err)
+  end)
+end)
+
 describe("tdflow help and progress", function()
   it("prints help for the program and for each command", function()
     expect("--help", 0, "Usage: tdflow", "run", "check", "inspect", "plugins",
-      "Exit codes: 0 done, 2 usage or recipe errors, 1 runtime errors, 130 interrupted.")
+      "Exit codes: 0 done, 2 usage or recipe errors, 1 runtime errors, 130, 143 or 129 stopped by "
+      .. "SIGINT (Ctrl-C), SIGTERM or SIGHUP (workers stopped, the sink aborted).")
     expect("help run", 0, "Usage: tdflow run", "--set PATH=VALUE", "--workers", "--report FILE", "--quiet")
     expect("help check", 0, "Usage: tdflow check")
   end)
@@ -212,6 +249,28 @@ describe("tdflow inspect and plugins", function()
     expect("inspect " .. dir .. "/nothing", 1, "inspect: " .. dir .. "/nothing: no such file or folder")
   end)
 
+  it("says a file or folder of neither format is neither, instead of a reader's complaint", function()
+    local text = write("notes.txt", "hello world\n")
+    local _, err = expect("inspect " .. text, 1)
+    assert.are.equal("tdflow: inspect: " .. text .. " is neither a memmap folder nor a consolidated file "
+      .. "(a file that does not end in a metadata length and JSON)\n", err)
+    os.execute("mkdir -p " .. dir .. "/plain_folder")
+    _, err = expect("inspect " .. dir .. "/plain_folder", 1)
+    assert.are.equal("tdflow: inspect: " .. dir .. "/plain_folder is neither a memmap folder nor a consolidated "
+      .. "file (a folder without meta.json)\n", err)
+    -- a consolidated file that is damaged is one: the reader says what is wrong with it
+    local T = require("tensordict")
+    local file = dir .. "/whole.td"
+    T.TensorDict({ a = T.zeros(3) }, { 3 }):consolidate(file)
+    expect("inspect " .. file, 0, file .. "  (consolidated file, batch size [3], 1 tensor leaves, 12 B)")
+    local f = assert(io.open(file, "r+b"))
+    f:seek("end", -8 - 2)
+    f:write("xx")
+    f:close()
+    _, err = expect("inspect " .. file, 1, "tdflow: from_consolidated: '" .. file .. "'")
+    assert.is_nil(err:find("neither", 1, true), err)
+  end)
+
   it("lists the core plugin's node types with their docs", function()
     expect("plugins", 0, "core 1", "core_plugin.lua", "node types:", "Apply", "Calls fn on each selected leaf",
       "Rebatch", "TensorSource")
@@ -240,37 +299,44 @@ describe("tdflow inspect and plugins", function()
   end)
 end)
 
-describe("tdflow and Ctrl-C", function()
-  it("stops the workers, aborts the sink and exits 130 on SIGINT", function()
-    local out_path = dir .. "/interrupted"
-    local path = write("slow.lua", ([[
-      return { batch_size = 64, workers = 2,
-        source = { use = "ParticleSource", n = 100000, steps = 1, seed = 0 },
-        steps = { { use = "Map", fn = function(td)
-          local t = os.clock() + 0.05
-          while os.clock() < t do end
-          return td
-        end } },
-        sink = { use = "MemmapSink", path = %q } }
-    ]]):format(out_path))
-    local cmd = ("scripts/tdflow run %s >%s/int.out 2>%s/int.err & pid=$!; sleep 1.5; "
-      .. "kids=$(cat /proc/$pid/task/$pid/children); kill -INT $pid; wait $pid; echo \"$? $(echo $kids | wc -w)\"; "
-      .. "sleep 0.2; left=0; for k in $kids; do kill -0 $k 2>/dev/null && left=$((left + 1)); done; "
-      .. "echo $left"):format(path, dir, dir)
-    local p = io.popen(cmd)
-    local text = p:read("*a")
-    p:close()
-    local code, kids, left = text:match("^(%d+) (%d+)%s+(%d+)")
-    assert.are.equal("130", code, text)
-    assert.are.equal("2", kids, "two workers were running: " .. text)
-    assert.are.equal("0", left, "workers left behind: " .. text)
-    local err = assert(H.read(dir .. "/int.err"))
-    local want = "tdflow: interrupted: workers stopped, the sink aborted (nothing was committed)"
-    assert.is_truthy(err:find(want, 1, true), err)
-    local fs = require("tensordict.fs")
-    assert.is_false(fs.exists(out_path))
-    for _, name in ipairs(fs.list(dir)) do
-      assert.is_falsy(name:find("interrupted", 1, true) and name ~= "interrupted", "temporary left: " .. name)
-    end
-  end)
+describe("tdflow and Ctrl-C, SIGTERM, SIGHUP", function()
+  for _, case in ipairs({ { "SIGINT", 130 }, { "SIGTERM", 143 }, { "SIGHUP", 129 } }) do
+    local signal, status = case[1], case[2]
+    it(("stops the workers, aborts the sink and exits %d on %s"):format(status, signal), function()
+      local out_path = dir .. "/interrupted"
+      local mark = dir .. "/map-started"
+      os.remove(mark)
+      local path = write("slow.lua", ([[
+        return { batch_size = 64, workers = 2,
+          source = { use = "ParticleSource", n = 100000, steps = 1, seed = 0 },
+          steps = { { use = "Map", fn = function(td)
+            io.open(%q, "w"):close()
+            local t = os.clock() + 0.05
+            while os.clock() < t do end
+            return td
+          end } },
+          sink = { use = "MemmapSink", path = %q } }
+      ]]):format(mark, out_path))
+      -- once a worker computes, the signal; then the workers tdflow had must be gone
+      local cmd = ("{ scripts/tdflow run %s >%s/int.out 2>%s/int.err & pid=$!; "
+        .. "while [ ! -f %s ]; do sleep 0.05; done; "
+        .. "kids=$(cat /proc/$pid/task/$pid/children); kill -%s $pid; wait $pid; echo \"$? $(echo $kids | wc -w)\"; "
+        .. "left=0; for k in $kids; do kill -0 $k 2>/dev/null && left=$((left + 1)); done; "
+        .. "echo $left; } 2>/dev/null"):format(path, dir, dir, mark, signal:sub(4))
+      local p = io.popen(cmd)
+      local text = p:read("*a")
+      p:close()
+      local code, kids, left = text:match("^(%d+) (%d+)%s+(%d+)")
+      assert.are.equal(tostring(status), code, text)
+      assert.are.equal("2", kids, "two workers were running: " .. text)
+      assert.are.equal("0", left, "workers left behind: " .. text)
+      assert.are.equal(("tdflow: interrupted by %s: workers stopped, the sink aborted (nothing was committed)\n")
+        :format(signal), H.read(dir .. "/int.err"))
+      local fs = require("tensordict.fs")
+      assert.is_false(fs.exists(out_path))
+      for _, name in ipairs(fs.list(dir)) do
+        assert.is_falsy(name:find("interrupted", 1, true), "temporary left: " .. name)
+      end
+    end)
+  end
 end)

@@ -434,16 +434,27 @@ local function call_node(self, td)
 end
 M.call_node = call_node
 
+-- flow.Normalize{keys = {"energy"}, out_keys = {"energy_z"}}: flow/node_text.lua.
 local function node_tostring(self)
-  return ("flow.%s"):format(self.type_name)
+  return require("tensordict.flow.node_text")(self)
 end
 
 -- core.define(name, {kind =, doc =, params = {...}, stateful =}): a new node type. flow.<name>
--- (the returned class, callable) makes nodes; the registry maps the name to it.
+-- (the returned class, callable) makes nodes; the registry maps the name to it. A name
+-- is defined once, unless its class is marked redefinable (tdrepl marks the types
+-- defined at its prompt, so a type can be written again there). cls.defined_in is the
+-- chunk that defined it ("=stdin" at tdrepl's prompt).
 function M.define(name, def)
-  if M.registry[name] then error("tensordict: flow: node type '" .. name .. "' is defined twice", 2) end
+  local old = M.registry[name]
+  if old and not (type(old) == "table" and old.redefinable) then
+    local first = type(old) == "table" and old.defined_in and old.defined_in:gsub("^[@=]", "")
+    error("tensordict: flow: node type '" .. name .. "' is defined twice"
+      .. (first and (" (first in " .. first .. ")") or ""), 2)
+  end
   local cls = setmetatable({}, { __index = Node })
   cls.type_name = name
+  local caller = debug.getinfo(2, "S")
+  cls.defined_in = caller and caller.source or "?"
   cls.kind = def.kind or "node"
   cls.doc = def.doc or ""
   cls.params = def.params or {}

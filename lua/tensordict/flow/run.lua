@@ -2,7 +2,8 @@
 -- open everything, pull batches from the source, push them through the node, write
 -- what comes out to the sink, flush, finish. On any error every node is closed, the
 -- sink aborted (nothing it wrote claims to be complete) and the error re-raised with
--- the failing node's place. It owns the run's accounting (flow/meter.lua): the
+-- the failing node's place; SIGINT, SIGTERM and SIGHUP stop it the same way
+-- (flow/interrupt.lua). It owns the run's accounting (flow/meter.lua): the
 -- summary, and with profile = true every place's own time and rows, which hosts
 -- (tdflow's report) only format; checkpoints and resumes are flow/resume.lua's, the
 -- provenance record flow/provenance.lua's.
@@ -13,6 +14,7 @@ local meter = require("tensordict.flow.meter")
 local Seq = require("tensordict.flow.seq")
 local provenance = require("tensordict.flow.provenance")
 local resume = require("tensordict.flow.resume")
+local interrupt = require("tensordict.flow.interrupt")
 
 local fail, describe = util.fail, util.describe
 local now, took, gave, spent = meter.now, meter.took, meter.gave, meter.spent
@@ -21,7 +23,7 @@ local M = {}
 
 -- seed is checked below (an integer), workers by the nodes that take it (Map).
 local RUN_OPTIONS = { seed = "any", workers = "any", on_batch = "function", ctx = "table", profile = "boolean",
-  resume = "boolean", provenance = "table", on_resume = "function" }
+  resume = "boolean", provenance = "table", on_resume = "function", signals = "boolean" }
 
 local function check_role(x, role, methods)
   if type(x) ~= "table" then
@@ -69,7 +71,8 @@ end
 -- summary gets nodes: the source's, each step's and the sink's own time and rows),
 -- resume (continue from the sink's checkpoint), on_resume(recorded provenance) (a host
 -- checks it is the same run; raising stops the resume), provenance (a table the run
--- fills: flow/provenance.lua; the sink commits it with the output).
+-- fills: flow/provenance.lua; the sink commits it with the output), signals (false:
+-- SIGINT, SIGTERM and SIGHUP are left as they are, see flow/interrupt.lua).
 function M.run(source, node, sink, opts)
   opts = util.options("run", opts, RUN_OPTIONS)
   check_role(source, "source", { "iter" })
@@ -131,6 +134,7 @@ function M.run(source, node, sink, opts)
 
   local t0 = now()
   local result
+  local watch = interrupt.watch(opts.signals)
   local ok, err = xpcall(function()
     if checkpointing or opts.resume then
       phase = "run" -- the checks name no place: they are of the whole run
@@ -163,6 +167,7 @@ function M.run(source, node, sink, opts)
     local push = node and node.push
     local forward = node and node.forward
     while true do
+      interrupt.check(watch)
       phase = "source"
       local td = nxt()
       if td == nil then break end
@@ -191,6 +196,7 @@ function M.run(source, node, sink, opts)
       end
       if node and (node.done or (node.is_done and node:is_done())) then break end
     end
+    interrupt.check(watch)
     phase = "node"
     if node and node.flush then node:flush(emit) end
     phase = "sink"
@@ -228,20 +234,29 @@ function M.run(source, node, sink, opts)
     summary.nodes = profile_list()
     if node then node:set_profile(false) end
   end
+  if not ok then pcall(sink.abort, sink) end
+  -- a signal that came stops the run (whatever error it caused: a worker's wait cut
+  -- short, a worker killed with the process group), or is passed on once it completed;
+  -- either way after the record says how the run ended
+  local taken = interrupt.release(watch)
+  local signo = interrupt.arrived(watch)
   if not ok then
-    pcall(sink.abort, sink)
     if phase == "node" and node then
       err = core.annotate(err, position(node, wrapped))
     elseif phase ~= "run" then
       local label = phase == "source" and source or sink
       err = core.annotate(err, phase, core.is_node(label) and label or nil)
     end
-    if record then provenance.finish(record, provenance.status_of(err), err, summary, summary.nodes) end
+    if record then
+      provenance.finish(record, signo and "interrupted" or provenance.status_of(err), err, summary, summary.nodes)
+    end
+    if signo then interrupt.conclude(taken, signo, false) end
     error(err, 0)
   end
   if record then
     provenance.finish(record, close_err and "failed" or "ok", close_err, summary, summary.nodes)
   end
+  if signo then interrupt.conclude(taken, signo, true) end
   if close_err then error(close_err, 0) end
   return result, summary
 end

@@ -67,13 +67,43 @@ local function checkpoint_line(path)
     :format(progress.grouped(rows))
 end
 
+-- Whether the file at path ends as a consolidated file does: a little-endian length n
+-- in its last 8 bytes, and n bytes of JSON (an object) before them. Only then is a
+-- reader's error about it worth showing; anything else is another kind of file.
+local function ends_like_consolidated(path)
+  local f = io.open(path, "rb")
+  if not f then return false end
+  local size = f:seek("end")
+  local n = 0
+  if size and size > 9 then
+    f:seek("set", size - 8)
+    local tail = f:read(8) or ""
+    for i = #tail, 1, -1 do n = n * 256 + tail:byte(i) end
+  end
+  local first
+  if n >= 2 and n <= size - 8 then
+    f:seek("set", size - 8 - n)
+    first = f:read(1)
+  end
+  f:close()
+  return first == "{"
+end
+
+local NEITHER = "is neither a memmap folder nor a consolidated file"
+
 -- The text of the tree for path, and of the provenance record of the run that wrote it;
 -- raises a clear error when path holds no container.
 function M.text(path)
   local td, what
   if fs.is_dir(path) then
+    if not fs.exists(path .. "/meta.json") then
+      util.fail(("inspect: %s %s (a folder without meta.json)"):format(path, NEITHER))
+    end
     td, what = T.load_memmap(path), "memmap folder"
   elseif fs.exists(path) then
+    if not ends_like_consolidated(path) then
+      util.fail(("inspect: %s %s (a file that does not end in a metadata length and JSON)"):format(path, NEITHER))
+    end
     td, what = T.from_consolidated(path), "consolidated file"
   else
     local ckpt = checkpoint_line(path)

@@ -52,25 +52,32 @@ local function read_file(path)
   return text
 end
 
--- The recipe table of a path (JSON or Lua) or a table, and problems found reading it.
+-- The recipe table of a path (JSON or Lua; "-" reads standard input: JSON when it
+-- starts with "{", which no Lua chunk can, else Lua) or a table, and problems found
+-- reading it.
 local function read(source)
   if type(source) == "table" then return source, {} end
   if type(source) ~= "string" then
     return nil, { ("a recipe is a file path or a table, got %s"):format(describe(source)) }
   end
-  if source:match("%.lua$") then
-    local chunk, err = loadfile(source)
+  local stdin = source == "-" and (io.stdin:read("*a") or "") or nil
+  local name = stdin and "stdin" or source
+  if stdin and stdin:match("^%s*$") then return nil, { "stdin: no recipe: standard input is empty" } end
+  if source:match("%.lua$") or (stdin and not stdin:match("^%s*{")) then
+    local chunk, err
+    if stdin then chunk, err = loadstring(stdin, "=stdin") else chunk, err = loadfile(source) end
     if not chunk then return nil, { err } end
     local ok, t = pcall(chunk)
-    if not ok then return nil, { ("%s failed: %s"):format(source, tostring(t)) } end
+    if not ok then return nil, { ("%s failed: %s"):format(name, tostring(t)) } end
     if type(t) ~= "table" then
-      return nil, { ("%s must return a table, got %s"):format(source, describe(t)) }
+      return nil, { ("%s must return a table, got %s"):format(name, describe(t)) }
     end
     return t, {}
   end
-  local text, err = read_file(source)
+  local text, err = stdin, nil
+  if not text then text, err = read_file(source) end
   if not text then return nil, { err } end
-  local ok, t, dups, inexact = pcall(json.read, text, source)
+  local ok, t, dups, inexact = pcall(json.read, text, name)
   if not ok then return nil, { (tostring(t):gsub("^.-tensordict: ", "")) } end
   local problems = {}
   for _, path in ipairs(dups) do
@@ -78,7 +85,7 @@ local function read(source)
   end
   for _, at in ipairs(inexact) do problems[#problems + 1] = json.inexact_text(at) end
   if type(t) ~= "table" or getmetatable(t) == json.array_mt then
-    problems[#problems + 1] = ("%s: a recipe is a JSON object, got %s"):format(source,
+    problems[#problems + 1] = ("%s: a recipe is a JSON object, got %s"):format(name,
       type(t) == "table" and "an array" or describe(t))
     return nil, problems
   end

@@ -6,7 +6,10 @@
 --   tdflow inspect PATH
 --   tdflow plugins
 --   tdflow help [COMMAND]
--- Exit codes: 0 done, 2 usage or recipe errors, 1 runtime errors, 130 interrupted.
+--   tdflow --version
+-- RECIPE may be "-": the recipe is read from standard input (JSON or Lua).
+-- Exit codes: 0 done, 2 usage or recipe errors, 1 runtime errors, 130/143/129 stopped by
+-- SIGINT/SIGTERM/SIGHUP.
 local argparse = require("argparse")
 local T = require("tensordict")
 local signals = require("tensordict.signals")
@@ -24,11 +27,12 @@ local rerun = require("tensordict.host.rerun")
 
 local now = util.now
 local kit = flow.kit.new()
-local SIGINT = signals.SIGINT
 
 local M = {}
 
 M.EXIT_OK, M.EXIT_RUNTIME, M.EXIT_USAGE, M.EXIT_INTERRUPTED = 0, 1, 2, 130
+local EPILOG = "Exit codes: 0 done, 2 usage or recipe errors, 1 runtime errors, 130, 143 or 129 "
+  .. "stopped by SIGINT (Ctrl-C), SIGTERM or SIGHUP (workers stopped, the sink aborted)."
 
 -- A converter for options taking a non-negative (positive: min 1) integer, with a
 -- message naming them.
@@ -51,11 +55,13 @@ end
 
 local function parser()
   local p = argparse("tdflow", "Runs tensordict pipeline recipes (docs/recipes.md).")
-    :epilog("Exit codes: 0 done, 2 usage or recipe errors, 1 runtime errors, 130 interrupted.")
+    :epilog(EPILOG)
   p:command_target("command")
+  p:require_command(false)
+  p:flag("--version", "Print tdflow's, the library's and LuaJIT's versions and exit.")
   p:add_help_command()
   local run = p:command("run", "Check a recipe, then run it with progress and a per-node report.")
-  run:argument("recipe", "The recipe: a .json file, or a .lua file returning a table.")
+  run:argument("recipe", "The recipe: a .json file, a .lua file returning a table, or - (read from standard input).")
   run:option("--set", "Override a recipe value: PATH=VALUE (e.g. steps.2.scale=0.5); repeatable.")
     :count("*"):argname("PATH=VALUE")
   run:option("--workers", "Worker processes for Map steps (the recipe's 'workers').")
@@ -73,7 +79,7 @@ local function parser()
   run:flag("--resume", "Continue from the sink's last checkpoint (the same recipe and overrides).")
   rerun.add_command(p, count_arg)
   local check = p:command("check", "Report every problem of a recipe at once, before any data moves.")
-  check:argument("recipe", "The recipe: a .json or .lua file.")
+  check:argument("recipe", "The recipe: a .json or .lua file, or - (read from standard input).")
   check:option("--set", "Override a recipe value: PATH=VALUE; repeatable."):count("*"):argname("PATH=VALUE")
   local ins = p:command("inspect", "Show a memmap folder or a consolidated file as a tree.")
   ins:argument("path", "A memmap folder (meta.json inside) or a consolidated file.")
@@ -89,7 +95,9 @@ end
 
 -- A Lua error's text without the "file:line: tensordict: " decoration.
 local function message(err)
-  if type(err) == "table" and err.interrupted then return "interrupted (SIGINT)" end
+  if type(err) == "table" and err.interrupted then
+    return "interrupted by " .. signals.name(err.signal or signals.SIGINT)
+  end
   local text = tostring(err)
   local stripped = text:match("^[^\n]-:%d+: tensordict: (.*)$") or text:match("^tensordict: (.*)$")
   return stripped or text
@@ -100,8 +108,11 @@ local function is_interrupt(err)
   return tostring(err):find("interrupted", 1, true) ~= nil
 end
 
+-- The recipe as messages name it ("-" is standard input).
+local function recipe_name(path) return path == "-" and "stdin" or path end
+
 local function print_problems(io_err, path, problems)
-  say(io_err, ("tdflow: %s: %d problem%s:"):format(path, #problems, #problems == 1 and "" or "s"))
+  say(io_err, ("tdflow: %s: %d problem%s:"):format(recipe_name(path), #problems, #problems == 1 and "" or "s"))
   for _, pb in ipairs(problems) do say(io_err, "  " .. pb) end
 end
 
@@ -109,7 +120,7 @@ end
 -- does not say its keys): said, never passed over.
 local function print_notes(io, path, notes)
   if #notes == 0 then return end
-  say(io, ("tdflow: %s: %d thing%s not checked:"):format(path, #notes, #notes == 1 and "" or "s"))
+  say(io, ("tdflow: %s: %d thing%s not checked:"):format(recipe_name(path), #notes, #notes == 1 and "" or "s"))
   for _, note in ipairs(notes) do say(io, "  " .. note) end
 end
 
@@ -167,14 +178,16 @@ local function describe_result(result)
 end
 
 -- Runs a prepared recipe the way `tdflow run` does (flow.run profiling every step, the
--- source and the sink; progress; Ctrl-C watched) and returns ok, result or error, the
--- report. The benchmark of host overhead calls this too. opts: quiet, interrupts (the
--- SIGINT count before the run), dist (host/dist.lua's ctx.dist in a data-parallel run:
--- the nodes get it, only rank 0 draws progress, an estimate of all ranks' rows from its
--- own, and the report is every rank's summed).
+-- source and the sink; progress; flow.run stops on the signals tdflow watches) and
+-- returns ok, result or error, the report. A run stopped by a signal gives the error
+-- {interrupted = true, signal = signo}. The benchmark of host overhead calls this too.
+-- opts: quiet, signals (signals.snapshot() before the recipe was prepared), dist
+-- (host/dist.lua's ctx.dist in a data-parallel run: the nodes get it, only rank 0 draws
+-- progress, an estimate of all ranks' rows from its own, and the report is every rank's
+-- summed).
 function M.execute(r, opts)
   opts = opts or {}
-  local interrupts = opts.interrupts or signals.count(SIGINT)
+  local snap = opts.signals or signals.snapshot()
   -- what made the run: flow.run fills r.provenance in (and the sink commits it); a
   -- resume must continue the same recipe
   local record = r.provenance
@@ -189,7 +202,7 @@ function M.execute(r, opts)
   local seen -- the run's summary so far: a failed run's report says how far it came
   local function on_batch(summary)
     seen = summary
-    if signals.count(SIGINT) ~= interrupts then error({ interrupted = true }, 0) end
+    if signals.arrived(snap) then error({ interrupted = true }, 0) end -- came before the run
     bar:update(summary.rows_in * ranks)
   end
   local t0 = now()
@@ -198,7 +211,8 @@ function M.execute(r, opts)
     provenance = record, resume = opts.resume, on_resume = opts.resume and on_resume or nil })
   if not ok then
     if bar.drawn then io.stderr:write("\n") end
-    if signals.count(SIGINT) ~= interrupts then result = { interrupted = true } end
+    local signo = signals.arrived(snap)
+    if signo then result = { interrupted = true, signal = signo } end
     return false, result, report.build({ rows = {}, seconds = now() - t0, rows_in = seen and seen.rows_in or 0,
       rows_out = seen and seen.rows_out or 0, recipe = r.path, seed = r.seed, workers = r.workers,
       status = is_interrupt(result) and "interrupted" or "failed", error = message(result), provenance = record })
@@ -247,25 +261,30 @@ local function checkpoint_hint(r, err)
 end
 
 function M.run_command(args, out, err)
-  signals.watch(SIGINT)
-  local interrupts = signals.count(SIGINT)
+  -- Counted for good: flow.run stops on them and leaves the exit to tdflow.
+  for _, signo in ipairs(signals.STOPPING) do signals.watch(signo) end
+  local snap = signals.snapshot()
   local r = M.prepare_run(args.recipe, args, err)
   if not r then return M.EXIT_USAGE end
-  return M.run_prepared(r, args, out, err, interrupts)
+  return M.run_prepared(r, args, out, err, snap)
 end
 
 -- Runs a prepared recipe as `tdflow run` does, from the start of MPI to the report; the
--- exit code. args: quiet, report, timeout, resume.
-function M.run_prepared(r, args, out, err, interrupts)
-  signals.watch(SIGINT)
+-- exit code. args: quiet, report, timeout, resume. snap: the signal counts before the
+-- recipe was prepared (default: now).
+function M.run_prepared(r, args, out, err, snap)
+  for _, signo in ipairs(signals.STOPPING) do signals.watch(signo) end
+  snap = snap or signals.snapshot()
   -- Under mpirun: one rank of a data-parallel run (docs/dist.md).
   local d = host_dist.launched() and host_dist.start(args.timeout or 600) or nil
-  local ok, result, rep = M.execute(r, { quiet = args.quiet, interrupts = interrupts, dist = d, resume = args.resume })
+  local ok, result, rep = M.execute(r, { quiet = args.quiet, signals = snap, dist = d, resume = args.resume })
   if not ok then
     local code = M.EXIT_RUNTIME
     if is_interrupt(result) then
-      say(err, "tdflow: interrupted: workers stopped, the sink aborted (nothing was committed)")
-      code = M.EXIT_INTERRUPTED
+      local signo = type(result) == "table" and result.signal or signals.SIGINT
+      say(err, ("tdflow: interrupted by %s: workers stopped, the sink aborted (nothing was committed)")
+        :format(signals.name(signo)))
+      code = signals.exit_code(signo)
     else
       say(err, "tdflow: " .. (d and ("rank %d: "):format(d.rank) or "") .. message(result))
     end
@@ -307,7 +326,7 @@ function M.check_command(args, out, err)
     print_notes(err, args.recipe, notes)
     return M.EXIT_USAGE
   end
-  say(out, ("tdflow: %s: ok (checked in %.1f ms)"):format(args.recipe, (now() - t0) * 1e3))
+  say(out, ("tdflow: %s: ok (checked in %.1f ms)"):format(recipe_name(args.recipe), (now() - t0) * 1e3))
   print_notes(out, args.recipe, notes)
   return M.EXIT_OK
 end
@@ -342,6 +361,13 @@ function M.plugins_command(_, out)
   return M.EXIT_OK
 end
 
+-- tdflow --version: the host's (the library's) version, the ABI, the flow protocol and
+-- the Lua it runs on.
+function M.version_text()
+  return ("tdflow %s (libtensordict %s, ABI %d, flow protocol %d) on %s"):format(T.version, T.version,
+    T.abi_version, flow.PROTOCOL_VERSION, jit and jit.version or _VERSION)
+end
+
 -- main(argv [, out, err]) -> exit code.
 function M.main(argv, out, err)
   out, err = out or io.stdout, err or io.stderr
@@ -351,6 +377,10 @@ function M.main(argv, out, err)
     say(err, "tdflow: " .. tostring(args))
     say(err, "Run 'tdflow --help' for usage.")
     return M.EXIT_USAGE
+  end
+  if args.version then
+    say(out, M.version_text())
+    return M.EXIT_OK
   end
   if not args.command then
     say(err, p:get_help())

@@ -7,7 +7,10 @@
 -- A line is tried as an expression first (`return <line>`), then as a statement; its
 -- values print side by side; an incomplete chunk waits for more lines; errors print
 -- their message, and `:trace` their traceback. Lines starting with ':' are commands.
+-- Code typed at the prompt runs in LuaJIT's interpreter, so Ctrl-C stops it even in a
+-- loop the JIT would compile (`:jit on` compiles it; repl/signals.lua).
 local T = require("tensordict")
+local base_signals = require("tensordict.signals")
 local show = require("tensordict.repl.show")
 local completion = require("tensordict.repl.complete")
 local stepper = require("tensordict.repl.stepper")
@@ -29,7 +32,7 @@ M.show = show.value
 function M.new(opts)
   opts = opts or {}
   local env = opts.env or setmetatable({ T = T, flow = T.flow }, { __index = _G })
-  local st = { env = env, write = opts.write, commands = M.commands, trace = false }
+  local st = { env = env, write = opts.write, commands = M.commands, trace = false, jit = false }
   rawset(env, "print", function(...)
     local parts = {}
     for i = 1, select("#", ...) do parts[i] = tostring((select(i, ...))) end
@@ -110,11 +113,22 @@ local function load_cmd(st, arg)
     .. "p:reset() starts over, p:run() runs it all into the sink\n%s"):format(tostring(p), notes), "ok"
 end
 
+local function jit_cmd(st, arg)
+  if arg == "on" or arg == "off" then
+    st.jit = arg == "on"
+  elseif arg ~= "" then
+    return ("usage: :jit [on|off], got '%s'\n"):format(arg), "error"
+  end
+  return st.jit and "code typed at the prompt is compiled by the JIT (Ctrl-C cannot stop a compiled loop)\n"
+    or "code typed at the prompt runs in the interpreter (Ctrl-C stops any loop)\n", "ok"
+end
+
 -- { name, usage, what it does, handler(st, arg) -> text, status }
 M.command_list = {
   { "help", ":help", "this list", help },
   { "load", ":load RECIPE [k=v ...]", "build a recipe (JSON or Lua): r = the recipe, p = its stepper", load_cmd },
   { "trace", ":trace [on|off]", "the last error's traceback; on/off: with every error", trace_cmd },
+  { "jit", ":jit [on|off]", "compile code typed here with the JIT (off: Ctrl-C stops any loop)", jit_cmd },
   { "quit", ":quit", "leave (also Ctrl-D)", function() return "", "quit" end },
 }
 M.commands = {}
@@ -149,7 +163,9 @@ local function incomplete(err) return err:find("'?<eof>'?$") ~= nil end
 -- Compiles the chunk: an expression list when `return chunk` compiles, else a
 -- statement. An expression list runs as the arguments of a pack function (given as the
 -- chunk's vararg) rather than after `return`, which would make `error("x")` a tail
--- call and lose the line's position from the message.
+-- call and lose the line's position from the message. The pack call closes on the
+-- chunk's last line (an error in a metamethod names the line of the call), unless the
+-- chunk ends in a comment, which needs the parenthesis on a line of its own.
 local PACK_HEAD = "local __tdrepl_pack = ... return __tdrepl_pack("
 
 -- Returns the function, or nil, the error and whether more lines could complete it
@@ -157,7 +173,8 @@ local PACK_HEAD = "local __tdrepl_pack = ... return __tdrepl_pack("
 local function compile(chunk)
   local _, expr_err = loadstring("return " .. chunk, "=stdin")
   if not expr_err then
-    return assert(loadstring(PACK_HEAD .. chunk .. "\n)", "=stdin"))
+    return loadstring(PACK_HEAD .. chunk .. ")", "=stdin")
+      or assert(loadstring(PACK_HEAD .. chunk .. "\n)", "=stdin"))
   end
   local f, err = loadstring(unlocal(chunk), "=stdin")
   if f then return f end
@@ -167,11 +184,22 @@ local function compile(chunk)
   return nil, err, incomplete(err) or incomplete(expr_err)
 end
 
+-- The node types defined at the prompt may be defined again there (flow.define).
+local function mark_redefinable()
+  for _, cls in pairs(T.flow.registry) do
+    if type(cls) == "table" and cls.defined_in == "=stdin" then cls.redefinable = true end
+  end
+end
+
 local function run_chunk(st, f)
   setfenv(f, st.env)
+  if not st.jit then jit.off(f, true) end -- interpreted: the interrupt hook reaches its loops
   local res = { n = 0 }
   local function pack(...) res = { n = select("#", ...), ... } end
+  local unhook = signals.interruptible(base_signals.snapshot())
   local ok, err = xpcall(f, function(e) return { msg = error_text(e), tb = traceback(e) } end, pack)
+  unhook()
+  mark_redefinable()
   if not ok then return failed(st, err.msg, err.tb) end
   if res.n == 0 then return "", "ok" end
   rawset(st.env, "_", res[1])
@@ -259,7 +287,10 @@ end
 -- (default: when the input is a terminal and libreadline is there); history: a path,
 -- or false (default: $TDREPL_HISTORY, or ~/.tdrepl_history when the input is a
 -- terminal); prompt, banner: booleans (default: when the input is a terminal);
--- env: the globals; load: a recipe to :load first. Returns the state.
+-- env: the globals; load: a recipe to :load first; signals: take SIGINT, SIGTERM and
+-- SIGHUP for the session (default: when the input is stdin); errors: where the line
+-- saying a signal ended the session goes (default stderr). Returns the state, with
+-- st.signal and st.exit_code (128 + signo) when SIGTERM or SIGHUP ended it.
 function M.run(opts)
   opts = opts or {}
   local input = opts.input or io.stdin
@@ -288,15 +319,28 @@ function M.run(opts)
   })
   if opts.banner == nil and tty or opts.banner then write(M.banner()) end
   if ed.history_error then write(("(history is not kept: %s)\n"):format(ed.history_error)) end
+  -- SIGINT, SIGTERM and SIGHUP are counted for the session (the program's, on stdin):
+  -- Ctrl-C stops a line, never the session; SIGTERM and SIGHUP end it cleanly
+  local own = opts.signals
+  if own == nil then own = input == io.stdin end
+  local taken = own and base_signals.take_stopping() or {}
+  local function stopped(snap)
+    local signo = base_signals.arrived(snap)
+    if signo and signo ~= base_signals.SIGINT then return signo end
+  end
+  local snap = base_signals.snapshot()
   if opts.load then write((M.eval_line(st, ":load " .. opts.load))) end
-  if tty then signals.save_action() end
-  while true do
+  while not stopped(snap) do
+    snap = base_signals.snapshot()
     local ok, line = pcall(ed.read, ed, M.prompt(st))
-    if tty then signals.restore_action() end -- Ctrl-C interrupts the line that runs next
-    if not ok or line == false then
+    if stopped(snap) then
+      if tty then write("\n") end
+      break
+    elseif not ok or line == false then
       -- Ctrl-C while reading: the chunk being typed is dropped
       st.pending = nil
       if not ok and not error_text(line):find("interrupted!$") then write(error_text(line) .. "\n") end
+      if ok and not use_rl and tty then write("\n") end -- plain lines: ^C left the cursor there
     elseif line == nil then
       if tty then write("\n") end -- Ctrl-D left the cursor after the prompt
       write(M.finish(st))
@@ -304,10 +348,22 @@ function M.run(opts)
     else
       local eok, text, status = pcall(M.eval_line, st, line)
       if not eok then text, status = error_text(text) .. "\n", "error" end
+      if stopped(snap) then break end -- the line was cut short: one message below says why
       write(text)
       if status == "quit" then break end
     end
   end
+  local signo = stopped(snap)
+  if signo then
+    st.signal, st.exit_code = signo, base_signals.exit_code(signo)
+    -- the stepper's workers first, then the message
+    M.close(st)
+    local err = opts.errors or io.stderr
+    err:write(("tdrepl: stopped by %s: the session ended (workers stopped, any run's sink aborted)\n")
+      :format(base_signals.name(signo)))
+    err:flush()
+  end
+  base_signals.restore_taken(taken)
   ed:close()
   M.close(st)
   return st

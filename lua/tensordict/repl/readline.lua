@@ -107,13 +107,16 @@ function Editor:close()
   if self.history then trim_file(self.history) end
 end
 
--- Plain lines: the prompt is written only when asked to (an interactive terminal).
+-- Plain lines: the prompt is written only when asked to (an interactive terminal). A
+-- read cut short by a signal (Ctrl-C, counted by the session's handler) gives false,
+-- as Ctrl-C in readline does; any other failure ends the input.
 local function plain_read(self, prompt)
   if self.prompt and prompt then
     self.output:write(prompt)
     self.output:flush()
   end
-  local line = self.input:read("*l")
+  local line, err = self.input:read("*l")
+  if line == nil and err and tostring(err):find("Interrupted system call", 1, true) then return false end
   if line ~= nil then self:remember(line) end
   return line
 end

@@ -1,12 +1,19 @@
--- repl/signals.lua: Ctrl-C for tdrepl (Linux, glibc), without Lua in a signal handler.
+-- repl/signals.lua: Ctrl-C, SIGTERM and SIGHUP for tdrepl (Linux, glibc), without Lua
+-- in a signal handler. For the session the library's counting handler takes SIGINT,
+-- SIGTERM and SIGHUP (tensordict/signals.lua), so no signal ends tdrepl by surprise.
 -- While readline reads a line, the terminal's interrupt character is switched off, so
 -- Ctrl-C reaches readline as a key (bound to "drop this line") instead of a SIGINT
 -- that any thread of the process (the kernel pool, OpenBLAS) could take. While a line
--- runs, LuaJIT's own handler is in place: restored before every line, because it
--- resets itself to the default action (end the process) each time it fires. Anything
--- missing here leaves the defaults alone.
+-- runs, a count hook (interruptible) raises "interrupted!" in the user's code once a
+-- signal came: the code typed at the prompt runs in LuaJIT's interpreter (the REPL
+-- switches the JIT off for it), where hooks run, so even a loop the JIT would have
+-- compiled stops; the library's own frames are never interrupted (they stop at their
+-- own checks: flow.run between batches, a worker's wait). Anything missing here leaves
+-- the defaults alone.
 local ffi = require("ffi")
 local once = require("tensordict.once")
+local signals = require("tensordict.signals")
+local util = require("tensordict.util")
 
 local M = {}
 
@@ -20,27 +27,31 @@ local ok = pcall(once, "repl_signal_cdefs", function()
     } td_repl_termios;
     int td_repl_tcgetattr(int fd, td_repl_termios *t) __asm__("tcgetattr");
     int td_repl_tcsetattr(int fd, int when, const td_repl_termios *t) __asm__("tcsetattr");
-    int td_repl_sigaction(int sig, const void *act, void *old) __asm__("sigaction");
   ]]
   return true
 end)
 
-local SIGINT, VINTR, TCSANOW = 2, 0, 0
+local VINTR, TCSANOW = 0, 0
 local C = ffi.C
 M.available = ok and ffi.os == "Linux"
 
-local saved_action
+-- Instructions between two looks at the signal counts while a line runs.
+M.HOOK_COUNT = 1000
 
--- Remembers the SIGINT action in place now (LuaJIT's interrupt handler when tdrepl runs
--- as a script) so restore_action() can put it back.
-function M.save_action()
-  if not M.available then return end
-  saved_action = ffi.new("uint8_t[256]") -- larger than any libc's struct sigaction
-  if C.td_repl_sigaction(SIGINT, nil, saved_action) ~= 0 then saved_action = nil end
-end
-
-function M.restore_action()
-  if saved_action ~= nil then C.td_repl_sigaction(SIGINT, saved_action, nil) end
+-- While a line runs: raises "interrupted!" (or "interrupted by SIGTERM") in the first
+-- user frame the interpreter runs once a stopping signal came since snap. Returns a
+-- function that puts back the hook that was there.
+function M.interruptible(snap)
+  local old = { debug.gethook() }
+  debug.sethook(function()
+    local signo = signals.arrived(snap)
+    if not signo then return end
+    local info = debug.getinfo(2, "S")
+    if not info or util.is_own_source(info.source) then return end -- the library stops itself
+    debug.sethook()
+    error(signo == signals.SIGINT and "interrupted!" or ("interrupted by " .. signals.name(signo)), 2)
+  end, "", M.HOOK_COUNT)
+  return function() debug.sethook(unpack(old, 1, 3)) end
 end
 
 -- Switches off the interrupt character of terminal fd; returns what to restore (or nil
