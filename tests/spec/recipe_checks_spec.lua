@@ -332,7 +332,7 @@ describe("--report (issue 27 item 6)", function()
     expect("run " .. path .. " --quiet --report " .. report, 130, "tdflow: interrupted")
     local rep = read_report(report)
     assert.are.equal("interrupted", rep.status)
-    assert.are.equal("interrupted (SIGINT)", rep.error)
+    assert.are.equal("interrupted by SIGINT", rep.error)
   end)
 end)
 

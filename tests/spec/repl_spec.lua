@@ -494,13 +494,13 @@ describe("tdrepl lines: positions, redefinitions, nodes, :jit", function()
 
   it("prints nodes with their parameters (those a spec would write)", function()
     local out = session({ 'flow.Normalize{keys = "obs", eps = 1e-3}', "flow.Take{n = 5}",
-      'flow.Seq{flow.Select{keys = {"a", {"n", "b"}}}, flow.Map{fn = "Tensor.abs", workers = 2}}' })
+      'flow.Seq{flow.Select{keys = {"a", {"n", "b"}}}, flow.Apply{fn = "Tensor.abs", keys = "obs"}}' })
     assert.are.equal(table.concat({
       'flow.Normalize{keys = {"obs"}, eps = 0.001}',
       "flow.Take{n = 5}",
       "flow.Seq{",
       '  flow.Select{keys = {"a", {"n", "b"}}},',
-      '  flow.Map{fn = "Tensor.abs", workers = 2},',
+      '  flow.Apply{keys = {"obs"}, fn = "Tensor.abs"},',
       "}",
     }, "\n") .. "\n", out)
     assert.are.equal("flow.Collect{}", tostring(flow.Collect {}))
