@@ -178,11 +178,13 @@ function M.read_shape(call, allow_neg1, ...)
   local buf = M.shape_buf
   for i = 1, count do
     local s = sizes[i]
-    if not M.is_int(s) or (s < 0 and not (allow_neg1 and s == -1)) then
+    -- 2^63 and past would wrap to a negative int64 and be reported as that number.
+    if not M.is_int(s) or (s < 0 and not (allow_neg1 and s == -1)) or s >= 2 ^ 63 then
       local parts = {}
-      for j = 1, count do parts[j] = tostring(sizes[j]) end
+      for j = 1, count do parts[j] = M.is_int(sizes[j]) and ("%.0f"):format(sizes[j]) or tostring(sizes[j]) end
       M.fail(("%s: size %s in shape [%s] is not %s"):format(call, M.describe(s),
-        table.concat(parts, ", "), allow_neg1 and "an integer >= -1" or "a non-negative integer"))
+        table.concat(parts, ", "), (allow_neg1 and "an integer >= -1" or "a non-negative integer")
+          .. (M.is_int(s) and s >= 2 ^ 63 and " below 2^63" or "")))
     end
     buf[i - 1] = s
   end
