@@ -84,6 +84,20 @@ function M.started(dir)
   return pids
 end
 
+-- Waits until the child pid has died (a zombie its parent has not reaped yet, or gone):
+-- a signal sent to it is delivered asynchronously.
+function M.wait_dead(pid)
+  for _ = 1, 1000 do
+    local f = io.open(("/proc/%d/stat"):format(pid))
+    if not f then return end
+    local state = f:read("*a"):match("^%d+ %b() (%a)")
+    f:close()
+    if state == "Z" or state == "X" then return end
+    os.execute("sleep 0.01")
+  end
+  error("process " .. pid .. " did not die")
+end
+
 -- Whether a process with this pid exists (kill -0).
 function M.alive(pid)
   return os.execute("kill -0 " .. pid .. " 2>/dev/null") == 0

@@ -50,6 +50,7 @@ local function checked(a, b, r)
     workers.check_error(("fn returned %s for rows %d..%d, expected a TensorDict")
       :format(describe(r), a, b))
   end
+  if r._td_p == nil then workers.check_error(("fn returned a freed TensorDict for rows %d..%d"):format(a, b)) end
   local bs = r:batch_size()
   if #bs < 1 or bs[1] ~= n then
     workers.check_error(("fn returned a TensorDict of batch size %s for rows %d..%d, "

@@ -46,13 +46,37 @@ function M.seed_batch(seed, k) random.manual_seed(batch_seed(seed, k)) end
 -- A check failure raised inside a handler: reported without a traceback.
 function M.check_error(msg) error({ check = msg }, 0) end
 
+local ENGINE = "\n\t" .. debug.getinfo(1, "S").short_src .. ":"
+
 local function traceback(err)
   if type(err) == "table" and err.check then return err.check end
-  -- The worker's own frames only: the engine's (from the xpcall down) say nothing.
+  -- The worker's own frames only: the engine's (this file's, and from the xpcall down)
+  -- say nothing.
   local tb = debug.traceback(tostring(err), 2)
+  local engine = tb:find(ENGINE, 1, true)
+  if engine then tb = tb:sub(1, engine - 1) end
   return (tb:gsub("\n%s*%[C%]: in function 'xpcall'.*$", ""))
 end
 M.traceback = traceback
+
+-- Runs handler on batch k and stages its reply: everything a batch's outcome depends on
+-- (the handler, the checks of what it returned, packing the result) runs here, under
+-- the per-batch protection, so a failure in any of it fails the batch and never the
+-- worker (issue 28: a freed result used to kill the worker when it was packed).
+local function run_batch(w, handler, k, batch)
+  local res = handler(k, batch)
+  if res == nil then
+    C.td_worker_reply_done(w)
+    return
+  end
+  if not is_td(res) then
+    M.check_error(("the function returned %s, expected a TensorDict or nil"):format(describe(res)))
+  end
+  if res._td_p == nil then M.check_error("the function returned a freed TensorDict") end
+  if C.td_worker_reply_result(w, cdict(res)) < 0 then
+    M.check_error("cannot ship the result: " .. ffi.string(C.td_last_error()))
+  end
+end
 
 -- The loop a worker runs until the parent goes away; never returns.
 local function worker_loop(w, handler, seed, threads)
@@ -73,28 +97,16 @@ local function worker_loop(w, handler, seed, threads)
     local k = tonumber(job[0])
     local batch = d ~= nil and wrap(d) or nil
     M.seed_batch(seed, k)
-    local ok, res = xpcall(handler, traceback, k, batch)
-    local rc
-    if ok and res ~= nil then
-      if not is_td(res) then
-        res = ("the function returned %s, expected a TensorDict or nil"):format(describe(res))
-        ok = false
-      else
-        rc = C.td_worker_reply_result(w, cdict(res))
-        if rc < 0 then
-          res, ok = "cannot ship the result: " .. ffi.string(C.td_last_error()), false
-        end
-      end
-    elseif ok then
-      C.td_worker_reply_done(w)
-    end
+    local ok, err = xpcall(run_batch, traceback, w, handler, k, batch)
     if not ok then
-      res = tostring(res)
-      C.td_worker_reply_error(w, res, #res)
+      err = tostring(err)
+      -- No room for the text: leave rather than let the batch pass as dropped (the
+      -- parent reports the batch failed with this status).
+      if C.td_worker_reply_error(w, err, #err) < 0 then C.td_worker_exit(5) end
     end
-    -- A dead local still holds its value in its stack slot: drop the result and the
+    -- A dead local still holds its value in its stack slot: drop the message and the
     -- batch before the collection below.
-    res = nil -- luacheck: ignore 311
+    err = nil -- luacheck: ignore 311
     if batch then batch:free() end
     batch = nil -- luacheck: ignore 311
     if C.td_worker_input_busy(w) == 1 then collectgarbage() end
@@ -157,7 +169,15 @@ function Pool:submit(k, td)
   if self.w == nil then fail(self.call .. ": the workers are closed") end
   for i = 1, self.n do
     if self.job[i] == nil then
-      if C.td_workers_send(self.w, i - 1, k, td and cdict(td) or nil) < 0 then util.c_fail() end
+      if C.td_workers_send(self.w, i - 1, k, td and cdict(td) or nil) < 0 then
+        -- A worker that died since its last batch (C reaped it and said how) fails this
+        -- batch, named as a batch that failed in a worker is (issue 28).
+        local why = ffi.string(C.td_last_error())
+        if C.td_workers_pid(self.w, i - 1) == 0 then
+          why = ("%s while idle, before it took this %s"):format(why, self.unit)
+        end
+        raise(("%s: %s %d failed: %s"):format(self.call, self.unit, k, why))
+      end
       self.job[i] = k
       self.nbusy = self.nbusy + 1
       return i

@@ -49,6 +49,7 @@ local function run_fn(self, td)
   if r ~= nil and not is_td(r) then
     workers.check_error(("fn returned %s, expected a TensorDict or nil"):format(describe(r)))
   end
+  if r ~= nil and r._td_p == nil then workers.check_error("fn returned a freed TensorDict") end
   if r ~= nil and self.p.out_keys then
     for _, key in ipairs(self.p.out_keys) do
       if r:get(key) == nil then
