@@ -205,6 +205,19 @@ describe("td:map", function()
     assert.same({}, children())
   end)
 
+  it("fails a chunk that runs past its timeout and reaps the workers (issue 28)", function()
+    H.raises(function()
+      data(4):map(function(c)
+        if c.x[1] == 1 then while true do end end
+        return c
+      end, { workers = 1, chunk = 2, timeout = 0.5 })
+    end, "map: chunk 1 timed out after 0.5 s in worker 1")
+    assert.same({}, children())
+    assert.same({ 2, 4, 6, 8 }, data(4):map(double, { workers = 2, chunk = 1, timeout = 60 }).x2:totable())
+    H.raises(function() data(4):map(double, { timeout = 0 }) end, "map: timeout must be a number of seconds > 0, got 0")
+    H.raises(function() data(4):map(double, { timeout = "1" }) end, "map: option timeout must be a number, got '1'")
+  end)
+
   it("reports a worker that calls os.exit with its status", function()
     H.raises(function()
       data(6):map(function(c) if c.x[1] > 3 then os.exit(3) end return c end, { workers = 2, chunk = 2 })

@@ -130,8 +130,9 @@ Pool.__index = Pool
 local function raise(msg) error("tensordict: " .. msg, 0) end
 
 -- Forks n workers running handler(k, td_or_nil) -> TensorDict or nil.
--- call names the caller in messages, unit what a job is ("batch", "chunk").
-function M.open(n, handler, seed, call, unit)
+-- call names the caller in messages, unit what a job is ("batch", "chunk"); limit
+-- (seconds, nil: none) is how long one job may take in a worker (see Pool:next).
+function M.open(n, handler, seed, call, unit, limit)
   call = call or "workers"
   if not util.is_int(n) or n < 1 then
     fail(("%s: the worker count must be a positive integer, got %s"):format(call, describe(n)))
@@ -153,6 +154,8 @@ function M.open(n, handler, seed, call, unit)
   local self = setmetatable({
     w = ffi.gc(w, C.td_workers_close), n = n, call = call, unit = unit or "batch",
     job = {},      -- job[i]: the batch number worker i (1-based) works on, or nil
+    started = {},  -- started[i]: when job[i] was sent (util.now), for limit
+    limit = limit,
     nbusy = 0,
     kind = ffi.new("int32_t[1]"), jobno = ffi.new("int64_t[1]"),
   }, Pool)
@@ -179,6 +182,7 @@ function Pool:submit(k, td)
         raise(("%s: %s %d failed: %s"):format(self.call, self.unit, k, why))
       end
       self.job[i] = k
+      self.started[i] = util.now()
       self.nbusy = self.nbusy + 1
       return i
     end
@@ -186,15 +190,48 @@ function Pool:submit(k, td)
   fail(self.call .. ": no idle worker")
 end
 
+-- The worker whose job started first, and when its limit passes (nil without a limit).
+local function first_deadline(self)
+  if not self.limit then return nil end
+  local who
+  for i = 1, self.n do
+    if self.job[i] ~= nil and (who == nil or self.started[i] < self.started[who]) then who = i end
+  end
+  return who, self.started[who] + self.limit
+end
+
+-- Waits up to timeout_ms (nil: as long as it takes) for a worker with a reply, or
+-- until the first job's limit passes, which closes the pool (every worker killed and
+-- reaped: one that is stuck, or stopped with SIGSTOP, cannot be trusted to come back)
+-- and raises "<call>: batch k timed out after S s in worker i".
+local function wait_reply(self, timeout_ms)
+  local wait_until = timeout_ms and timeout_ms >= 0 and util.now() + timeout_ms / 1000 or nil
+  while true do
+    local who, deadline = first_deadline(self)
+    local until_ = wait_until
+    if deadline and (until_ == nil or deadline < until_) then until_ = deadline end
+    local ms = until_ and math.max(0, math.ceil((until_ - util.now()) * 1000)) or -1
+    local i = C.td_workers_wait(self.w, ms)
+    if i ~= C.TD_WORKERS_TIMEOUT then return i end
+    local now = util.now()
+    if deadline and now >= deadline then
+      local k = self.job[who]
+      self:close()
+      raise(("%s: %s %d timed out after %g s in worker %d"):format(self.call, self.unit, k, self.limit, who))
+    end
+    if wait_until and now >= wait_until then return i end
+  end
+end
+
 -- Waits for one reply (timeout_ms: nil waits as long as it takes, 0 polls). Returns
 -- k, result (a TensorDict, or nil when the handler returned nil) and the worker's
 -- index; nil when nothing came in time. A failed batch raises:
 -- "<call>: batch k failed in worker i: <message and traceback>", or names how the
--- worker died.
+-- worker died, or that it ran past the pool's limit.
 function Pool:next(timeout_ms)
   if self.w == nil then fail(self.call .. ": the workers are closed") end
   if self.nbusy == 0 then return nil end
-  local i = C.td_workers_wait(self.w, timeout_ms or -1)
+  local i = wait_reply(self, timeout_ms)
   if i == C.TD_WORKERS_TIMEOUT then return nil end
   if i == C.TD_WORKERS_INTERRUPTED then error("tensordict: interrupted", 0) end
   if i < 0 then util.c_fail() end

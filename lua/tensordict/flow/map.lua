@@ -18,6 +18,9 @@ local Map = core.define("Map", {
     { "workers", "integer", min = 0, doc = "worker processes (default: ctx.workers, else 2); 0 runs fn inline" },
     { "ordered", "boolean", default = true, doc = "emit results in input order (false: as they finish)" },
     { "seed", "integer", min = 0, doc = "seeds batch k's generator from (seed, k) (default: the pipeline seed)" },
+    { "timeout", "number", min = 0,
+      doc = "seconds one batch may take in a worker: past it the run fails and every worker is killed "
+        .. "(default: ctx.timeout, a recipe's 'timeout'; none: as long as it takes)" },
     { "in_keys", "keys", doc = "only these keys are shipped to fn (default: the whole batch)" },
     { "out_keys", "keys",
       doc = "these keys of fn's result are written into the batch, which is emitted "
@@ -76,8 +79,13 @@ function Map:open(ctx)
   local n = core.setting(self.p, "workers", ctx, 2)
   self.count, self.held, self.ready, self.next_out = 0, {}, {}, 1
   self.broken = false
+  local timeout = core.setting(self.p, "timeout", ctx, nil)
+  if timeout ~= nil and not (type(timeout) == "number" and timeout > 0) then
+    self:fail("timeout must be a number of seconds > 0, got %s", describe(timeout))
+  end
   if n > 0 then
-    self.pool = workers.open(n, function(_, td) return run_fn(self, td) end, self.seed, "Map", "batch")
+    self.pool = workers.open(n, function(_, td) return run_fn(self, td) end, self.seed, "Map", "batch",
+      timeout ~= math.huge and timeout or nil)
   end
 end
 

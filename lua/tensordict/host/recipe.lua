@@ -17,7 +17,8 @@ local describe = util.describe
 
 local M = {}
 
-local TOP = { "name", "description", "seed", "batch_size", "workers", "vars", "source", "steps", "sink" }
+local TOP = { "name", "description", "seed", "batch_size", "workers", "timeout", "vars", "source", "steps",
+  "sink" }
 local TOP_SET = {}
 for _, k in ipairs(TOP) do TOP_SET[k] = true end
 
@@ -182,19 +183,22 @@ function M.prepare(source, opts)
         field == "batch_size" and "a positive integer" or "a non-negative integer", show(v))
     end
   end
+  if t.timeout ~= nil and not (type(t.timeout) == "number" and t.timeout > 0) then
+    problems[#problems + 1] = ("timeout: expected a number of seconds > 0, got %s"):format(show(t.timeout))
+  end
   for _, field in ipairs({ "source", "steps", "sink" }) do
     if t[field] ~= nil then t[field] = expand_vars(t[field], vars, field, problems) end
   end
 
-  -- Pipeline settings: seed and workers reach the nodes at open, through flow.run's
-  -- ctx (r.seed, r.workers); batch_size is needed to make a source, so the builder
+  -- Pipeline settings: seed, workers and timeout reach the nodes at open, through
+  -- flow.run's ctx (r.seed, r.workers, r.timeout); batch_size is needed to make a source, so the builder
   -- fills it into the steps that take it and leave it out.
   local defaults = { batch_size = t.batch_size }
   local function make(spec, where, kind)
     return build.node(spec, { where = where, kind = kind, problems = problems, defaults = defaults })
   end
   local r = { path = type(source) == "string" and source or nil, seed = t.seed or 0, workers = t.workers,
-    vars = vars, name = t.name, description = t.description, steps = {} }
+    timeout = t.timeout, vars = vars, name = t.name, description = t.description, steps = {} }
   if t.source == nil then
     problems[#problems + 1] = "source: required: where the batches come from ({\"use\": \"TensorSource\", ...})"
   else
@@ -264,7 +268,8 @@ end
 -- Runs a loaded recipe with flow.run (the host adds progress and reports).
 function M.run(r, opts)
   opts = opts or {}
-  return flow.run(r.source, r.node, r.sink, { seed = r.seed, workers = r.workers, on_batch = opts.on_batch })
+  return flow.run(r.source, r.node, r.sink, { seed = r.seed, workers = r.workers, on_batch = opts.on_batch,
+    ctx = { timeout = r.timeout } })
 end
 
 return M

@@ -34,6 +34,15 @@ local function count_arg(name)
   end
 end
 
+-- A converter for options taking seconds: a number > 0.
+local function seconds_arg(name)
+  return function(x)
+    local n = tonumber(x)
+    if n and n > 0 and n == n then return n end
+    return nil, ("%s expects a number of seconds > 0, got '%s'"):format(name, x)
+  end
+end
+
 local function parser()
   local p = argparse("tdflow", "Runs tensordict pipeline recipes (docs/recipes.md).")
     :epilog("Exit codes: 0 done, 2 usage or recipe errors, 1 runtime errors, 130 interrupted.")
@@ -49,9 +58,10 @@ local function parser()
     :convert(count_arg("--seed"))
   run:flag("-q --quiet", "No progress and no report table.")
   run:option("--report", "Also write the report as JSON to FILE."):argname("FILE")
-  run:option("--timeout", "Under mpirun: seconds a rank waits for the others at an exchange "
-    .. "before failing (default 600; docs/dist.md).")
-    :convert(count_arg("--timeout"))
+  run:option("--timeout", "Seconds a Map batch may take, and under mpirun a rank waits for the others "
+    .. "at an exchange, before the run fails (the recipe's 'timeout'; default: none for Map, 600 for "
+    .. "exchanges; docs/recipes.md).")
+    :convert(seconds_arg("--timeout"))
   local check = p:command("check", "Report every problem of a recipe at once, before any data moves.")
   check:argument("recipe", "The recipe: a .json or .lua file.")
   check:option("--set", "Override a recipe value: PATH=VALUE; repeatable."):count("*"):argname("PATH=VALUE")
@@ -132,7 +142,7 @@ function M.execute(r, opts)
     bar:update(summary.rows_in * ranks)
   end
   local ok, result, summary = pcall(flow.run, by_place(r.source), r.node, by_place(r.sink), { seed = r.seed,
-    workers = r.workers, on_batch = on_batch, profile = true, ctx = d and { dist = d } or nil })
+    workers = r.workers, on_batch = on_batch, profile = true, ctx = { dist = d, timeout = r.timeout } })
   if not ok then
     if bar.drawn then io.stderr:write("\n") end
     if signals.count(SIGINT) ~= interrupts then result = { interrupted = true } end
@@ -154,8 +164,10 @@ function M.run_command(args, out, err)
     return M.EXIT_USAGE
   end
   if args.seed then r.seed = args.seed end
-  -- Under mpirun: one rank of a data-parallel run (docs/dist.md).
-  local d = host_dist.launched() and host_dist.start(args.timeout or 600) or nil
+  if args.timeout then r.timeout = args.timeout end
+  -- Under mpirun: one rank of a data-parallel run (docs/dist.md); the recipe's timeout
+  -- bounds every exchange too.
+  local d = host_dist.launched() and host_dist.start(r.timeout or 600) or nil
   local ok, result, rep = M.execute(r, { quiet = args.quiet, interrupts = interrupts, dist = d })
   if not ok then
     local code = M.EXIT_RUNTIME
