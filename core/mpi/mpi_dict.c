@@ -43,8 +43,10 @@ struct td_mpi_transfer {
   td_dict *result;   /* receive: the received container, unless it went into like */
   tdm_plan *plan;    /* the leaves the data messages use (and a send's structure) */
   MPI_Request *reqs; /* the messages of the current stage */
+  MPI_Status *statuses; /* theirs, once complete: a receive checks every count */
   int nreqs;
   MPI_Request reqs_inline[4]; /* most transfers: no array to allocate */
+  MPI_Status statuses_inline[4];
 };
 
 static int32_t check_peer(const char *call, const char *what, int32_t peer, int32_t tag) {
@@ -64,12 +66,25 @@ static td_mpi_transfer *transfer_new(int kind, int32_t peer, int32_t tag, const 
   return x;
 }
 
-/* Room for n requests of the next stage (the previous stage's are complete). */
-static int32_t reserve_reqs(td_mpi_transfer *x, int n) {
+/* Room for n requests of the next stage, and their statuses (the previous stage's are
+ * complete). */
+static void free_reqs(td_mpi_transfer *x) {
   if (x->reqs != x->reqs_inline) free(x->reqs);
+  if (x->statuses != x->statuses_inline) free(x->statuses);
+  x->reqs = NULL;
+  x->statuses = NULL;
+}
+
+static int32_t reserve_reqs(td_mpi_transfer *x, int n) {
+  free_reqs(x);
   x->nreqs = 0;
   x->reqs = n <= 4 ? x->reqs_inline : malloc(sizeof *x->reqs * (size_t)n);
-  if (!x->reqs) return tdm_fail(TD_MPI_ENOMEM, "%s: out of memory for %d requests", x->call, n);
+  x->statuses = n <= 4 ? x->statuses_inline : malloc(sizeof *x->statuses * (size_t)n);
+  if (!x->reqs || !x->statuses)
+    return tdm_fail(TD_MPI_ENOMEM, "%s: out of memory for %d requests", x->call, n);
+  /* MPI sets a status's error only when a completion call returns MPI_ERR_IN_STATUS:
+   * cleared here, a message that failed can be told from the others (data_failed). */
+  for (int i = 0; i < n; i++) x->statuses[i].MPI_ERROR = MPI_SUCCESS;
   return TD_MPI_OK;
 }
 
@@ -183,10 +198,60 @@ static int32_t place_leaves(td_mpi_transfer *x) {
   return status;
 }
 
+/* The received data messages carried what the structure declares, each its share of
+ * the data (cut every tdm_chunk bytes): MPI completes a receive with fewer bytes than it
+ * posted room for, so a short message from a broken peer, or one of another version,
+ * would otherwise leave bytes nobody sent in the container (issue 28). A longer one
+ * fails in MPI itself (truncation). */
+static int32_t check_counts(td_mpi_transfer *x) {
+  const int64_t total = x->plan->data_bytes;
+  for (int m = 0; m < x->nreqs; m++) {
+    const int64_t at = (int64_t)m * tdm_chunk;
+    const int64_t want = total - at < tdm_chunk ? total - at : tdm_chunk;
+    MPI_Count got = 0;
+    int32_t status = tdm_check(MPI_Get_elements_x(&x->statuses[m], MPI_BYTE, &got), x->call);
+    if (status) return status;
+    if (got != want)
+      return tdm_fail(TD_MPI_EINVAL,
+                      "%s: data message %d of %d from rank %d (tag %d) carried %lld bytes where the "
+                      "structure declares %lld (a peer of another version, or a broken one)",
+                      x->call, m + 1, x->nreqs, (int)x->peer, (int)x->tag,
+                      got == MPI_UNDEFINED ? -1LL : (long long)got, (long long)want);
+  }
+  return TD_MPI_OK;
+}
+
+/* A completion call failed on the received data: when one message's status holds the
+ * error (MPI_ERR_IN_STATUS), it is named with its own error, instead of MPI's "error
+ * code in status". MPI_ERR_TRUNCATE there means a message longer than the structure
+ * declares. */
+static int32_t data_failed(td_mpi_transfer *x, int32_t status) {
+  if (x->kind != RECV || x->stage != TD_MPI_STAGE_DATA) return status;
+  for (int m = 0; m < x->nreqs; m++) {
+    int code = x->statuses[m].MPI_ERROR;
+    if (code == MPI_SUCCESS || code == MPI_ERR_PENDING) continue;
+    char text[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(code, text, &len);
+    int cls = MPI_SUCCESS;
+    MPI_Error_class(code, &cls);
+    return tdm_fail(TD_MPI_EMPI, "%s: data message %d of %d from rank %d (tag %d): %s%s", x->call, m + 1,
+                    x->nreqs, (int)x->peer, (int)x->tag, text,
+                    cls == MPI_ERR_TRUNCATE ? " (it carried more bytes than the structure declares: a peer "
+                                              "of another version, or a broken one)"
+                                            : "");
+  }
+  return status;
+}
+
 /* The current stage's messages are complete: go to the next. A received container is
  * checked once its bytes are in (a stacked value's positions travel as data). */
 static int32_t advance(td_mpi_transfer *x) {
   if (x->stage == TD_MPI_STAGE_STRUCTURE) return place_leaves(x);
+  if (x->kind == RECV) {
+    int32_t status = check_counts(x);
+    if (status) return status;
+  }
   x->stage = TD_MPI_STAGE_DONE;
   tdm_plan_release(x->plan); /* the cache may keep it */
   x->plan = NULL;
@@ -218,8 +283,8 @@ TDM_EXPORT int32_t td_mpi_transfer_test(td_mpi_transfer *x) {
       continue;
     }
     int done = 0;
-    int32_t status = tdm_check(MPI_Testall(x->nreqs, x->reqs, &done, MPI_STATUSES_IGNORE), x->call);
-    if (status) return status;
+    int32_t status = tdm_check(MPI_Testall(x->nreqs, x->reqs, &done, x->statuses), x->call);
+    if (status) return data_failed(x, status);
     if (!done) return 0;
     if ((status = advance(x))) return status;
   }
@@ -245,7 +310,8 @@ TDM_EXPORT int32_t td_mpi_transfer_wait(td_mpi_transfer *x, double timeout) {
         status = tdm_poll(probe_step, x, left, x->call);
       }
     } else {
-      status = tdm_wait_all(x->reqs, x->nreqs, left, x->call);
+      status = tdm_wait_all_status(x->reqs, x->nreqs, x->statuses, left, x->call);
+      if (status && status != TD_MPI_ETIMEOUT) status = data_failed(x, status);
       if (!status) status = advance(x);
     }
     if (status) return status;
@@ -316,7 +382,7 @@ TDM_EXPORT void td_mpi_transfer_free(td_mpi_transfer *x) {
   if (x->kind == BCAST && x->stage != TD_MPI_STAGE_DONE && x->nreqs) return;
   if (x->stage != TD_MPI_STAGE_DONE && x->nreqs && td_mpi_is_initialized()) tdm_abandon(x->reqs, x->nreqs);
   tdm_plan_release(x->plan);
-  if (x->reqs != x->reqs_inline) free(x->reqs);
+  free_reqs(x);
   if (x->meta) td_storage_release(x->meta);
   if (x->like) td_dict_release(x->like);
   if (x->result) td_dict_release(x->result);
