@@ -298,13 +298,15 @@ end
 
 -- read(text, what) -> value, duplicates (paths of keys given twice in an object: the
 -- last one is kept, and callers such as recipes report them). A syntax error raises
--- "tensordict: <what>: line 3, column 14: invalid JSON near '...'".
+-- "tensordict: <what>: line 3, column 14: invalid JSON near '...'"; a text people write
+-- must be UTF-8, so a raw byte that is not raises "line 2, column 12: invalid UTF-8 in a
+-- string (byte 0xff) near '...'" now, not later as a key no file can be named after.
 function M.read(text, what)
   if type(text) ~= "string" then
     util.fail(("%s: expected JSON text, got %s"):format(what or "json", util.describe(text)))
   end
   local duplicates = {}
-  local ok, value = parse(text, C.TD_JSON_LINES, true, duplicates)
+  local ok, value = parse(text, bit.bor(C.TD_JSON_LINES, C.TD_JSON_UTF8), true, duplicates)
   if not ok then util.fail(("%s: %s"):format(what or "json", value)) end
   return value, duplicates
 end

@@ -38,7 +38,10 @@ local function recipe(fields)
 end
 
 describe("tdflow: bad recipes", function()
+  local bad_utf8 = recipe('"name": "run-\255"')
   local cases = {
+    { "raw invalid UTF-8 in a string", bad_utf8,
+      ("line 1, column %d: invalid UTF-8 in a string (byte 0xff)"):format(bad_utf8:find("\255", 1, true)) },
     { "malformed JSON", '{\n  "steps": [1,\n  2,, 3]\n}', "line 3, column 5: invalid JSON near ', 3]'" },
     { "text after the value", '{"seed": 1} x', "line 1, column 13: text after the JSON value near 'x'" },
     { "a top-level array", "[1, 2]", "a recipe is a JSON object, got an array" },
