@@ -197,6 +197,9 @@ fuzz: all
 # libFuzzer targets over the readers (tests/fuzz/fuzz_*.c), built with clang, ASan and
 # UBSan into build/fuzz; each runs FUZZ_SECONDS from its committed seed corpus.
 FUZZ_BINS    = $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
+ifneq ($(HAVE_MPI),yes)
+FUZZ_BINS   := $(filter-out %/fuzz_mpi_recv,$(FUZZ_BINS))
+endif
 FUZZ_SAN     = -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all \
                -fno-omit-frame-pointer
 FUZZ_SECONDS ?= 60
@@ -204,6 +207,12 @@ FUZZ_SECONDS ?= 60
 $(BUILD)/fuzz/%: tests/fuzz/%.c tests/fuzz/fuzz_util.h $(LIB_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(TD_CFLAGS) -fsanitize=fuzzer $< $(LIB_OBJS) -o $@ $(LDLIBS)
+
+# The MPI receive target links the MPI library's objects and MPI itself (it runs MPI as a
+# singleton: tests/fuzz/fuzz_mpi_recv.c); built only where mpicc is.
+$(BUILD)/fuzz/fuzz_mpi_recv: tests/fuzz/fuzz_mpi_recv.c tests/fuzz/fuzz_util.h $(LIB_OBJS) $(MPI_OBJS)
+	@mkdir -p $(dir $@)
+	OMPI_CC=$(CC) $(MPICC) $(TD_CFLAGS) -fsanitize=fuzzer $< $(LIB_OBJS) $(MPI_OBJS) -o $@ $(LDLIBS)
 
 fuzz-targets: $(FUZZ_BINS)
 

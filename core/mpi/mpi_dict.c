@@ -43,8 +43,9 @@ struct td_mpi_transfer {
   td_dict *result;   /* receive: the received container, unless it went into like */
   tdm_plan *plan;    /* the leaves the data messages use (and a send's structure) */
   MPI_Request *reqs; /* the messages of the current stage */
-  MPI_Status *statuses; /* theirs, once complete: a receive checks every count */
+  MPI_Status *statuses; /* theirs, once complete (an error in one of them is named) */
   int nreqs;
+  int matching;      /* receive: the structure is in, its data messages are being matched */
   MPI_Request reqs_inline[4]; /* most transfers: no array to allocate */
   MPI_Status statuses_inline[4];
 };
@@ -189,42 +190,71 @@ static int32_t choose_targets(td_mpi_transfer *x) {
   return x->plan ? TD_MPI_OK : TD_MPI_EINVAL;
 }
 
-/* The structure arrived: post the leaves' messages. */
+/* The bytes data message m carries: its share of the leaves' bytes, which the plan cuts
+ * every tdm_chunk bytes (mpi_plan.c). */
+static int64_t message_bytes(const tdm_plan *p, int m) {
+  const int64_t at = (int64_t)m * tdm_chunk;
+  return p->data_bytes - at < tdm_chunk ? p->data_bytes - at : tdm_chunk;
+}
+
+/* Data message m, matched, does not carry what the structure declares (a peer of
+ * another version, or a broken one): it is taken off the wire into a buffer of its own
+ * size, never into the targets, and the transfer fails naming both counts. */
+static int32_t refuse_message(td_mpi_transfer *x, int m, MPI_Message *msg, MPI_Count got, int64_t want) {
+  void *scratch = malloc(got > 0 ? (size_t)got : 1);
+  if (scratch) MPI_Mrecv(scratch, (int)got, MPI_BYTE, msg, MPI_STATUS_IGNORE);
+  free(scratch);
+  return tdm_fail(TD_MPI_EINVAL,
+                  "%s: data message %d of %d from rank %d (tag %d) carried %lld bytes where the structure "
+                  "declares %lld (a peer of another version, or a broken one)",
+                  x->call, m + 1, x->plan->nmsgs, (int)x->peer, (int)x->tag, (long long)got, (long long)want);
+}
+
+/* Matches the structure's data messages in order, each probed before its receive is
+ * posted so that its size is checked first (issue 28): MPI completes a receive with
+ * fewer bytes than it has room for, which would leave bytes nobody sent in the
+ * container, and OpenMPI 4's single-copy path writes a message longer than the posted
+ * receive past its end (while reporting the truncation). block: wait for each (no
+ * timeout). 1 when every message is matched and its receive posted (stage DATA), 0
+ * when the next one has not arrived yet. */
+static int32_t match_data(td_mpi_transfer *x, bool block) {
+  while (x->nreqs < x->plan->nmsgs) {
+    const int m = x->nreqs;
+    int flag = 1;
+    MPI_Message msg;
+    MPI_Status st;
+    int32_t status = block ? tdm_check(MPI_Mprobe(x->peer, x->tag, tdm_comm, &msg, &st), x->call)
+                           : tdm_check(MPI_Improbe(x->peer, x->tag, tdm_comm, &flag, &msg, &st), x->call);
+    if (status || !flag) return status;
+    MPI_Count got = 0;
+    if ((status = tdm_check(MPI_Get_elements_x(&st, MPI_BYTE, &got), x->call))) return status;
+    const int64_t want = message_bytes(x->plan, m);
+    if (got != want) return refuse_message(x, m, &msg, got, want);
+    const tdm_msg *data = &x->plan->msgs[m];
+    status = tdm_check(MPI_Imrecv(data->buf, data->count, data->type, &msg, &x->reqs[m]), x->call);
+    if (status) return status;
+    x->nreqs++;
+  }
+  x->matching = 0;
+  x->stage = TD_MPI_STAGE_DATA;
+  return 1;
+}
+
+static int32_t match_step(void *arg) { return match_data(arg, false); }
+
+/* The structure arrived: where its leaves go, then their messages, as they come. */
 static int32_t place_leaves(td_mpi_transfer *x) {
   int32_t status = choose_targets(x);
   if (!status) status = reserve_reqs(x, x->plan->nmsgs);
-  if (!status) status = post_data(x);
-  if (!status) x->stage = TD_MPI_STAGE_DATA;
-  return status;
-}
-
-/* The received data messages carried what the structure declares, each its share of
- * the data (cut every tdm_chunk bytes): MPI completes a receive with fewer bytes than it
- * posted room for, so a short message from a broken peer, or one of another version,
- * would otherwise leave bytes nobody sent in the container (issue 28). A longer one
- * fails in MPI itself (truncation). */
-static int32_t check_counts(td_mpi_transfer *x) {
-  const int64_t total = x->plan->data_bytes;
-  for (int m = 0; m < x->nreqs; m++) {
-    const int64_t at = (int64_t)m * tdm_chunk;
-    const int64_t want = total - at < tdm_chunk ? total - at : tdm_chunk;
-    MPI_Count got = 0;
-    int32_t status = tdm_check(MPI_Get_elements_x(&x->statuses[m], MPI_BYTE, &got), x->call);
-    if (status) return status;
-    if (got != want)
-      return tdm_fail(TD_MPI_EINVAL,
-                      "%s: data message %d of %d from rank %d (tag %d) carried %lld bytes where the "
-                      "structure declares %lld (a peer of another version, or a broken one)",
-                      x->call, m + 1, x->nreqs, (int)x->peer, (int)x->tag,
-                      got == MPI_UNDEFINED ? -1LL : (long long)got, (long long)want);
-  }
-  return TD_MPI_OK;
+  if (status) return status;
+  x->matching = 1;
+  status = match_data(x, false);
+  return status < 0 ? status : TD_MPI_OK;
 }
 
 /* A completion call failed on the received data: when one message's status holds the
  * error (MPI_ERR_IN_STATUS), it is named with its own error, instead of MPI's "error
- * code in status". MPI_ERR_TRUNCATE there means a message longer than the structure
- * declares. */
+ * code in status". */
 static int32_t data_failed(td_mpi_transfer *x, int32_t status) {
   if (x->kind != RECV || x->stage != TD_MPI_STAGE_DATA) return status;
   for (int m = 0; m < x->nreqs; m++) {
@@ -233,13 +263,8 @@ static int32_t data_failed(td_mpi_transfer *x, int32_t status) {
     char text[MPI_MAX_ERROR_STRING];
     int len = 0;
     MPI_Error_string(code, text, &len);
-    int cls = MPI_SUCCESS;
-    MPI_Error_class(code, &cls);
-    return tdm_fail(TD_MPI_EMPI, "%s: data message %d of %d from rank %d (tag %d): %s%s", x->call, m + 1,
-                    x->nreqs, (int)x->peer, (int)x->tag, text,
-                    cls == MPI_ERR_TRUNCATE ? " (it carried more bytes than the structure declares: a peer "
-                                              "of another version, or a broken one)"
-                                            : "");
+    return tdm_fail(TD_MPI_EMPI, "%s: data message %d of %d from rank %d (tag %d): %s", x->call, m + 1,
+                    x->nreqs, (int)x->peer, (int)x->tag, text);
   }
   return status;
 }
@@ -248,10 +273,6 @@ static int32_t data_failed(td_mpi_transfer *x, int32_t status) {
  * checked once its bytes are in (a stacked value's positions travel as data). */
 static int32_t advance(td_mpi_transfer *x) {
   if (x->stage == TD_MPI_STAGE_STRUCTURE) return place_leaves(x);
-  if (x->kind == RECV) {
-    int32_t status = check_counts(x);
-    if (status) return status;
-  }
   x->stage = TD_MPI_STAGE_DONE;
   tdm_plan_release(x->plan); /* the cache may keep it */
   x->plan = NULL;
@@ -277,8 +298,8 @@ static int32_t probe(td_mpi_transfer *x) {
 TDM_EXPORT int32_t td_mpi_transfer_test(td_mpi_transfer *x) {
   if (!x) return tdm_fail(TD_MPI_EINVAL, "test: NULL transfer");
   while (x->stage != TD_MPI_STAGE_DONE) {
-    if (x->stage == TD_MPI_STAGE_UNMATCHED) {
-      int32_t status = probe(x);
+    if (x->stage == TD_MPI_STAGE_UNMATCHED || x->matching) {
+      int32_t status = x->matching ? match_data(x, false) : probe(x);
       if (status <= 0) return status;
       continue;
     }
@@ -309,6 +330,9 @@ TDM_EXPORT int32_t td_mpi_transfer_wait(td_mpi_transfer *x, double timeout) {
       } else {
         status = tdm_poll(probe_step, x, left, x->call);
       }
+    } else if (x->matching) {
+      status = timeout < 0 ? match_data(x, true) : tdm_poll(match_step, x, left, x->call);
+      if (status > 0) status = TD_MPI_OK;
     } else {
       status = tdm_wait_all_status(x->reqs, x->nreqs, x->statuses, left, x->call);
       if (status && status != TD_MPI_ETIMEOUT) status = data_failed(x, status);

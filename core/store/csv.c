@@ -23,10 +23,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../src/internal.h"
 #include "dtype_table.h"
+#include "store_internal.h"
 
 enum { CSV_BLOCK = 1 << 20, CSV_SHOW = 48 };
+
+/* The first buffer's size (store_internal.h). */
+int64_t td_csv_block_bytes = CSV_BLOCK;
 
 typedef struct csv_span {
   int64_t off, len; /* in the buffer; a quoted field's text without its outer quotes */
@@ -248,7 +251,7 @@ static td_csv *open_reader(const char *path, int32_t delimiter) {
   r->fd = -1;
   r->delim = (char)delimiter;
   r->line = 1;
-  r->cap = CSV_BLOCK;
+  r->cap = td_csv_block_bytes > 0 ? td_csv_block_bytes : CSV_BLOCK;
   r->path = strdup(path);
   r->buf = malloc((size_t)r->cap);
   if (!r->path || !r->buf) {

@@ -45,11 +45,24 @@ H.test("a data message shorter than the structure declares fails recv, naming bo
   end)
 end)
 
-H.test("a data message longer than declared fails in MPI, a cut structure in the reader", function()
+H.test("a data message longer than declared fails before it is received, a cut structure in the reader", function()
   exchange(21, float64s(2), function(s, m) m[1] = m[1] .. "xyz" return s, m end, function(tag)
     H.raises(function() dist.recv(1, tag) end,
-      "tensordict: dist.recv: data message 1 of 1 from rank 1 (tag 21): MPI_ERR_TRUNCATE: message truncated "
-        .. "(it carried more bytes than the structure declares: a peer of another version, or a broken one)")
+      "tensordict: dist.recv: data message 1 of 1 from rank 1 (tag 21) carried 19 bytes where the structure "
+        .. "declares 16 (a peer of another version, or a broken one)")
+  end)
+  -- longer by far, into a like: the message is checked before it is received, so nothing
+  -- is written past like's leaf (OpenMPI 4's single-copy path would write it all)
+  local guard = T.full({ 70000 }, 7, "uint8")
+  exchange(23, float64s(2), function(s, m) m[1] = m[1] .. ("z"):rep(70000) return s, m end, function(tag)
+    local like = float64s(2):zero_()
+    -- (a raw send cuts its buffer every TD_MPI_CHUNK_BYTES too)
+    local first = math.min(70016, tonumber(os.getenv("TD_MPI_CHUNK_BYTES") or "") or 70016)
+    H.raises(function() dist.recv(1, tag, like) end,
+      ("tensordict: dist.recv: data message 1 of 1 from rank 1 (tag 23) carried %d bytes where the "
+        .. "structure declares 16"):format(first))
+    H.eq(like.x:sum(), 0, "like untouched")
+    H.eq(guard:sum(), 7 * 70000, "memory beside untouched")
   end)
   exchange(22, float64s(2), function(s, m) return s:sub(1, #s - 8), m end, function(tag)
     H.raises(function() dist.recv(1, tag) end, "tensordict: dist.recv: ship: corrupt region")
