@@ -214,6 +214,13 @@ $(BUILD)/fuzz/fuzz_mpi_recv: tests/fuzz/fuzz_mpi_recv.c tests/fuzz/fuzz_util.h $
 	@mkdir -p $(dir $@)
 	OMPI_CC=$(CC) $(MPICC) $(TD_CFLAGS) -fsanitize=fuzzer $< $(LIB_OBJS) $(MPI_OBJS) -o $@ $(LDLIBS)
 
+# The recipe target embeds LuaJIT and loads the library through the FFI, as tdflow does:
+# the shared library of this build (the same sanitizers and coverage), and the cdefs.
+$(BUILD)/fuzz/fuzz_recipe: tests/fuzz/fuzz_recipe.c tests/fuzz/fuzz_util.h tests/fuzz/recipe_check.lua \
+    $(LIB) $(CDEFS)
+	@mkdir -p $(dir $@)
+	$(CC) $(TD_CFLAGS) -fsanitize=fuzzer $$(pkg-config --cflags luajit) $< -o $@ $$(pkg-config --libs luajit)
+
 fuzz-targets: $(FUZZ_BINS)
 
 fuzz-c: deps
