@@ -186,13 +186,15 @@ valgrind: deps
 	@$(MAKE) --no-print-directory all $(CTESTS)
 	BUILD=$(BUILD) bash scripts/run-valgrind.sh
 
-# The misuse fuzzer: 100,000 random calls with hostile arguments (tests/fuzz/misuse.lua),
+# The misuse fuzzer: 100,000 random calls with hostile arguments (tests/fuzz/misuse.lua;
+# FUZZ_SURFACES=api,flow,recipe,dist picks the surfaces, all by default),
 # under an 8 GiB address-space limit so a valid but huge request fails instead of swapping.
 FUZZ_CALLS ?= 100000
 FUZZ_SEED ?= 1
+FUZZ_SURFACES ?= all
 fuzz: all
-	ulimit -v 8388608; LUA_PATH="$(CURDIR)/lua/?.lua;$(CURDIR)/lua/?/init.lua;;" \
-	  TENSORDICT_LIB=$(abspath $(LIB)) luajit tests/fuzz/misuse.lua $(FUZZ_CALLS) $(FUZZ_SEED)
+	ulimit -v 8388608; LUA_PATH="$(CURDIR)/lua/?.lua;$(CURDIR)/lua/?/init.lua;$(CURDIR)/tests/fuzz/?.lua;;" \
+	  TENSORDICT_LIB=$(abspath $(LIB)) luajit tests/fuzz/misuse.lua $(FUZZ_CALLS) $(FUZZ_SEED) $(FUZZ_SURFACES)
 
 # libFuzzer targets over the readers (tests/fuzz/fuzz_*.c), built with clang, ASan and
 # UBSan into build/fuzz; each runs FUZZ_SECONDS from its committed seed corpus.

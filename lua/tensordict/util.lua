@@ -247,11 +247,14 @@ local function distance(a, b)
   return prev[#b]
 end
 
--- The closest of names to word (case-insensitive), or nil when none is close.
+-- The closest of names to word (case-insensitive), or nil when none is close. Names
+-- that are not strings (the keys of a Lua table given where an object was expected)
+-- are never close.
 function M.nearest(word, names)
   local best, best_d = nil, math.huge
+  if type(word) ~= "string" then return nil end
   for _, name in ipairs(names) do
-    local d = distance(word:lower(), name:lower())
+    local d = type(name) == "string" and distance(word:lower(), name:lower()) or math.huge
     if d < best_d then best, best_d = name, d end
   end
   if best and best_d <= math.max(2, math.floor(#word / 3)) then return best end

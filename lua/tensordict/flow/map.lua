@@ -132,7 +132,6 @@ local function collect(self, emit, timeout_ms)
 end
 
 function Map:push(td, emit)
-  if not is_td(td) then self:fail("expected a TensorDict batch, got %s", describe(td)) end
   if self.broken then self:fail("a batch failed earlier and the workers were stopped; open() the node again") end
   if self.seed == nil then self.seed = self.p.seed or 0 end
   self.count = self.count + 1

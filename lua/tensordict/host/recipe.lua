@@ -69,10 +69,16 @@ local function read(source)
   return t, problems
 end
 
-local function deep_copy(v)
+-- A copy of a recipe table; a table that holds itself (a Lua recipe's cycle) raises
+-- rather than recursing until the stack overflows (issue 28, found by the misuse fuzzer).
+local function deep_copy(v, open)
   if type(v) ~= "table" or core.is_node(v) or require("tensordict.dict").is_td(v) then return v end
+  open = open or {}
+  if open[v] then util.fail("recipe: the recipe's tables hold a cycle (a table inside itself)") end
+  open[v] = true
   local out = {}
-  for k, x in pairs(v) do out[k] = deep_copy(x) end
+  for k, x in pairs(v) do out[k] = deep_copy(x, open) end
+  open[v] = nil
   return setmetatable(out, getmetatable(v))
 end
 
@@ -154,7 +160,7 @@ end
 -- Reads, checks and builds a recipe. Returns the recipe (see the module's header) and
 -- the problems (a list of strings; the recipe is nil when there are any).
 function M.prepare(source, opts)
-  opts = opts or {}
+  opts = util.options("recipe", opts, { set = "table", workers = "any" })
   plugins.load_all()
   local t, problems = read(source)
   if not t then return nil, problems end
