@@ -84,15 +84,17 @@ function M.started(dir)
   return pids
 end
 
--- Waits until the child pid has died (a zombie its parent has not reaped yet, or gone):
--- a signal sent to it is delivered asynchronously.
+-- Waits until the child pid has died, every thread of it (a zombie its parent has not
+-- reaped yet, or gone): a signal is delivered asynchronously, and a worker's main
+-- thread shows as a zombie while its other threads, and its open files, are still
+-- going away.
 function M.wait_dead(pid)
   for _ = 1, 1000 do
-    local f = io.open(("/proc/%d/stat"):format(pid))
+    local f = io.open(("/proc/%d/status"):format(pid))
     if not f then return end
-    local state = f:read("*a"):match("^%d+ %b() (%a)")
+    local status = f:read("*a")
     f:close()
-    if state == "Z" or state == "X" then return end
+    if status:match("\nState:%s*Z") and status:match("\nThreads:%s*1\n") then return end
     os.execute("sleep 0.01")
   end
   error("process " .. pid .. " did not die")
