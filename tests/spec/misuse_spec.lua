@@ -94,6 +94,10 @@ describe("misuse findings on the new surfaces (issue 28)", function()
       "tensordict: Rebatch: push: expected emit to be a function, got 5")
     H.raises(function() local _ = flow.Map { fn = function(b) return b end, workers = 0 }:push(nil, print) end,
       "tensordict: Map: push: expected a TensorDict batch, got nil")
+    H.raises(function() local _ = flow.Rebatch { size = 2 }:flush(nil) end,
+      "tensordict: Rebatch: flush: expected emit to be a function, got nil")
+    H.raises(function() local _ = flow.Map { fn = function(b) return b end, workers = 0 }:drain(3) end,
+      "tensordict: Map: drain: expected emit to be a function, got 3")
     H.raises(function() local _ = flow.Collect {}:write(5) end,
       "tensordict: Collect: write: expected a TensorDict batch, got 5")
     H.raises(function() local _ = flow.Normalize { keys = { "a" } }:open(require("ffi").new("double", 1)) end,

@@ -384,7 +384,8 @@ end
 
 -- The protocol's entry points, checked once for every node type (issue 28: the misuse
 -- fuzzer found forward, push and write of most types indexing a nil or a number as a
--- batch, open and iter a cdata as ctx, keys_after a string as a KeySet): a class's
+-- batch, flush calling a nil emit, open and iter a cdata as ctx, keys_after a string as
+-- a KeySet): a class's
 -- methods of these names are wrapped as they are defined, their arguments checked.
 local ARG_CHECKS = {
   td = function(v) return is_td(v) end, emit = function(v) return type(v) == "function" end,
@@ -393,8 +394,8 @@ local ARG_CHECKS = {
 }
 local ARG_WANTED = { td = "a TensorDict batch", emit = "emit to be a function", ctx = "a ctx table (or nil)",
   ks = "a flow.KeySet" }
-local ENTRIES = { forward = { "td" }, push = { "td", "emit" }, write = { "td" }, open = { "ctx" },
-  iter = { "ctx" }, keys_after = { "ks" }, check_keys = { "ks" } }
+local ENTRIES = { forward = { "td" }, push = { "td", "emit" }, flush = { "emit" }, drain = { "emit" },
+  write = { "td" }, open = { "ctx" }, iter = { "ctx" }, keys_after = { "ks" }, check_keys = { "ks" } }
 
 -- ctx.dist, when there, is what the host hands the nodes of a data-parallel run
 -- (host/dist.lua: rank, size and the exchanges); nodes read rank and size from it.
