@@ -311,8 +311,14 @@ static void test_partial_failure(void) {
   CHECK_ERROR("cat: key 'z': ");
   CHECK(td_dict_pad(d, (const int64_t[]){1, 0}, 2, 0) == NULL); /* checked before any work */
   CHECK_MSG("pad: cannot pad the stacked non-tensor value 'child.w'");
-  CHECK(td_dict_pad(d, (const int64_t[]){0, -1}, 2, 0) == NULL); /* cropping: 2^58 bytes to allocate */
+  /* growing z by 3 rows: 5 * 2^58 elements, more than a tensor holds; a is padded first */
+  td_dict *plain = td_dict_new(1, &b2);
+  put(plain, "a", seq(1, &b2, TD_FLOAT32, 0));
+  CHECK(td_dict_set_tensor(plain, "z", 1, &big) >= 0);
+  CHECK(td_dict_pad(plain, (const int64_t[]){0, 3}, 2, 0) == NULL);
   CHECK_ERROR("pad: key 'z': ");
+  CHECK_ERROR("too many elements");
+  td_dict_release(plain);
   td_dict_release(d);
   CHECK_EQ_I(td_live_bytes(), before);
 }
