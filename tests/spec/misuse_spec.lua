@@ -113,6 +113,10 @@ describe("misuse findings on the new surfaces (issue 28)", function()
       "tensordict: Seq: check_keys: expected a flow.KeySet, got nil")
     H.raises(function() local _ = flow.Select { keys = { "a" } }:keys_after("x") end,
       "tensordict: Select: keys_after: expected a flow.KeySet, got 'x'")
+    -- profile() takes no arguments: given some, it does not take them for its own
+    local seq = flow.Seq { steps = { flow.Take { n = 1 } } }
+    seq:set_profile(true)
+    assert.are.equal("steps[1]", seq:profile({ reduce = true }, 2 ^ 63)[1].where)
     -- what the checks let through still works
     local it = flow.TensorSource { td = td, batch_size = 1 }:iter({ dist = { rank = 1, size = 2 } })
     assert.are.same({ 0 }, it().a:totable())
