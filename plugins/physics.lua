@@ -389,12 +389,21 @@ function Histogram:init()
     fail(self, "min (%s) must be less than max (%s), both finite", tostring(p.min), tostring(p.max))
   end
   self.in_keys = { p.key }
-  self:reset()
+  -- No counts yet: they are made at open (or the first write). tdflow check builds every
+  -- node of a recipe and must not allocate what only a run needs (issue 28: the recipe
+  -- fuzzer's bins = 91113433 filled 700 MB at check).
+  self.underflow, self.overflow, self.nan, self.total = 0, 0, 0, 0
 end
 
 function Histogram:reset()
   self.counts = T.zeros({ self.p.bins }, "int64")
   self.underflow, self.overflow, self.nan, self.total = 0, 0, 0, 0
+end
+
+-- The counts, made on first use by a sink written without open.
+local function counts_of(self)
+  if not self.counts then self:reset() end
+  return self.counts
 end
 
 -- Refuses an existing output before any data moves.
@@ -415,6 +424,7 @@ function Histogram:write(td)
   end
   v = v:reshape(-1):to("float64")
   local n = v:numel()
+  local counts = counts_of(self)
   if n == 0 then return end
   local lo, hi = v:lt(p.min), v:gt(p.max)
   local inside = v:ge(p.min):logical_and(v:le(p.max))
@@ -425,7 +435,7 @@ function Histogram:write(td)
   if m == 0 then return end
   -- bin i (1-based) holds [min + (i-1) w, min + i w); max itself goes to the last bin
   local bin = sel:sub(p.min):mul(p.bins / (p.max - p.min)):floor():clamp(0, p.bins - 1):to("int64"):add(1)
-  self.counts:index_add_(1, bin, T.ones({ m }, "int64"))
+  counts:index_add_(1, bin, T.ones({ m }, "int64"))
 end
 
 function Histogram:edges()
@@ -436,7 +446,7 @@ end
 -- Returns { counts = int64 [bins], edges = float64 [bins + 1], underflow =, overflow =,
 -- nan =, total = } (numbers: values below min, above max, NaN, all).
 function Histogram:finish()
-  local res = { counts = self.counts, edges = self:edges(), underflow = self.underflow,
+  local res = { counts = counts_of(self), edges = self:edges(), underflow = self.underflow,
     overflow = self.overflow, nan = self.nan, total = self.total }
   local path = self.p.path
   if path then
@@ -454,7 +464,10 @@ function Histogram:finish()
 end
 
 -- Nothing is written before finish, so aborting only drops the counts.
-function Histogram:abort() self:reset() end
+function Histogram:abort()
+  self.counts = nil
+  self.underflow, self.overflow, self.nan, self.total = 0, 0, 0, 0
+end
 
 --------------------------------------------------------------------- the plugin
 
