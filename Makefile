@@ -194,17 +194,22 @@ valgrind: deps
 	@$(MAKE) --no-print-directory all $(CTESTS)
 	BUILD=$(BUILD) bash scripts/run-valgrind.sh
 
-# The misuse fuzzer: 100,000 random calls with hostile arguments (tests/fuzz/misuse.lua),
+# The misuse fuzzer: 100,000 random calls with hostile arguments (tests/fuzz/misuse.lua;
+# FUZZ_SURFACES=api,flow,recipe,dist picks the surfaces, all by default),
 # under an 8 GiB address-space limit so a valid but huge request fails instead of swapping.
 FUZZ_CALLS ?= 100000
 FUZZ_SEED ?= 1
+FUZZ_SURFACES ?= all
 fuzz: all
-	ulimit -v 8388608; LUA_PATH="$(CURDIR)/lua/?.lua;$(CURDIR)/lua/?/init.lua;;" \
-	  TENSORDICT_LIB=$(abspath $(LIB)) luajit tests/fuzz/misuse.lua $(FUZZ_CALLS) $(FUZZ_SEED)
+	ulimit -v 8388608; LUA_PATH="$(CURDIR)/lua/?.lua;$(CURDIR)/lua/?/init.lua;$(CURDIR)/tests/fuzz/?.lua;;" \
+	  TENSORDICT_LIB=$(abspath $(LIB)) luajit tests/fuzz/misuse.lua $(FUZZ_CALLS) $(FUZZ_SEED) $(FUZZ_SURFACES)
 
 # libFuzzer targets over the readers (tests/fuzz/fuzz_*.c), built with clang, ASan and
 # UBSan into build/fuzz; each runs FUZZ_SECONDS from its committed seed corpus.
 FUZZ_BINS    = $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
+ifneq ($(HAVE_MPI),yes)
+FUZZ_BINS   := $(filter-out %/fuzz_mpi_recv,$(FUZZ_BINS))
+endif
 FUZZ_SAN     = -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all \
                -fno-omit-frame-pointer
 FUZZ_SECONDS ?= 60
@@ -212,6 +217,19 @@ FUZZ_SECONDS ?= 60
 $(BUILD)/fuzz/%: tests/fuzz/%.c tests/fuzz/fuzz_util.h $(LIB_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(TD_CFLAGS) -fsanitize=fuzzer $< $(LIB_OBJS) -o $@ $(LDLIBS)
+
+# The MPI receive target links the MPI library's objects and MPI itself (it runs MPI as a
+# singleton: tests/fuzz/fuzz_mpi_recv.c); built only where mpicc is.
+$(BUILD)/fuzz/fuzz_mpi_recv: tests/fuzz/fuzz_mpi_recv.c tests/fuzz/fuzz_util.h $(LIB_OBJS) $(MPI_OBJS)
+	@mkdir -p $(dir $@)
+	OMPI_CC=$(CC) $(MPICC) $(TD_CFLAGS) -fsanitize=fuzzer $< $(LIB_OBJS) $(MPI_OBJS) -o $@ $(LDLIBS)
+
+# The recipe target embeds LuaJIT and loads the library through the FFI, as tdflow does:
+# the shared library of this build (the same sanitizers and coverage), and the cdefs.
+$(BUILD)/fuzz/fuzz_recipe: tests/fuzz/fuzz_recipe.c tests/fuzz/fuzz_util.h tests/fuzz/recipe_check.lua \
+    $(LIB) $(CDEFS)
+	@mkdir -p $(dir $@)
+	$(CC) $(TD_CFLAGS) -fsanitize=fuzzer $$(pkg-config --cflags luajit) $< -o $@ $$(pkg-config --libs luajit)
 
 fuzz-targets: $(FUZZ_BINS)
 

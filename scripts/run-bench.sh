@@ -33,6 +33,8 @@ export TENSORDICT_MPI_LIB=${TENSORDICT_MPI_LIB:-$PWD/$BUILD/libtensordict_mpi.so
 if command -v mpirun >/dev/null 2>&1 && [[ -f "$TENSORDICT_MPI_LIB" ]]; then
   echo "== bench_dist (all_reduce and send/recv vs raw MPI calls of the same bytes, 2 ranks)"
   scripts/mpirun.sh -n 2 luajit tests/bench/bench_dist.lua
+  echo "== bench_dist_malformed (malformed transfers from a broken peer: 0 accepted is the goal)"
+  timeout 600 scripts/mpirun.sh -n 2 luajit tests/bench/bench_dist_malformed.lua
   lua_bench bench_dist_recipe "a CPU-bound recipe: tdflow on 2 ranks vs 1"
 else
   echo "== bench_dist skipped: mpirun or $TENSORDICT_MPI_LIB missing"

@@ -26,7 +26,7 @@ runs=()
 for f in tests/mpi/*_spec.lua; do
   for n in $ranks; do runs+=("$f $n"); done
 done
-for f in tests/mpi/p2p_spec.lua tests/mpi/collectives_spec.lua; do runs+=("$f 3 4096"); done
+for f in tests/mpi/p2p_spec.lua tests/mpi/collectives_spec.lua tests/mpi/malformed_spec.lua; do runs+=("$f 3 4096"); done
 
 for run in "${runs[@]}"; do
   read -r f n chunk <<<"$run"

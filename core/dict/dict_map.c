@@ -182,7 +182,7 @@ static void run_plan(const index_ctx *c, const td_tensor *in, td_tensor *out) {
     } else if (p->kind == TD_INDEX_SLICE) {
       offset += p->pos * in->strides[src];
       shape[dst] = p->len;
-      strides[dst++] = in->strides[src++] * p->step;
+      strides[dst++] = td_slice_stride(in->strides[src++], p->step, p->len);
     } else {
       shape[dst] = 1;
       strides[dst++] = 1;

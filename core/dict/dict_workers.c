@@ -353,6 +353,16 @@ static void describe_death(slot *s, int32_t index) {
   set_message(s, buf, (int64_t)strlen(buf));
 }
 
+/* True when worker i has exited (it is a zombie, not yet reaped): then it is reaped and
+ * its message says how it died. */
+static bool reap_if_dead(slot *s, int32_t i) {
+  siginfo_t info;
+  memset(&info, 0, sizeof info);
+  if (waitid(P_PID, (id_t)s->pid, &info, WEXITED | WNOHANG | WNOWAIT) != 0 || info.si_pid != s->pid) return false;
+  describe_death(s, i);
+  return true;
+}
+
 TD_EXPORT int32_t td_workers_send(td_workers *w, int32_t i, int64_t job, const td_dict *d) {
   int32_t rc = parent_slot("workers: send", w, i);
   if (rc < 0) return rc;
@@ -370,13 +380,7 @@ TD_EXPORT int32_t td_workers_send(td_workers *w, int32_t i, int64_t job, const t
   }
   if ((rc = send_msg("workers: send", s->sock[0], &m, -1)) < 0) {
     /* A worker that died while idle: say how, not just that the socket broke. */
-    siginfo_t info;
-    memset(&info, 0, sizeof info);
-    if (waitid(P_PID, (id_t)s->pid, &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
-        info.si_pid == s->pid) {
-      describe_death(s, i);
-      return td_fail(TD_EIO, "%s", s->message ? s->message : "a worker died");
-    }
+    if (reap_if_dead(s, i)) return td_fail(TD_EIO, "%s", s->message ? s->message : "a worker died");
     return rc;
   }
   s->busy = 1;

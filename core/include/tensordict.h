@@ -829,7 +829,12 @@ enum td_json_type {
   TD_JSON_ARRAY = 5,
   TD_JSON_OBJECT = 6
 };
-enum td_json_flags { TD_JSON_LINES = 1 };
+enum td_json_flags {
+  TD_JSON_LINES = 1,
+  /* strings and keys must be well-formed UTF-8: a raw invalid byte is an error at its
+   * position ("invalid UTF-8 in a string (byte 0xff)") */
+  TD_JSON_UTF8 = 2
+};
 /* One value of a text. Items come in the text's order: an array or object is followed
  * by its count elements or members (each followed by its own), so Lua rebuilds the
  * tables with a loop and a stack. */

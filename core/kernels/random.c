@@ -147,8 +147,11 @@ WIDEST static void philox_words(const uint32_t key[2], uint64_t first, int64_t n
   }
 }
 
-/* dst[k] = fn(src[k]) for n doubles: SLEEF's vector log, sin or cos (elementwise_vecmath). */
-static void vec_math(int32_t op, double *dst, const double *src, int64_t n) {
+/* dst[k] = fn(src[k]) for n doubles: SLEEF's vector log, sin or cos (elementwise_vecmath).
+ * src is not const: gcc 12 at -O1 (which inlines less) takes a const pointer argument
+ * for a read of the whole array and warns that normal_values' u1 "may be used
+ * uninitialized", though only the np elements it filled are read (issue 28). */
+static void vec_math(int32_t op, double *dst, double *src, int64_t n) {
   char *p[2] = {(char *)dst, (char *)src};
   const int64_t s[2] = {8, 8};
   td_ew_vecmath_loop(op, TD_FLOAT64)(p, s, n, NULL);

@@ -163,20 +163,25 @@ int32_t tdm_poll(int32_t (*step)(void *arg), void *arg, double timeout, const ch
 typedef struct requests {
   MPI_Request *reqs;
   int n;
+  MPI_Status *statuses;
   const char *call;
 } requests;
 
 static int32_t test_all(void *arg) {
   requests *r = arg;
   int done = 0;
-  int32_t status = tdm_check(MPI_Testall(r->n, r->reqs, &done, MPI_STATUSES_IGNORE), r->call);
+  int32_t status = tdm_check(MPI_Testall(r->n, r->reqs, &done, r->statuses), r->call);
   return status ? status : done;
 }
 
-int32_t tdm_wait_all(MPI_Request *reqs, int n, double timeout, const char *call) {
-  if (timeout < 0) return tdm_check(MPI_Waitall(n, reqs, MPI_STATUSES_IGNORE), call);
-  requests r = {reqs, n, call};
+int32_t tdm_wait_all_status(MPI_Request *reqs, int n, MPI_Status *statuses, double timeout, const char *call) {
+  if (timeout < 0) return tdm_check(MPI_Waitall(n, reqs, statuses), call);
+  requests r = {reqs, n, statuses, call};
   return tdm_poll(test_all, &r, timeout, call);
+}
+
+int32_t tdm_wait_all(MPI_Request *reqs, int n, double timeout, const char *call) {
+  return tdm_wait_all_status(reqs, n, MPI_STATUSES_IGNORE, timeout, call);
 }
 
 void tdm_abandon(MPI_Request *reqs, int n) {

@@ -43,8 +43,11 @@ struct td_mpi_transfer {
   td_dict *result;   /* receive: the received container, unless it went into like */
   tdm_plan *plan;    /* the leaves the data messages use (and a send's structure) */
   MPI_Request *reqs; /* the messages of the current stage */
+  MPI_Status *statuses; /* theirs, once complete (an error in one of them is named) */
   int nreqs;
+  int matching;      /* receive: the structure is in, its data messages are being matched */
   MPI_Request reqs_inline[4]; /* most transfers: no array to allocate */
+  MPI_Status statuses_inline[4];
 };
 
 static int32_t check_peer(const char *call, const char *what, int32_t peer, int32_t tag) {
@@ -64,12 +67,25 @@ static td_mpi_transfer *transfer_new(int kind, int32_t peer, int32_t tag, const 
   return x;
 }
 
-/* Room for n requests of the next stage (the previous stage's are complete). */
-static int32_t reserve_reqs(td_mpi_transfer *x, int n) {
+/* Room for n requests of the next stage, and their statuses (the previous stage's are
+ * complete). */
+static void free_reqs(td_mpi_transfer *x) {
   if (x->reqs != x->reqs_inline) free(x->reqs);
+  if (x->statuses != x->statuses_inline) free(x->statuses);
+  x->reqs = NULL;
+  x->statuses = NULL;
+}
+
+static int32_t reserve_reqs(td_mpi_transfer *x, int n) {
+  free_reqs(x);
   x->nreqs = 0;
   x->reqs = n <= 4 ? x->reqs_inline : malloc(sizeof *x->reqs * (size_t)n);
-  if (!x->reqs) return tdm_fail(TD_MPI_ENOMEM, "%s: out of memory for %d requests", x->call, n);
+  x->statuses = n <= 4 ? x->statuses_inline : malloc(sizeof *x->statuses * (size_t)n);
+  if (!x->reqs || !x->statuses)
+    return tdm_fail(TD_MPI_ENOMEM, "%s: out of memory for %d requests", x->call, n);
+  /* MPI sets a status's error only when a completion call returns MPI_ERR_IN_STATUS:
+   * cleared here, a message that failed can be told from the others (data_failed). */
+  for (int i = 0; i < n; i++) x->statuses[i].MPI_ERROR = MPI_SUCCESS;
   return TD_MPI_OK;
 }
 
@@ -174,12 +190,82 @@ static int32_t choose_targets(td_mpi_transfer *x) {
   return x->plan ? TD_MPI_OK : TD_MPI_EINVAL;
 }
 
-/* The structure arrived: post the leaves' messages. */
+/* The bytes data message m carries: its share of the leaves' bytes, which the plan cuts
+ * every tdm_chunk bytes (mpi_plan.c). */
+static int64_t message_bytes(const tdm_plan *p, int m) {
+  const int64_t at = (int64_t)m * tdm_chunk;
+  return p->data_bytes - at < tdm_chunk ? p->data_bytes - at : tdm_chunk;
+}
+
+/* Data message m, matched, does not carry what the structure declares (a peer of
+ * another version, or a broken one): it is taken off the wire into a buffer of its own
+ * size, never into the targets, and the transfer fails naming both counts. */
+static int32_t refuse_message(td_mpi_transfer *x, int m, MPI_Message *msg, MPI_Count got, int64_t want) {
+  void *scratch = malloc(got > 0 ? (size_t)got : 1);
+  if (scratch) MPI_Mrecv(scratch, (int)got, MPI_BYTE, msg, MPI_STATUS_IGNORE);
+  free(scratch);
+  return tdm_fail(TD_MPI_EINVAL,
+                  "%s: data message %d of %d from rank %d (tag %d) carried %lld bytes where the structure "
+                  "declares %lld (a peer of another version, or a broken one)",
+                  x->call, m + 1, x->plan->nmsgs, (int)x->peer, (int)x->tag, (long long)got, (long long)want);
+}
+
+/* Matches the structure's data messages in order, each probed before its receive is
+ * posted so that its size is checked first (issue 28): MPI completes a receive with
+ * fewer bytes than it has room for, which would leave bytes nobody sent in the
+ * container, and OpenMPI 4's single-copy path writes a message longer than the posted
+ * receive past its end (while reporting the truncation). block: wait for each (no
+ * timeout). 1 when every message is matched and its receive posted (stage DATA), 0
+ * when the next one has not arrived yet. */
+static int32_t match_data(td_mpi_transfer *x, bool block) {
+  while (x->nreqs < x->plan->nmsgs) {
+    const int m = x->nreqs;
+    int flag = 1;
+    MPI_Message msg;
+    MPI_Status st;
+    int32_t status = block ? tdm_check(MPI_Mprobe(x->peer, x->tag, tdm_comm, &msg, &st), x->call)
+                           : tdm_check(MPI_Improbe(x->peer, x->tag, tdm_comm, &flag, &msg, &st), x->call);
+    if (status || !flag) return status;
+    MPI_Count got = 0;
+    if ((status = tdm_check(MPI_Get_elements_x(&st, MPI_BYTE, &got), x->call))) return status;
+    const int64_t want = message_bytes(x->plan, m);
+    if (got != want) return refuse_message(x, m, &msg, got, want);
+    const tdm_msg *data = &x->plan->msgs[m];
+    status = tdm_check(MPI_Imrecv(data->buf, data->count, data->type, &msg, &x->reqs[m]), x->call);
+    if (status) return status;
+    x->nreqs++;
+  }
+  x->matching = 0;
+  x->stage = TD_MPI_STAGE_DATA;
+  return 1;
+}
+
+static int32_t match_step(void *arg) { return match_data(arg, false); }
+
+/* The structure arrived: where its leaves go, then their messages, as they come. */
 static int32_t place_leaves(td_mpi_transfer *x) {
   int32_t status = choose_targets(x);
   if (!status) status = reserve_reqs(x, x->plan->nmsgs);
-  if (!status) status = post_data(x);
-  if (!status) x->stage = TD_MPI_STAGE_DATA;
+  if (status) return status;
+  x->matching = 1;
+  status = match_data(x, false);
+  return status < 0 ? status : TD_MPI_OK;
+}
+
+/* A completion call failed on the received data: when one message's status holds the
+ * error (MPI_ERR_IN_STATUS), it is named with its own error, instead of MPI's "error
+ * code in status". */
+static int32_t data_failed(td_mpi_transfer *x, int32_t status) {
+  if (x->kind != RECV || x->stage != TD_MPI_STAGE_DATA) return status;
+  for (int m = 0; m < x->nreqs; m++) {
+    int code = x->statuses[m].MPI_ERROR;
+    if (code == MPI_SUCCESS || code == MPI_ERR_PENDING) continue;
+    char text[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(code, text, &len);
+    return tdm_fail(TD_MPI_EMPI, "%s: data message %d of %d from rank %d (tag %d): %s", x->call, m + 1,
+                    x->nreqs, (int)x->peer, (int)x->tag, text);
+  }
   return status;
 }
 
@@ -212,14 +298,14 @@ static int32_t probe(td_mpi_transfer *x) {
 TDM_EXPORT int32_t td_mpi_transfer_test(td_mpi_transfer *x) {
   if (!x) return tdm_fail(TD_MPI_EINVAL, "test: NULL transfer");
   while (x->stage != TD_MPI_STAGE_DONE) {
-    if (x->stage == TD_MPI_STAGE_UNMATCHED) {
-      int32_t status = probe(x);
+    if (x->stage == TD_MPI_STAGE_UNMATCHED || x->matching) {
+      int32_t status = x->matching ? match_data(x, false) : probe(x);
       if (status <= 0) return status;
       continue;
     }
     int done = 0;
-    int32_t status = tdm_check(MPI_Testall(x->nreqs, x->reqs, &done, MPI_STATUSES_IGNORE), x->call);
-    if (status) return status;
+    int32_t status = tdm_check(MPI_Testall(x->nreqs, x->reqs, &done, x->statuses), x->call);
+    if (status) return data_failed(x, status);
     if (!done) return 0;
     if ((status = advance(x))) return status;
   }
@@ -244,8 +330,12 @@ TDM_EXPORT int32_t td_mpi_transfer_wait(td_mpi_transfer *x, double timeout) {
       } else {
         status = tdm_poll(probe_step, x, left, x->call);
       }
+    } else if (x->matching) {
+      status = timeout < 0 ? match_data(x, true) : tdm_poll(match_step, x, left, x->call);
+      if (status > 0) status = TD_MPI_OK;
     } else {
-      status = tdm_wait_all(x->reqs, x->nreqs, left, x->call);
+      status = tdm_wait_all_status(x->reqs, x->nreqs, x->statuses, left, x->call);
+      if (status && status != TD_MPI_ETIMEOUT) status = data_failed(x, status);
       if (!status) status = advance(x);
     }
     if (status) return status;
@@ -316,7 +406,7 @@ TDM_EXPORT void td_mpi_transfer_free(td_mpi_transfer *x) {
   if (x->kind == BCAST && x->stage != TD_MPI_STAGE_DONE && x->nreqs) return;
   if (x->stage != TD_MPI_STAGE_DONE && x->nreqs && td_mpi_is_initialized()) tdm_abandon(x->reqs, x->nreqs);
   tdm_plan_release(x->plan);
-  if (x->reqs != x->reqs_inline) free(x->reqs);
+  free_reqs(x);
   if (x->meta) td_storage_release(x->meta);
   if (x->like) td_dict_release(x->like);
   if (x->result) td_dict_release(x->result);

@@ -37,6 +37,8 @@ int32_t tdm_poll(int32_t (*step)(void *arg), void *arg, double timeout, const ch
 /* Completes n requests: MPI_Waitall when timeout < 0, else polls MPI_Testall until the
  * deadline (TD_MPI_ETIMEOUT, requests left pending). */
 int32_t tdm_wait_all(MPI_Request *reqs, int n, double timeout, const char *call);
+/* The same, filling statuses (n of them) when they complete: what a receive checks. */
+int32_t tdm_wait_all_status(MPI_Request *reqs, int n, MPI_Status *statuses, double timeout, const char *call);
 /* Cancels and frees pending point-to-point requests (after a timeout or error of a
  * blocking call). Never for a collective's: MPI forbids cancelling or freeing those, so
  * a collective that timed out stays posted and the ranks are out of step (docs/dist.md). */

@@ -105,6 +105,15 @@ const td_tensor *td_as_dtype(const td_tensor *t, int32_t dtype, td_tensor **owne
 static inline char *td_tensor_ptr(const td_tensor *t) {
   return t->storage->data + t->offset * t->itemsize;
 }
+/* The stride of a slice of len elements with this step over a dim of this stride (the
+ * tensor index and the container's index plan). A slice of at most one element never
+ * steps to another, so it keeps the dim's own stride: stride * step would be a number
+ * no element is reached by, and past 2^62 it overflows, here or where kernels scale
+ * strides to bytes (issue 28). With two elements or more, stride * step reaches the
+ * second one, inside the storage, so the product fits. */
+static inline int64_t td_slice_stride(int64_t stride, int64_t step, int64_t len) {
+  return len > 1 ? stride * step : stride;
+}
 
 /* ---- shapes (shape.c) ---- */
 /* False with "<call>: dim d is out of range ..." unless 0 <= dim < ndim. */

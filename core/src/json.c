@@ -252,11 +252,15 @@ static void line_col(const char *text, size_t offset, int64_t *line, int64_t *co
 /* "line 3, column 14: invalid JSON near '...'" (the wording recipes have always had). */
 static void fail_at_line(const char *text, size_t len, const td_json_error *e) {
   size_t offset = e->at > len ? len : e->at;
+  int64_t line, col;
+  line_col(text, offset, &line, &col);
+  if (strncmp(e->what, "invalid UTF-8", 13) == 0) { /* no excerpt: it would hold the byte */
+    td_fail(TD_EINVAL, "line %lld, column %lld: %s", (long long)line, (long long)col, e->what);
+    return;
+  }
   const char *what = strcmp(e->what, "trailing garbage") == 0 ? "text after the JSON value"
                      : strcmp(e->what, "out of memory") == 0 ? e->what
                                                               : "invalid JSON";
-  int64_t line, col;
-  line_col(text, offset, &line, &col);
   char excerpt[24];
   size_t n = 0;
   for (size_t i = offset; i < len && n < sizeof excerpt - 1 && text[i] != '\n'; i++)
@@ -303,7 +307,8 @@ TD_EXPORT const td_json_item *td_json_reader_parse(td_json_reader *r, const char
     return NULL;
   }
   td_json_error e;
-  cJSON *root = td_json_read_in(r->arena, text, (size_t)len, 0, &e);
+  int read_flags = flags & TD_JSON_UTF8 ? TD_JSON_VALID_UTF8 : 0;
+  cJSON *root = td_json_read_in(r->arena, text, (size_t)len, read_flags, &e);
   if (!root) {
     if (strcmp(e.what, "out of memory") == 0)
       td_fail(TD_ENOMEM, "json: out of memory");

@@ -62,7 +62,10 @@ enum { TD_JSON_MAX_DEPTH = 1000 }; /* as Python's json, both ways */
 enum {
   /* Lone UTF-16 surrogates (\ud800) kept as their 3-byte form (WTF-8), as a file Python
    * wrote may hold them; without it they are an error. */
-  TD_JSON_KEEP_SURROGATES = 1
+  TD_JSON_KEEP_SURROGATES = 1,
+  /* The raw bytes of every string and key must be well-formed UTF-8 (RFC 8259, 3629):
+   * texts people write (recipes), where a stray byte would fail later as a file name. */
+  TD_JSON_VALID_UTF8 = 2
 };
 /* What went wrong and where (a byte offset from 0); what is "out of memory" when so. */
 typedef struct td_json_error {

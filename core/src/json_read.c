@@ -257,11 +257,34 @@ static int unescape(char e) {
   }
 }
 
+/* With TD_JSON_VALID_UTF8: false, and the error at the first byte of the raw run
+ * [s, e) that does not start a well-formed UTF-8 sequence (escapes are checked apart:
+ * they decode to well-formed UTF-8, lone surrogates aside). */
+static bool valid_run(reader *r, const char *s, const char *e) {
+  if (!(r->flags & TD_JSON_VALID_UTF8)) return true;
+  for (const char *p = s; p < e;) {
+    if ((unsigned char)*p < 0x80) {
+      p++;
+      continue;
+    }
+    uint32_t cp;
+    size_t len = td_utf8_decode((const unsigned char *)p, (size_t)(e - p), &cp, false);
+    if (len == 0) {
+      snprintf(r->err->what_buf, sizeof r->err->what_buf, "invalid UTF-8 in a string (byte 0x%02x)",
+               (unsigned char)*p);
+      return fail(r, p, r->err->what_buf), false;
+    }
+    p += len;
+  }
+  return true;
+}
+
 /* The string whose opening quote is at *pp: its bytes in the text itself when it holds
  * no escape (most do), else decoded into b. *pp moves past it. */
 static bool read_string(reader *r, const char **pp, td_sbuf *b, span *out) {
   const char *open = *pp, *p = open + 1;
   while (p < r->end && *p != '"' && *p != '\\' && (unsigned char)*p >= 0x20) p++;
+  if (!valid_run(r, open + 1, p)) return false;
   if (p < r->end && *p == '"') {
     *out = (span){open + 1, (size_t)(p - open - 1)};
     *pp = p + 1;
@@ -289,6 +312,7 @@ static bool read_string(reader *r, const char **pp, td_sbuf *b, span *out) {
     }
     const char *run = p;
     while (p < r->end && *p != '"' && *p != '\\' && (unsigned char)*p >= 0x20) p++;
+    if (!valid_run(r, run, p)) return false;
     td_sb_put(b, run, (size_t)(p - run));
   }
   if (b->oom) return fail(r, open, "out of memory"), false;

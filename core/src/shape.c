@@ -43,7 +43,9 @@ bool td_infer_shape(const char *call, const td_tensor *t, int32_t ndim, const in
             td_format_shape(have, sizeof have, t->ndim, t->shape), (long long)numel);
     return false;
   }
-  return true;
+  /* An empty tensor takes any sizes with a 0 among them: they must still be sizes a
+   * tensor can have, since kernels scale its strides to bytes (issue 28). */
+  return td_shape_is_valid(call, ndim, out, NULL);
 }
 
 /*

@@ -158,15 +158,20 @@ TD_EXPORT td_tensor *td_tensor_from_storage(td_storage *s, int64_t offset, int32
     (void)td_contiguous_strides(ndim, shape, cstrides); /* td_shape_is_valid checked it */
     strides = cstrides;
   }
-  /* The furthest element reachable must lie inside the storage. */
+  /* The furthest element reachable must lie inside the storage. An empty tensor reaches
+   * nothing, but kernels still scale its strides and extents to bytes, so those must fit
+   * int64 as a reachable tensor's do (issue 28): the sizes past 0 count for the reach. */
   int64_t last = offset, bytes;
-  for (int32_t i = 0; i < ndim && numel; i++) {
+  for (int32_t i = 0; i < ndim; i++) {
     int64_t step;
     if (strides[i] < 0)
       return td_fail_null(TD_EINVAL, "from_storage: negative stride %lld", (long long)strides[i]);
-    if (__builtin_mul_overflow(shape[i] - 1, strides[i], &step) ||
-        __builtin_add_overflow(last, step, &last))
-      return td_fail_null(TD_EINDEX, "from_storage: strides reach past any storage");
+    if (__builtin_mul_overflow(shape[i] > 0 ? shape[i] - 1 : 1, strides[i], &step) ||
+        __builtin_add_overflow(last, step, &last) || last > INT64_MAX / td_itemsizes[dtype] - 1) {
+      char buf[TD_SHAPE_STR];
+      return td_fail_null(TD_EINDEX, "from_storage: strides %s reach past any storage",
+                          td_format_shape(buf, sizeof buf, ndim, strides));
+    }
   }
   if (numel && (__builtin_add_overflow(last, 1, &last) ||
                 __builtin_mul_overflow(last, td_itemsizes[dtype], &bytes) || bytes > s->nbytes)) {

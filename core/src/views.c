@@ -85,11 +85,7 @@ TD_EXPORT int32_t td_tensor_index(const td_tensor *t, const td_index *entries, i
       int64_t len = stop > start ? (stop - start - 1) / e->step + 1 : 0;
       if (len > 0) offset += start * t->strides[in];
       shape[k_out] = len;
-      /* A step past the end leaves at most one element, whose stride never matters:
-       * keep the dim's own then instead of a product that would overflow. */
-      int64_t stride;
-      if (__builtin_mul_overflow(t->strides[in], e->step, &stride)) stride = t->strides[in];
-      strides[k_out++] = stride;
+      strides[k_out++] = td_slice_stride(t->strides[in], e->step, len);
       in++;
     } else if (e->kind == TD_INDEX_NEWAXIS) {
       shape[k_out] = 1;
@@ -188,6 +184,9 @@ TD_EXPORT int32_t td_tensor_expand(const td_tensor *t, int32_t ndim, const int64
                      td_format_shape(to, sizeof to, ndim, shape));
     }
   }
+  /* No memory is needed, but every header's shape must be one a tensor could have:
+   * kernels count its elements and scale its strides to bytes (issue 28). */
+  if (!td_shape_is_valid("expand", ndim, out_shape, NULL)) return td_last_status();
   return derive(out, t, t->offset, ndim, out_shape, out_strides);
 }
 
@@ -238,5 +237,6 @@ TD_EXPORT int32_t td_tensor_unflatten(const td_tensor *t, int32_t dim, int32_t n
                    "unflatten: sizes %s do not multiply to %lld, the size of the dim split",
                    td_format_shape(buf, sizeof buf, n, sizes), (long long)t->shape[dim]);
   }
+  if (!td_shape_is_valid("unflatten", k, shape, NULL)) return td_last_status();
   return td_tensor_view(t, k, shape, out);
 }

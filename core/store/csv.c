@@ -9,9 +9,9 @@
  *
  * Accepted: fields quoted with '"' (a doubled "" inside is a quote; delimiters and line
  * ends inside quotes are data), line ends \n, \r\n and a lone \r, a UTF-8 byte order
- * mark, blank lines (skipped). Numbers may have spaces or tabs around them; they are
- * parsed exactly whatever the locale (core/src/number.c), integers with a range check
- * for the destination dtype.
+ * mark, blank lines (skipped), records up to 256 MiB. Numbers may have spaces or tabs
+ * around them; they are parsed exactly whatever the locale (core/src/number.c),
+ * integers with a range check for the destination dtype.
  *
  * It lives on the store floor with the other file formats: it reads a file into the
  * caller's tensors, and nothing below it reads files.
@@ -23,10 +23,17 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../src/internal.h"
 #include "dtype_table.h"
+#include "store_internal.h"
 
-enum { CSV_BLOCK = 1 << 20, CSV_SHOW = 48 };
+/* CSV_MAX_RECORD: a record (one row, quotes and all) longer than this is refused: the
+ * buffer doubles while a record does not fit, and a file that is no CSV (/dev/zero, a
+ * binary file without line ends) would otherwise grow it until the machine runs out of
+ * memory (issue 28). */
+enum { CSV_BLOCK = 1 << 20, CSV_SHOW = 48, CSV_MAX_RECORD = 1 << 28 };
+
+/* The first buffer's size (store_internal.h). */
+int64_t td_csv_block_bytes = CSV_BLOCK;
 
 typedef struct csv_span {
   int64_t off, len; /* in the buffer; a quoted field's text without its outer quotes */
@@ -59,6 +66,11 @@ static int32_t refill(td_csv *r) {
     r->pos = 0;
   }
   if (r->end == r->cap) {
+    if (r->cap >= CSV_MAX_RECORD)
+      return td_fail(TD_EINVAL,
+                     "csv: %s: line %lld starts a record of more than %lld bytes (%d MiB): not a CSV "
+                     "file, or a quote left open",
+                     r->path, (long long)r->line, (long long)r->cap, CSV_MAX_RECORD >> 20);
     char *nb = realloc(r->buf, (size_t)r->cap * 2);
     if (!nb)
       return td_fail(TD_ENOMEM, "csv: %s: out of memory for a record over %lld bytes", r->path,
@@ -248,7 +260,7 @@ static td_csv *open_reader(const char *path, int32_t delimiter) {
   r->fd = -1;
   r->delim = (char)delimiter;
   r->line = 1;
-  r->cap = CSV_BLOCK;
+  r->cap = td_csv_block_bytes > 0 ? td_csv_block_bytes : CSV_BLOCK;
   r->path = strdup(path);
   r->buf = malloc((size_t)r->cap);
   if (!r->path || !r->buf) {

@@ -23,6 +23,12 @@ const char *td_py_dtype_list(char *buf, size_t n);
 /* FNV-1a of a NUL-terminated text: both loaders dedupe a NonTensorStack's texts. */
 uint64_t td_py_text_hash(const char *s);
 
+/* ---- CSV (csv.c) ---- */
+/* The size of a reader's first buffer, 1 MiB: the fuzz target (tests/fuzz/fuzz_csv.c)
+ * lowers it so that records cross the buffer's end (a refill, a record parsed again)
+ * in inputs of a few bytes. Nothing else changes it. */
+extern int64_t td_csv_block_bytes;
+
 /* ---- memmap (memmap.c, memmap_load.c): what saving and loading share ---- */
 /* The file-name form of a key, as Python tensordict writes it (%XX for / < > : " | ? *
  * \ space % and control characters, "%" for the empty key, "%2E" for each dot of "."

@@ -314,13 +314,16 @@ end
 -- in an object (the last one is kept, and callers such as recipes report them);
 -- inexact: the integers past 2^53 that a double cannot hold exactly, {path =, literal =,
 -- value =} (M.inexact_text says it), which a recipe must not take silently rounded. A
--- syntax error raises "tensordict: <what>: line 3, column 14: invalid JSON near '...'".
+-- syntax error raises "tensordict: <what>: line 3, column 14: invalid JSON near '...'"; a
+-- text people write must be UTF-8, so a raw byte that is not raises "line 2, column 12:
+-- invalid UTF-8 in a string (byte 0xff) near '...'" now, not later as a key no file can
+-- be named after.
 function M.read(text, what)
   if type(text) ~= "string" then
     util.fail(("%s: expected JSON text, got %s"):format(what or "json", util.describe(text)))
   end
   local duplicates, inexact = {}, {}
-  local ok, value = parse(text, C.TD_JSON_LINES, true, duplicates, inexact)
+  local ok, value = parse(text, bit.bor(C.TD_JSON_LINES, C.TD_JSON_UTF8), true, duplicates, inexact)
   if not ok then util.fail(("%s: %s"):format(what or "json", value)) end
   return value, duplicates, inexact
 end

@@ -187,11 +187,13 @@ function M.read_shape(call, allow_neg1, ...)
   local buf = M.shape_buf
   for i = 1, count do
     local s = sizes[i]
-    if not M.is_int(s) or (s < 0 and not (allow_neg1 and s == -1)) then
+    -- 2^63 and past would wrap to a negative int64 and be reported as that number.
+    if not M.is_int(s) or (s < 0 and not (allow_neg1 and s == -1)) or s >= 2 ^ 63 then
       local parts = {}
-      for j = 1, count do parts[j] = tostring(sizes[j]) end
+      for j = 1, count do parts[j] = M.is_int(sizes[j]) and ("%.0f"):format(sizes[j]) or tostring(sizes[j]) end
       M.fail(("%s: size %s in shape [%s] is not %s"):format(call, M.describe(s),
-        table.concat(parts, ", "), allow_neg1 and "an integer >= -1" or "a non-negative integer"))
+        table.concat(parts, ", "), (allow_neg1 and "an integer >= -1" or "a non-negative integer")
+          .. (M.is_int(s) and s >= 2 ^ 63 and " below 2^63" or "")))
     end
     buf[i - 1] = s
   end
@@ -282,11 +284,14 @@ local function distance(a, b)
   return prev[#b]
 end
 
--- The closest of names to word (case-insensitive), or nil when none is close.
+-- The closest of names to word (case-insensitive), or nil when none is close. Names
+-- that are not strings (the keys of a Lua table given where an object was expected)
+-- are never close.
 function M.nearest(word, names)
   local best, best_d = nil, math.huge
+  if type(word) ~= "string" then return nil end
   for _, name in ipairs(names) do
-    local d = distance(word:lower(), name:lower())
+    local d = type(name) == "string" and distance(word:lower(), name:lower()) or math.huge
     if d < best_d then best, best_d = name, d end
   end
   if best and best_d <= math.max(2, math.floor(#word / 3)) then return best end

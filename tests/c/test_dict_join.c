@@ -296,9 +296,10 @@ static void test_partial_failure(void) {
   put_value(child, "u", "1");
   put_values(child, "w", 2, (const char *const[]){"\"p\"", "\"q\""}, (const int64_t[]){0, 1});
   put_dict(d, "child", child);
-  /* a huge leaf that is a stride-0 view: joining it needs 2^62 elements */
+  /* a huge leaf that is a stride-0 view of 2^59 elements (a view may not hold more: its
+   * byte count must fit): joining two needs 2^60 */
   td_tensor *one = td_tensor_full(1, (const int64_t[]){1}, TD_FLOAT32, 0), big;
-  CHECK(td_tensor_expand(one, 3, (const int64_t[]){2, 1 << 30, 1 << 30}, &big) == 0);
+  CHECK(td_tensor_expand(one, 3, (const int64_t[]){2, 1 << 29, 1 << 29}, &big) == 0);
   CHECK(td_dict_set_tensor(d, "z", 1, &big) >= 0);
   td_tensor_release(one);
   /* child.w (a stacked value) is joined into a new one before z fails: dropped */
@@ -310,8 +311,14 @@ static void test_partial_failure(void) {
   CHECK_ERROR("cat: key 'z': ");
   CHECK(td_dict_pad(d, (const int64_t[]){1, 0}, 2, 0) == NULL); /* checked before any work */
   CHECK_MSG("pad: cannot pad the stacked non-tensor value 'child.w'");
-  CHECK(td_dict_pad(d, (const int64_t[]){0, -1}, 2, 0) == NULL); /* cropping: 2^60 elements */
+  /* growing z by 3 rows: 5 * 2^58 elements, more than a tensor holds; a is padded first */
+  td_dict *plain = td_dict_new(1, &b2);
+  put(plain, "a", seq(1, &b2, TD_FLOAT32, 0));
+  CHECK(td_dict_set_tensor(plain, "z", 1, &big) >= 0);
+  CHECK(td_dict_pad(plain, (const int64_t[]){0, 3}, 2, 0) == NULL);
   CHECK_ERROR("pad: key 'z': ");
+  CHECK_ERROR("too many elements");
+  td_dict_release(plain);
   td_dict_release(d);
   CHECK_EQ_I(td_live_bytes(), before);
 }

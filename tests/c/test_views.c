@@ -447,7 +447,46 @@ static void test_from_storage_bounds(void) {
   t = td_tensor_from_storage(st, 10, 1, (int64_t[]){0}, NULL, TD_INT32); /* no element */
   CHECK(t != NULL);
   td_tensor_release(t);
+  /* An empty tensor reaches nothing, but its strides in bytes must fit (issue 28). */
+  CHECK(td_tensor_from_storage(st, 0, 2, (int64_t[]){0, 2}, (int64_t[]){1, INT64_MAX / 4},
+                               TD_INT32) == NULL);
+  CHECK_ERROR("from_storage: strides [1, 2305843009213693951] reach past any storage");
+  CHECK(td_tensor_from_storage(st, 0, 1, (int64_t[]){0}, (int64_t[]){INT64_MAX / 2}, TD_INT32) ==
+        NULL);
+  t = td_tensor_from_storage(st, 0, 2, (int64_t[]){0, 2}, (int64_t[]){1, 1000}, TD_INT32);
+  CHECK(t != NULL);
+  td_tensor_release(t);
   td_storage_release(st);
+}
+
+/* Steps near 2^62 (issue 28): a slice of at most one element keeps the dim's stride, so
+ * no stride is a product nothing reaches and kernels can scale every stride to bytes. */
+static void test_huge_steps_and_sizes(void) {
+  td_tensor *t = td_tensor_arange(0, 1, 12, TD_FLOAT64), v, e, x;
+  CHECK_EQ_I(td_tensor_view(t, 2, (int64_t[]){4, 3}, &v), TD_OK);
+  CHECK_EQ_I(td_tensor_slice(&v, 0, 1, 4, INT64_MAX / 2, &e), TD_OK);
+  CHECK_EQ_I(e.shape[0], 1);
+  CHECK_EQ_I(e.strides[0], 3);
+  CHECK_EQ_I(td_tensor_slice(&v, 0, 2, 1, (int64_t)1 << 61, &e), TD_OK);
+  CHECK_EQ_I(e.shape[0], 0);
+  CHECK_EQ_I(e.strides[0], 3);
+  CHECK_EQ_I(td_tensor_fill_(&e, 1.0), TD_OK);
+  CHECK_EQ_I(td_tensor_slice(&v, 0, 0, 4, 3, &e), TD_OK); /* two rows: the product stands */
+  CHECK_EQ_I(e.shape[0], 2);
+  CHECK_EQ_I(e.strides[0], 9);
+  td_tensor one;
+  CHECK_EQ_I(td_tensor_view(t, 2, (int64_t[]){1, 12}, &one), TD_OK);
+  CHECK_EQ_I(td_tensor_expand(&one, 2, (int64_t[]){(int64_t)1 << 62, 12}, &x), TD_ESHAPE);
+  CHECK_ERROR("expand: shape [4611686018427387904, 12] has too many elements");
+  CHECK_EQ_I(td_tensor_expand(&one, 3, (int64_t[]){0, (int64_t)1 << 62, 12}, &x), TD_ESHAPE);
+  CHECK_ERROR("is too large: its strides would overflow");
+  td_tensor *none = td_tensor_empty(1, (int64_t[]){0}, TD_FLOAT32);
+  CHECK_EQ_I(td_tensor_view(none, 2, (int64_t[]){(int64_t)1 << 62, 0}, &x), TD_ESHAPE);
+  CHECK_ERROR("view: shape [4611686018427387904, 0] has too many elements");
+  CHECK(td_tensor_reshape(none, 2, (int64_t[]){0, (int64_t)1 << 62}) == NULL);
+  CHECK_ERROR("reshape: shape [0, 4611686018427387904] is too large");
+  td_tensor_release(none);
+  td_tensor_release(t);
 }
 
 static void test_storage_kinds(void) {
@@ -541,6 +580,7 @@ int main(void) {
   test_out_aliases_t();
   test_creation_checks();
   test_from_storage_bounds();
+  test_huge_steps_and_sizes();
   test_storage_kinds();
   test_heap_cache();
   CHECK_SUMMARY();

@@ -1,11 +1,16 @@
 -- misuse.lua: random calls of every public function, method and metamethod with wrong,
 -- odd and hostile arguments. The only outcomes allowed are a result and a
 -- "tensordict: " error; anything else (an internal Lua error, a C crash) is a finding.
---   luajit tests/fuzz/misuse.lua [calls] [seed]      (make fuzz: 100,000 calls)
+--   luajit tests/fuzz/misuse.lua [calls] [seed] [surfaces]   (make fuzz: 100,000 calls)
+-- surfaces: a comma-separated list of api (tensors and TensorDicts), flow (T.flow's
+-- nodes), recipe (recipe.load and recipe.check) and dist (T.dist on one rank); all of
+-- them by default (tests/fuzz/misuse_surfaces.lua has the last three).
 -- The spec tests/spec/misuse_spec.lua runs a few thousand with a fixed seed.
 -- It runs inside a scratch folder (calls such as td:memmap("x") write there).
 local ffi = require("ffi")
 local T = require("tensordict")
+local surfaces = require("misuse_surfaces")
+local now = require("tensordict.util").now
 
 local M = {}
 
@@ -53,7 +58,7 @@ local function dicts(dir, n)
   return out
 end
 
-local function pool(dir, n)
+local function pool(dir, n, on)
   local p = {}
   for _, v in ipairs(SCALARS) do p[#p + 1] = v end -- nil comes from pick()
   for _, v in ipairs(tensors()) do p[#p + 1] = v end
@@ -67,6 +72,10 @@ local function pool(dir, n)
     T.newaxis, T.ellipsis, T, T.Tensor, coroutine.create(function() end),
   }
   for _, v in ipairs(extra) do p[#p + 1] = v end
+  if on.flow or on.recipe then surfaces.values(p, dir, n) end
+  if on.dist then
+    for _, v in ipairs(surfaces.DIST_VALUES) do p[#p + 1] = v end
+  end
   return p
 end
 
@@ -91,9 +100,17 @@ local function describe(v)
   return tostring(v)
 end
 
--- The targets: {name, function(receiver?, args...)}.
-local function targets()
+-- The targets: {name, function(receiver?, args...), receiver}: receiver nil (no
+-- receiver), "tensor", "dict", "object" (either), a predicate, or "pool" (the function
+-- takes the pool itself and draws what it needs).
+local function targets(on)
   local out = {}
+  for _, name in ipairs({ "flow", "recipe", "dist" }) do
+    if on[name] then
+      for _, t in ipairs(surfaces[name .. "_targets"]()) do out[#out + 1] = t end
+    end
+  end
+  if not on.api then return out end
   local function add(prefix, tbl, with_self)
     local names = {}
     for k, f in pairs(tbl) do
@@ -148,29 +165,42 @@ ffi.cdef [[
   char *getcwd(char *buf, size_t size);
 ]]
 
+local ALL = { api = true, flow = true, recipe = true, dist = true }
+
 function M.run(opts)
   local calls, seed = opts.calls or 3000, opts.seed or 1
+  local on = opts.surfaces or ALL
   local dir = opts.dir or os.tmpname() .. ".d"
   os.execute("mkdir -p '" .. dir .. "'")
   -- calls such as td:memmap("a") write into the working folder: run inside a scratch one
+  local list = targets(on)
   local cwd = ffi.new("char[4096]")
-  assert(ffi.C.getcwd(cwd, 4096) ~= nil and ffi.C.chdir(dir) == 0, "misuse: cannot enter " .. dir)
+  assert(ffi.C.getcwd(cwd, 4096) ~= nil, "misuse: getcwd failed")
+  -- modules load lazily (T.dist): their relative search paths must outlive the chdir
+  local here = ffi.string(cwd)
+  local saved_path = package.path
+  package.path = package.path:gsub("[^;]+", function(entry)
+    if entry:sub(1, 1) == "/" then return entry end
+    return here .. "/" .. entry:gsub("^%./", "")
+  end)
+  assert(ffi.C.chdir(dir) == 0, "misuse: cannot enter " .. dir)
   math.randomseed(seed)
-  local list = targets()
   local findings, counts = {}, { ok = 0, errors = 0 }
   local values, n_pool = nil, 0
   for i = 1, calls do
     if i % 300 == 1 then
       n_pool = n_pool + 1
-      values = pool(dir, n_pool)
+      values = pool(dir, n_pool, on)
       collectgarbage()
     end
     local target = list[math.random(#list)]
     local args = { n = 0 }
-    if target[3] then
+    if target[3] == "pool" then
+      args.n, args[1] = 1, values
+    elseif target[3] then
       -- a receiver of the right kind; for methods sometimes anything but raw cdata
-      local want = target[3] == "tensor" and T.is_tensor or target[3] == "dict" and T.is_tensordict
-        or function(v) return T.is_tensor(v) or T.is_tensordict(v) end
+      local want = type(target[3]) == "function" and target[3] or target[3] == "tensor" and T.is_tensor
+        or target[3] == "dict" and T.is_tensordict or function(v) return T.is_tensor(v) or T.is_tensordict(v) end
       local recv
       repeat
         recv = values[math.random(#values)]
@@ -188,7 +218,9 @@ function M.run(opts)
       for j = 1, args.n do shown[j] = describe(args[j]) end
       io.stderr:write(("%d %s(%s)\n"):format(i, target[1], table.concat(shown, ", ")))
     end
+    local t0 = opts.profile and now()
     local ok, err = pcall(target[2], unpack(args, 1, args.n))
+    if t0 then opts.profile[target[1]] = (opts.profile[target[1]] or 0) + now() - t0 end
     if ok then
       counts.ok = counts.ok + 1
     else
@@ -202,20 +234,43 @@ function M.run(opts)
     end
   end
   ffi.C.chdir(cwd)
+  package.path = saved_path
   os.execute("rm -rf '" .. dir .. "'")
+  -- MPI started for the dist surface ends with the run (a singleton keeps a session
+  -- folder until MPI_Finalize)
+  if on.dist and T.dist.is_available() and T.dist.is_initialized() then pcall(T.dist.finalize) end
   return { calls = calls, ok = counts.ok, errors = counts.errors, findings = findings }
+end
+
+-- "api,dist" -> {api = true, dist = true}; nil -> every surface.
+function M.surfaces(list)
+  if not list or list == "" or list == "all" then return ALL end
+  local on = {}
+  for name in list:gmatch("[^,]+") do
+    if not ALL[name] then error("misuse: unknown surface '" .. name .. "' (api, flow, recipe, dist)", 0) end
+    on[name] = true
+  end
+  return on
 end
 
 if arg and arg[0] and arg[0]:match("misuse%.lua$") then
   local calls, seed = tonumber(arg[1]) or 100000, tonumber(arg[2]) or 1
-  local report = M.run({ calls = calls, seed = seed, trace = os.getenv("MISUSE_TRACE") ~= nil })
+  local profile = os.getenv("MISUSE_PROFILE") and {} or nil -- seconds per target
+  local report = M.run({ calls = calls, seed = seed, surfaces = M.surfaces(arg[3]),
+    trace = os.getenv("MISUSE_TRACE") ~= nil, profile = profile })
+  if profile then
+    local names = {}
+    for name in pairs(profile) do names[#names + 1] = name end
+    table.sort(names, function(a, b) return profile[a] > profile[b] end)
+    for i = 1, math.min(10, #names) do print(("profile %8.3f s  %s"):format(profile[names[i]], names[i])) end
+  end
   local seen = {}
   for _, f in ipairs(report.findings) do
     local key = f:gsub("%(.-%)", "()", 1):sub(1, 160)
     if not seen[key] then seen[key] = true; print("FINDING " .. f) end
   end
-  print(("misuse: %d calls (seed %d), %d results, %d tensordict errors, %d findings")
-    :format(report.calls, seed, report.ok, report.errors - #report.findings, #report.findings))
+  print(("misuse: %d calls (seed %d, surfaces %s), %d results, %d tensordict errors, %d findings")
+    :format(report.calls, seed, arg[3] or "all", report.ok, report.errors - #report.findings, #report.findings))
   os.exit(#report.findings == 0 and 0 or 1)
 end
 

@@ -145,6 +145,11 @@ return {
     local rc, out2 = tdflow(2, recipe .. " -q --timeout 3", false)
     assert.are_not.equal(0, rc, out2)
     assert.is_false(exists(dir .. "/out"), "the sink was not committed")
+    -- The recipe's own timeout reaches the exchanges as --timeout does (issue 28).
+    local with_field = dir .. "/kill-timeout.lua"
+    helpers.write(with_field, (helpers.read(recipe):gsub("batch_size = 50,", "batch_size = 50, timeout = 2,")))
+    _, out = tdflow(2, with_field .. " -q", true)
+    assert.truthy(out:find("tdflow: rank 0: sink: dist.barrier: timed out after 2 s", 1, true), out)
     helpers.rmtree(dir)
   end)
 end)

@@ -146,6 +146,12 @@ describe("flow.CsvSource", function()
     assert.is_true(td.x:eq(T.arange(1, 60000, "float64") / 8):all())
   end)
 
+  it("refuses a record of more than 256 MiB instead of growing its buffer without end (issue 28)", function()
+    H.raises(function() CsvSource { path = "/dev/zero", batch_size = 2 } end,
+      "tensordict: CsvSource: /dev/zero: line 1 starts a record of more than 268435456 bytes (256 MiB): "
+        .. "not a CSV file, or a quote left open")
+  end)
+
   it("round-trips through spec() and runs in flow.run", function()
     local path = write("run.csv", "a,b\n1,2\n3,4\n5,6\n")
     local src = CsvSource{ path = path, batch_size = 2, columns = { g = { "a", "b" } } }

@@ -135,6 +135,66 @@ describe("flow.Map", function()
     assert.same({}, children())
   end)
 
+  it("fails the batch, not the worker, when fn returns a freed TensorDict (issue 28)", function()
+    local function freeing(b)
+      local r = b:clone()
+      r:free()
+      return r
+    end
+    local err = H.raises(function() run(Map { fn = freeing, workers = 1 }, 4, 2) end,
+      "Map: batch 1 failed in worker 1: fn returned a freed TensorDict")
+    assert.is_nil(err:find("exited with status", 1, true))
+    assert.is_nil(err:find("stack traceback", 1, true))
+    H.raises(function() run(Map { fn = freeing, workers = 0 }, 4, 2) end,
+      "Map: batch 1 failed: fn returned a freed TensorDict")
+    assert.same({}, children())
+  end)
+
+  it("reports a worker that died between batches with the batch it was to take (issue 28)", function()
+    local node = Map { fn = function(b) return b end, workers = 2 }
+    node:open({})
+    assert.same({ 1, 2 }, node(data(2)).x:totable())
+    local pid, pid2 = node.pool:pid(1), node.pool:pid(2)
+    ffi.C.kill(pid, 9)
+    ffi.C.kill(pid2, 9)
+    MH.wait_dead(pid)
+    MH.wait_dead(pid2)
+    local err = H.raises(function()
+      for _ = 1, 4 do node(data(2)) end
+    end)
+    local text = err:match("tensordict: (.*)$")
+    assert.equals(("Map: batch 2 failed: worker 1 (pid %d) was killed by signal SIGKILL while idle, "
+      .. "before it took this batch"):format(pid), text)
+    assert.is_nil(node.pool)
+    assert.same({}, children()) -- both reaped
+  end)
+
+  it("fails a batch that runs past its timeout and reaps every worker (issue 28)", function()
+    local function spin_on_3(b)
+      if b.x[1] == 3 then while true do end end
+      return b
+    end
+    local node = Map { fn = spin_on_3, workers = 2, timeout = 2 }
+    local err = H.raises(function() run(node, 8, 2) end)
+    assert.truthy(err:match("tensordict: Map: batch 2 timed out after 2 s in worker [12]$"), err)
+    assert.is_nil(node.pool)
+    assert.same({}, children())
+    -- a worker stopped with SIGSTOP, the timeout from the run's ctx (a recipe's 'timeout')
+    local stop_on_5 = function(b)
+      if b.x[1] == 5 then ffi.C.kill(ffi.C.getpid(), 19) end
+      return b
+    end
+    err = H.raises(function() run(Map { fn = stop_on_5, workers = 1 }, 8, 2, { ctx = { timeout = 2 } }) end)
+    assert.truthy(err:match("tensordict: Map: batch 3 timed out after 2 s in worker 1$"), err)
+    assert.same({}, children())
+    -- batches within the limit pass; the node's own timeout wins over ctx's
+    local out = run(Map { fn = square, workers = 2, timeout = 60 }, 6, 2, { ctx = { timeout = 1e-9 } })
+    assert.same({ 1, 4, 9, 16, 25, 36 }, xs(out))
+    H.raises(function() run(Map { fn = square, workers = 2, timeout = 0 }, 4, 2) end,
+      "Map: timeout must be a number of seconds > 0, got 0")
+    H.raises(function() Map { fn = square, timeout = -1 } end, "timeout: expected number >= 0, got -1")
+  end)
+
   it("names a wrong result", function()
     H.raises(function() run(Map { fn = function() return "x" end, workers = 2 }, 4, 2) end,
       "failed in worker", "fn returned 'x', expected a TensorDict or nil")

@@ -2,6 +2,7 @@
 -- and the exact message of every error.
 local J = require("tensordict.json")
 local ffi = require("ffi")
+local H = require("helpers")
 
 local huge = math.huge
 
@@ -290,6 +291,32 @@ describe("json.decode", function()
   it("refuses what is not a string", function()
     assert.has_error(function() J.decode(5) end, "json: decode expects a string, got number")
     assert.has_error(function() J.decode(nil) end, "json: decode expects a string, got nil")
+  end)
+end)
+
+describe("json.read (texts people write: recipes)", function()
+  it("reads what decode reads, with line and column in its messages", function()
+    assert.are.same({ a = 1 }, (J.read('{"a": 1}', "r.json")))
+    H.raises(function() J.read('{"a":\n 1,, 2}', "r.json") end,
+      "tensordict: r.json: line 2, column 4: invalid JSON near ', 2}'")
+  end)
+
+  it("refuses raw invalid UTF-8 in strings and keys at its line and column (issue 28)", function()
+    local cases = {
+      { '{"path": "out/a\255b"}', "line 1, column 16: invalid UTF-8 in a string (byte 0xff)" },
+      { '{\n  "k\192\175": 1}', "line 2, column 5: invalid UTF-8 in a string (byte 0xc0)" }, -- overlong '/'
+      { '["ok", "\237\160\128"]', "line 1, column 9: invalid UTF-8 in a string (byte 0xed)" }, -- a surrogate
+      { '["\244\144\128\128"]', "line 1, column 3: invalid UTF-8 in a string (byte 0xf4)" }, -- past U+10FFFF
+      { '["\226\130"]', "line 1, column 3: invalid UTF-8 in a string (byte 0xe2)" }, -- cut short
+      { '["a\\n\128"]', "line 1, column 6: invalid UTF-8 in a string (byte 0x80)" }, -- after an escape
+    }
+    for _, case in ipairs(cases) do
+      H.raises(function() J.read(case[1], "r.json") end, "tensordict: r.json: " .. case[2])
+    end
+    -- well-formed UTF-8, raw or escaped, passes; decode (values in memmap folders) keeps any byte
+    assert.are.same({ "h\195\169llo \226\152\131", "\240\159\152\128", "\195\169" },
+      (J.read('["h\195\169llo \226\152\131", "\240\159\152\128", "\\u00e9"]', "r.json")))
+    assert.are.equal("a\255b", J.decode('"a\255b"'))
   end)
 end)
 

@@ -84,6 +84,22 @@ function M.started(dir)
   return pids
 end
 
+-- Waits until the child pid has died, every thread of it (a zombie its parent has not
+-- reaped yet, or gone): a signal is delivered asynchronously, and a worker's main
+-- thread shows as a zombie while its other threads, and its open files, are still
+-- going away.
+function M.wait_dead(pid)
+  for _ = 1, 1000 do
+    local f = io.open(("/proc/%d/status"):format(pid))
+    if not f then return end
+    local status = f:read("*a")
+    f:close()
+    if status:match("\nState:%s*Z") and status:match("\nThreads:%s*1\n") then return end
+    os.execute("sleep 0.01")
+  end
+  error("process " .. pid .. " did not die")
+end
+
 -- Whether a process with this pid exists (kill -0).
 function M.alive(pid)
   return os.execute("kill -0 " .. pid .. " 2>/dev/null") == 0

@@ -59,6 +59,33 @@ describe("td:make_memmap_from_tensor", function()
     assert.are.same({ 5, 6 }, T.load_memmap(dir .. "/td").c:totable())
   end)
 
+  it("names what is wrong with a key that is not a string or a key path of strings (issue 28)", function()
+    local td = saved()
+    local before = H.read(dir .. "/td/meta.json")
+    H.raises(function() td:make_memmap_from_tensor({ 4, 3 }, T.ones(2)) end,
+      "make_memmap_from_tensor: key path entry 1 is 4; key paths are arrays of strings")
+    H.raises(function() td:make_memmap_from_tensor({ {}, 5 }, T.ones(2)) end,
+      "make_memmap_from_tensor: key path entry 1 is a table; key paths are arrays of strings")
+    H.raises(function() td:make_memmap_from_tensor({ "n", 5 }, T.ones(2)) end,
+      "make_memmap_from_tensor: key path entry 2 is 5; key paths are arrays of strings")
+    H.raises(function() td:make_memmap_from_tensor({}, T.ones(2)) end,
+      "make_memmap_from_tensor: keys are strings or arrays of strings (key paths), got a table")
+    H.raises(function() td:make_memmap_from_tensor(7, T.ones(2)) end,
+      "make_memmap_from_tensor: keys are strings or arrays of strings (key paths), got 7")
+    H.raises(function() td:make_memmap_from_tensor({ "a", "x" }, T.ones(2)) end,
+      "make_memmap_from_tensor: key path {\"a\", \"x\"} goes through 'a', which is a tensor, not a TensorDict")
+    H.raises(function() td:make_memmap_from_tensor({ "m", "x" }, T.ones(2)) end,
+      "make_memmap_from_tensor: no key {\"m\", \"x\"} in the TensorDict")
+    assert.are.equal(before, H.read(dir .. "/td/meta.json"))
+    -- odd but valid keys are encoded in file names and kept raw in meta.json
+    assert.are.same({ 1, 1 }, td:make_memmap_from_tensor("a/b c", T.ones(2)):totable())
+    assert.are.same({ 2, 2 }, td:make_memmap_from_tensor("", T.full({ 2 }, 2)):totable())
+    local back = T.load_memmap(dir .. "/td")
+    assert.are.same({ 1, 1 }, back["a/b c"]:totable())
+    assert.are.same({ 2, 2 }, back[""]:totable())
+    assert.is_not_nil(io.open(dir .. "/td/a%2Fb%20c.memmap"))
+  end)
+
   it("adds to a record's fields in tensorclass's folder", function()
     local Step = T.record { "obs", "extra", optional = { "extra" } }
     local r = Step { obs = T.zeros(2), batch_size = { 2 } }:memmap(dir .. "/step")

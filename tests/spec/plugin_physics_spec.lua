@@ -423,6 +423,21 @@ describe("physics.Histogram", function()
     assert.are.equal(12, r.total)
   end)
 
+  it("makes its counts at open or at the first write, not when built (issue 28)", function()
+    local recipe = require("tensordict.host.recipe")
+    -- 2^40 bins would be 8 TiB of counts: checking the recipe must not ask for them
+    assert.are.same({}, recipe.check({ source = { use = "ParticleSource", n = 4, steps = 1, batch_size = 2 },
+      sink = { use = "physics.Histogram", key = "energy", min = 0, max = 4, bins = 2 ^ 40 } }))
+    local h = Histogram { key = "x", min = 0, max = 2, bins = 2 }
+    assert.is_nil(h.counts)
+    h:write(T.TensorDict({ x = T.tensor({ 0.5, 1.5, 1.7 }) }, { 3 })) -- written without open
+    assert.are.same({ 1, 2 }, h:finish().counts:totable())
+    local unused = Histogram { key = "x", min = 0, max = 2, bins = 3 }
+    assert.are.same({ 0, 0, 0 }, unused:finish().counts:totable())
+    unused:abort()
+    assert.is_nil(unused.counts)
+  end)
+
   it("is a sink for flow.run and writes CSV atomically at finish", function()
     local path = tmp_path()
     local sink = Histogram { key = "speed", min = 0, max = 5, bins = 5, path = path }

@@ -105,6 +105,41 @@ describe("TensorDict indexing: basic entries", function()
     check_against(td[{ 2, { 1, 3, 2 } }], { 2, { 1, 3, 2 } }, { 2 }, { 2, 2 })
   end)
 
+  it("takes steps and bounds near 2^62 and past 2^63 without overflow (issue 28)", function()
+    local td = sample()
+    -- {-3, 1, 2^62}: from row 2 to row 1, empty; {-3, 4, 2^62}: row 2 only
+    check_against(td[{ { -3, 1, 2 ^ 62 } }], { { -3, 1, 2 ^ 62 } }, { 0, 3 }, { 0, 3, 2 })
+    local r = td[{ { -3, 4, 2 ^ 62 } }]
+    check_against(r, { { -3, 4, 2 ^ 62 } }, { 1, 3 }, { 1, 3, 2 })
+    assert.are.same({ { 4, 5, 6 } }, r.obs:totable())
+    -- a one-row slice keeps the dim's own stride: nothing steps past the row
+    assert.are.same({ 3, 1 }, r.obs:stride())
+    assert.are.same({ 15, 5, 1 }, r.pix:stride())
+    check_against(td[{ {}, { 1, 2 ^ 63, 2 ^ 63 } }], { {}, { 1, 2 ^ 63, 2 ^ 63 } }, { 4, 1 }, { 4, 1, 2 })
+    check_against(td[{ { -2 ^ 64, 2 ^ 64 } }], { {}, {} }, { 4, 3 }, { 4, 3, 2 })
+    -- what the slices give can be computed with, copied and saved
+    local empty = td[{ { 3, 1, 2 ^ 61 } }]
+    assert.are.same({ 0, 3 }, empty:clone():batch_size())
+    assert.are.same({ 0, 3, 5 }, (empty.pix + 1):shape())
+    assert.are.same({ 0, 3 }, empty.obs:cumsum(1):shape())
+    assert.are.same({ 3 }, empty.obs:sum(1):shape())
+    assert.are.same({ 4, 5, 6 }, r.obs:sum(1):totable())
+  end)
+
+  it("assigns through steps near 2^62 (issue 28)", function()
+    local td = sample()
+    td[{ { -3, 1, 2 ^ 62 } }] = 0 -- empty: nothing changes
+    assert.are.same(sample().obs:totable(), td.obs:totable())
+    td[{ { -3, 4, 2 ^ 62 } }] = 0 -- row 2 only
+    assert.are.same({ { 1, 2, 3 }, { 0, 0, 0 }, { 7, 8, 9 }, { 10, 11, 12 } }, td.obs:totable())
+    assert.are.same({ 0, 0 }, td.inner.z[{ 2, 3 }]:totable())
+    assert.are.same({ 31, 32, 33, 34, 35 }, td.pix[{ 3, 1 }]:totable())
+    td[{ { 1, 4, 2 ^ 62 } }] = td[{ { 3, 3 } }] -- row 1 from row 3
+    assert.are.same({ 7, 8, 9 }, td.obs[1]:totable())
+    td[{ {}, { 3, 1, 2 ^ 62 } }] = 5
+    assert.are.same({ 7, 8, 9 }, td.obs[1]:totable())
+  end)
+
   it("td[{}] keeps every batch dim", function()
     local td = sample()
     check_against(td[{}], {}, { 4, 3 }, { 4, 3, 2 })

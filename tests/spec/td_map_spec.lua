@@ -163,6 +163,61 @@ describe("td:map", function()
       "map: chunk 1 failed: fn returned 42")
   end)
 
+  it("fails the chunk when fn returns a freed TensorDict (issue 28)", function()
+    for _, w in ipairs({ 0, 2 }) do
+      H.raises(function()
+        data(6):map(function(c) -- with 2 workers, chunk 1 or 2 fails first
+          local r = c:clone()
+          r:free()
+          return r
+        end, { workers = w, chunk = 2 })
+      end, "fn returned a freed TensorDict for rows ")
+      local err = H.raises(function()
+        data(2):map(function(c)
+          local r = c:clone()
+          r:free()
+          return r
+        end, { workers = w, chunk = 2 })
+      end, "fn returned a freed TensorDict for rows 1..2")
+      assert.truthy(err:find(w == 0 and "map: chunk 1 failed: fn" or "map: chunk 1 failed in worker 1: fn", 1, true))
+    end
+    assert.same({}, children())
+  end)
+
+  it("keeps the worker whose handler returned a freed TensorDict for the next batch (issue 28)", function()
+    local workers = require("tensordict.dict.workers")
+    local pool = workers.open(1, function(k)
+      local r = T.TensorDict({ x = T.full({ 2 }, k) }, { 2 })
+      if k == 1 then r:free() end
+      return r
+    end, 0, "engine", "batch")
+    local pid = pool:pid(1)
+    pool:submit(1)
+    local ok, err = pcall(pool.next, pool)
+    assert.is_false(ok)
+    assert.equals("tensordict: engine: batch 1 failed in worker 1: the function returned a freed TensorDict", err)
+    pool:submit(2)
+    local k, r = pool:next()
+    assert.equals(2, k)
+    assert.same({ 2, 2 }, r.x:totable())
+    assert.equals(pid, pool:pid(1)) -- the same process: it did not die
+    pool:close()
+    assert.same({}, children())
+  end)
+
+  it("fails a chunk that runs past its timeout and reaps the workers (issue 28)", function()
+    H.raises(function()
+      data(4):map(function(c)
+        if c.x[1] == 1 then while true do end end
+        return c
+      end, { workers = 1, chunk = 2, timeout = 0.5 })
+    end, "map: chunk 1 timed out after 0.5 s in worker 1")
+    assert.same({}, children())
+    assert.same({ 2, 4, 6, 8 }, data(4):map(double, { workers = 2, chunk = 1, timeout = 60 }).x2:totable())
+    H.raises(function() data(4):map(double, { timeout = 0 }) end, "map: timeout must be a number of seconds > 0, got 0")
+    H.raises(function() data(4):map(double, { timeout = "1" }) end, "map: option timeout must be a number, got '1'")
+  end)
+
   it("reports a worker that calls os.exit with its status", function()
     H.raises(function()
       data(6):map(function(c) if c.x[1] > 3 then os.exit(3) end return c end, { workers = 2, chunk = 2 })

@@ -19,7 +19,10 @@ local function recipe(fields)
 end
 
 describe("tdflow: bad recipes", function()
+  local bad_utf8 = recipe('"name": "run-\255"')
   local cases = {
+    { "raw invalid UTF-8 in a string", bad_utf8,
+      ("line 1, column %d: invalid UTF-8 in a string (byte 0xff)"):format(bad_utf8:find("\255", 1, true)) },
     { "malformed JSON", '{\n  "steps": [1,\n  2,, 3]\n}', "line 3, column 5: invalid JSON near ', 3]'" },
     { "text after the value", '{"seed": 1} x', "line 1, column 13: text after the JSON value near 'x'" },
     { "a top-level array", "[1, 2]", "a recipe is a JSON object, got an array" },
@@ -47,6 +50,9 @@ describe("tdflow: bad recipes", function()
       "steps[1].size: unknown variable $vars.sise (did you mean $vars.size?) (vars: size)" },
     { "vars that are not an object", recipe('"vars": 3'), 'vars: expected an object {"name": value, ...}, got 3' },
     { "a negative seed", recipe('"seed": -1'), "seed: expected a seed (an integer in 0..2^64-1), got -1" },
+    { "a zero timeout", recipe('"timeout": 0'), "timeout: expected a number of seconds > 0, got 0" },
+    { "a timeout that is not a number", recipe('"timeout": "10"'),
+      'timeout: expected a number of seconds > 0, got "10"' },
     { "a zero batch size", '{"batch_size": 0, "source": ' .. SOURCE .. "}",
       "batch_size: expected integer >= 1, got 0" },
     { "a key no step produces",
@@ -134,6 +140,37 @@ describe("tdflow: bad recipes", function()
     ]]):format(out_path))
     expect("run " .. path, 1, "tdflow: steps[1] (Map): batch 3 failed", "exited with status 3")
     assert.is_false(require("tensordict.fs").exists(out_path))
+  end)
+end)
+
+describe("tdflow: a batch that takes too long (issue 28)", function()
+  -- A Lua recipe whose Map never returns on batch 2 (or stops its worker with SIGSTOP):
+  -- the recipe's timeout (or --timeout) fails the run, every worker is reaped and the
+  -- sink commits nothing.
+  local function hanging(name, how, timeout_field)
+    local out_path = dir .. "/" .. name .. "-out"
+    local path = write(name .. ".lua", ([[
+      local ffi = require("ffi")
+      pcall(ffi.cdef, "int getpid(void); int kill(int pid, int sig);")
+      return { batch_size = 8, workers = 1, %s
+        source = { use = "ParticleSource", n = 40, steps = 1, seed = 0 },
+        steps = { { use = "Map", fn = function(td)
+          if td.id[1] == 9 then %s end
+          return td
+        end } },
+        sink = { use = "MemmapSink", path = %q } }
+    ]]):format(timeout_field, how, out_path))
+    return path, out_path
+  end
+
+  it("fails the run naming the batch, the seconds and the worker, and commits nothing", function()
+    local path, out_path = hanging("spin", "while true do end", "timeout = 2,")
+    expect("run " .. path, 1, "tdflow: steps[1] (Map): batch 2 timed out after 2 s in worker 1")
+    assert.is_false(require("tensordict.fs").exists(out_path))
+    path, out_path = hanging("stopped", "ffi.C.kill(ffi.C.getpid(), 19)", "")
+    expect("run " .. path .. " --timeout 2", 1, "tdflow: steps[1] (Map): batch 2 timed out after 2 s in worker 1")
+    assert.is_false(require("tensordict.fs").exists(out_path))
+    expect("run " .. path .. " --timeout 0", 2, "--timeout expects a number of seconds > 0, got '0'")
   end)
 end)
 

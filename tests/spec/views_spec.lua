@@ -189,4 +189,86 @@ describe("shape arithmetic that would overflow", function()
     local w = T.arange(1, 6, "float32")[{ { 2, 6, 2 ^ 61 } }]
     assert.are.same({ 2 }, w:totable())
   end)
+
+  it("gives a slice of at most one element the dim's own stride, so kernels can scale it (issue 28)", function()
+    local t = T.arange(1, 12, "float64"):view(4, 3)
+    for _, step in ipairs({ 2 ^ 40, 2 ^ 61, 2 ^ 62 }) do
+      local e = t[{ { 3, 1, step } }] -- empty
+      assert.are.same({ 0, 3 }, e:shape())
+      assert.are.same({ 3, 1 }, e:stride())
+      e:fill_(1)
+      assert.are.same({ 0, 3 }, e:cumsum(1):shape())
+      assert.are.same({ 0, 0, 0 }, e:sum(1):totable())
+      assert.are.same({ 0 }, e:masked_select(e:gt(0)):shape())
+      assert.are.same({ 0, 3 }, T.where(e:gt(0), e, e):shape())
+      assert.are.same({ 0, 3 }, e:index_select(2, T.tensor({ 1, 2, 3 }, "int64")):shape())
+      local c = t[{ {}, { 3, 1, step } }]
+      assert.are.same({ 4, 0 }, c:t():contiguous():t():shape())
+      t[{ { 3, 1, step } }] = 5
+      local one = t[{ { 2, 4, step } }]
+      assert.are.same({ 3, 1 }, one:stride())
+      assert.are.same({ { 8, 10, 12 } }, (one + one):totable())
+    end
+    assert.are.same(T.arange(1, 12, "float64"):view(4, 3):totable(), t:totable())
+  end)
+
+  it("reads range bounds past 2^63 as the end, not as a wrapped int64", function()
+    local t = T.arange(1, 4, "float32")
+    assert.are.same({ 1, 2, 3, 4 }, t[{ { 1, 2 ^ 63 } }]:totable())
+    assert.are.same({ 1 }, t[{ { 1, 2 ^ 64, 2 ^ 63 } }]:totable())
+    assert.are.same({ 1, 2, 3 }, t[{ { -2 ^ 64, 3 } }]:totable())
+    H.raises(function() return t[2 ^ 63] end,
+      "index: index 9223372036854775808 is out of range for dim 1 of size 4")
+    H.raises(function() return t[-2 ^ 63] end,
+      "index: index -9223372036854775808 is out of range for dim 1 of size 4")
+  end)
+
+  it("refuses sizes of 2^63 and past instead of reporting them wrapped", function()
+    H.raises(function() T.zeros(2 ^ 63) end,
+      "zeros: size 9.2233720368548e+18 in shape [9223372036854775808] is not a non-negative integer below 2^63")
+    H.raises(function() T.zeros(4):view(2 ^ 64) end,
+      "view: size 1.844674407371e+19 in shape [18446744073709551616] is not an integer >= -1 below 2^63")
+    H.raises(function() T.TensorDict({}, { 2 ^ 63 }) end,
+      "TensorDict: size 9.2233720368548e+18 in shape [9223372036854775808] is not a non-negative integer below 2^63")
+  end)
+
+  it("refuses views whose element count or strides would overflow (issue 28)", function()
+    H.raises(function() T.ones(1):expand(2 ^ 40, 2 ^ 40) end,
+      "expand: shape [1099511627776, 1099511627776] has too many elements")
+    H.raises(function() T.ones(1, 1):expand(0, 2 ^ 62) end,
+      "expand: shape [0, 4611686018427387904] is too large: its strides would overflow")
+    H.raises(function() T.TensorDict({ a = T.zeros(1, 3) }, { 1 }):expand(2 ^ 40, 2 ^ 40) end,
+      "expand: shape [1099511627776, 1099511627776] has too many elements")
+    H.raises(function() T.zeros(0):view(2 ^ 62, 0) end,
+      "view: shape [4611686018427387904, 0] has too many elements")
+    H.raises(function() T.zeros(0):reshape(2 ^ 62, 0) end,
+      "reshape: shape [4611686018427387904, 0] has too many elements")
+    H.raises(function() T.zeros(0):unflatten(1, { 2 ^ 62, 0 }) end,
+      "unflatten: shape [4611686018427387904, 0] has too many elements")
+    assert.are.same({ 1048576, 0, 1048576 }, T.zeros(0):view(2 ^ 20, 0, 2 ^ 20):shape())
+    assert.are.same({ 3, 2 ^ 20 }, T.ones(1, 1):expand(3, 2 ^ 20):shape())
+  end)
+
+  it("refuses repeats whose result no tensor can hold, naming the call (issue 28)", function()
+    H.raises(function() T.zeros(2):repeat_tensor(2 ^ 62) end,
+      "repeat: repeats [4611686018427387904] of shape [2] give shape [9223372036854775808], "
+        .. "too large for a tensor (the product of its nonzero sizes must stay below 2^60)")
+    H.raises(function() T.TensorDict({ a = T.zeros(2, 3) }, { 2 }):repeat_tensor(2 ^ 62) end,
+      "repeat: repeats [4611686018427387904] of shape [2] give shape [9223372036854775808], too large")
+    H.raises(function() T.zeros(2 ^ 30):repeat_interleave(2 ^ 40) end,
+      "repeat_interleave: repeats 1099511627776 of a dim of size 1073741824 give shape "
+        .. "[1180591620717411303424], too large for a tensor")
+    H.raises(function() T.zeros(4):repeat_interleave(T.tensor({ 2 ^ 62, 2 ^ 62, 0, 0 }, "int64")) end,
+      "repeat_interleave: repeats (9223372036854775808 in all) of a dim of size 4 give shape "
+        .. "[9223372036854775808], too large for a tensor")
+    H.raises(function() T.TensorDict({ a = T.zeros(4, 2 ^ 20) }, { 4 }):repeat_interleave(2 ^ 40) end,
+      "repeat_interleave: repeats along dim 1 of shape [4, 1048576] give shape [4398046511104, 1048576], too large")
+    -- an empty result is made directly: its expanded intermediate could not exist
+    assert.are.same({ 2 ^ 32, 0 }, T.zeros(2, 0):repeat_tensor(2 ^ 31, 2 ^ 31):shape())
+    local r = T.zeros(2, 3):repeat_tensor(0, 2, 1)
+    assert.are.same({ 0, 4, 3 }, r:shape())
+    assert.are.equal("float32", r:dtype())
+    assert.are.same({ 3, 0 }, T.zeros({}, "int32"):repeat_tensor(3, 0):shape())
+    assert.are.equal("int32", T.zeros({}, "int32"):repeat_tensor(3, 0):dtype())
+  end)
 end)

@@ -61,10 +61,11 @@ local function repeat_td(self, ...)
     end
     new_batch[i] = batch[i] * r
   end
+  tile.check_repeat("repeat", batch, reps)
   return TD.apply(self, function(x)
     local leaf_reps = { unpack(reps) }
     for i = #reps + 1, x:dim() do leaf_reps[i] = 1 end
-    return tile.tile(x, leaf_reps)
+    return tile.tile(x, leaf_reps, "repeat")
   end, { batch_size = new_batch })
 end
 TD["repeat"] = repeat_td
@@ -81,7 +82,7 @@ function TD.repeat_interleave(self, repeats, dim)
   local plan, total = tile.interleave_plan("repeat_interleave", repeats, td:batch_size()[d])
   local new_batch = td:batch_size()
   new_batch[d] = total
-  return TD.apply(td, function(x) return tile.interleave(x, plan, d - 1) end,
+  return TD.apply(td, function(x) return tile.interleave(x, plan, d - 1, total) end,
     { batch_size = new_batch })
 end
 

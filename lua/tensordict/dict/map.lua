@@ -1,4 +1,4 @@
--- dict/map.lua: td:map(fn, {workers =, chunk =, out =, seed =, ordered =}), Python's
+-- dict/map.lua: td:map(fn, {workers =, chunk =, out =, seed =, ordered =, timeout =}), Python's
 -- TensorDictBase.map: fn over chunks of batch dim 1 in forked worker processes
 -- (lua/tensordict/dict/workers.lua), the results concatenated in chunk order, or written
 -- straight into `out` (a TensorDict in shared memory or a memmap) by the workers.
@@ -17,7 +17,8 @@ local workers = require("tensordict.dict.workers")
 local TD = td_core.methods
 local fail, describe, is_td = util.fail, util.describe, td_core.is_td
 
-local OPTS = { workers = "number", chunk = "number", out = "any", seed = "number", ordered = "boolean" }
+local OPTS = { workers = "number", chunk = "number", out = "any", seed = "number", ordered = "boolean",
+  timeout = "number" }
 local DEFAULT_CHUNKS = 32 -- chunks when `chunk` is not given (independent of workers)
 
 local function shape_text(s) return "[" .. table.concat(s, ", ") .. "]" end
@@ -50,6 +51,7 @@ local function checked(a, b, r)
     workers.check_error(("fn returned %s for rows %d..%d, expected a TensorDict")
       :format(describe(r), a, b))
   end
+  if r._td_p == nil then workers.check_error(("fn returned a freed TensorDict for rows %d..%d"):format(a, b)) end
   local bs = r:batch_size()
   if #bs < 1 or bs[1] ~= n then
     workers.check_error(("fn returned a TensorDict of batch size %s for rows %d..%d, "
@@ -82,6 +84,10 @@ function TD.map(self, fn, opts)
   end
   local out = opts.out
   if out ~= nil then check_out(out, rows) end
+  local timeout = opts.timeout
+  if timeout ~= nil and not (timeout > 0) then
+    fail(("map: timeout must be a number of seconds > 0, got %s"):format(describe(timeout)))
+  end
 
   if rows == 0 then -- no chunk: fn sees the empty container once, inline
     workers.seed_batch(seed, 1)
@@ -114,7 +120,8 @@ function TD.map(self, fn, opts)
       results[k] = r
     end
   else
-    local pool = workers.open(math.min(nworkers, nchunks), handler, seed, "map", "chunk")
+    local pool = workers.open(math.min(nworkers, nchunks), handler, seed, "map", "chunk",
+      timeout ~= math.huge and timeout or nil)
     local ok, err = pcall(function()
       local nextk = 1
       while nextk <= nchunks or pool:busy() > 0 do

@@ -180,13 +180,14 @@ function TD.make_memmap_from_tensor(self, key, t, opts)
   local call = "make_memmap_from_tensor"
   opts = util.options(call, opts, { copy_data = "boolean" })
   if not tensor.is_tensor(t) then fail(("%s: expected a tensor, got %s"):format(call, describe(t))) end
+  cdict(self)
+  -- Every entry of a key path is checked before the path is walked: a number or a table
+  -- among them used to reach the C lookup as they were (issue 28).
+  core.check_key(call, key)
   local parent, last = self, key
   if type(key) == "table" then
     parent, last = core.parent_of(self, key, call, false), key[#key]
     if parent == nil then core.missing(self, call, key) end
-  end
-  if type(last) ~= "string" then
-    fail(("%s: the key must be a string or a key path, got %s"):format(call, describe(key)))
   end
   if TD.memmap_prefix(parent) ~= nil and not writable(parent)
       and #TD.keys(parent, { include_nested = true, leaves_only = true }) > 0 then

@@ -46,13 +46,37 @@ function M.seed_batch(seed, k) random.manual_seed(batch_seed(seed, k)) end
 -- A check failure raised inside a handler: reported without a traceback.
 function M.check_error(msg) error({ check = msg }, 0) end
 
+local ENGINE = "\n\t" .. debug.getinfo(1, "S").short_src .. ":"
+
 local function traceback(err)
   if type(err) == "table" and err.check then return err.check end
-  -- The worker's own frames only: the engine's (from the xpcall down) say nothing.
+  -- The worker's own frames only: the engine's (this file's, and from the xpcall down)
+  -- say nothing.
   local tb = debug.traceback(tostring(err), 2)
+  local engine = tb:find(ENGINE, 1, true)
+  if engine then tb = tb:sub(1, engine - 1) end
   return (tb:gsub("\n%s*%[C%]: in function 'xpcall'.*$", ""))
 end
 M.traceback = traceback
+
+-- Runs handler on batch k and stages its reply: everything a batch's outcome depends on
+-- (the handler, the checks of what it returned, packing the result) runs here, under
+-- the per-batch protection, so a failure in any of it fails the batch and never the
+-- worker (issue 28: a freed result used to kill the worker when it was packed).
+local function run_batch(w, handler, k, batch)
+  local res = handler(k, batch)
+  if res == nil then
+    C.td_worker_reply_done(w)
+    return
+  end
+  if not is_td(res) then
+    M.check_error(("the function returned %s, expected a TensorDict or nil"):format(describe(res)))
+  end
+  if res._td_p == nil then M.check_error("the function returned a freed TensorDict") end
+  if C.td_worker_reply_result(w, cdict(res)) < 0 then
+    M.check_error("cannot ship the result: " .. ffi.string(C.td_last_error()))
+  end
+end
 
 -- The loop a worker runs until the parent goes away; never returns.
 local function worker_loop(w, handler, seed, threads)
@@ -73,28 +97,16 @@ local function worker_loop(w, handler, seed, threads)
     local k = tonumber(job[0])
     local batch = d ~= nil and wrap(d) or nil
     M.seed_batch(seed, k)
-    local ok, res = xpcall(handler, traceback, k, batch)
-    local rc
-    if ok and res ~= nil then
-      if not is_td(res) then
-        res = ("the function returned %s, expected a TensorDict or nil"):format(describe(res))
-        ok = false
-      else
-        rc = C.td_worker_reply_result(w, cdict(res))
-        if rc < 0 then
-          res, ok = "cannot ship the result: " .. ffi.string(C.td_last_error()), false
-        end
-      end
-    elseif ok then
-      C.td_worker_reply_done(w)
-    end
+    local ok, err = xpcall(run_batch, traceback, w, handler, k, batch)
     if not ok then
-      res = tostring(res)
-      C.td_worker_reply_error(w, res, #res)
+      err = tostring(err)
+      -- No room for the text: leave rather than let the batch pass as dropped (the
+      -- parent reports the batch failed with this status).
+      if C.td_worker_reply_error(w, err, #err) < 0 then C.td_worker_exit(5) end
     end
-    -- A dead local still holds its value in its stack slot: drop the result and the
+    -- A dead local still holds its value in its stack slot: drop the message and the
     -- batch before the collection below.
-    res = nil -- luacheck: ignore 311
+    err = nil -- luacheck: ignore 311
     if batch then batch:free() end
     batch = nil -- luacheck: ignore 311
     if C.td_worker_input_busy(w) == 1 then collectgarbage() end
@@ -118,8 +130,9 @@ Pool.__index = Pool
 local function raise(msg) error("tensordict: " .. msg, 0) end
 
 -- Forks n workers running handler(k, td_or_nil) -> TensorDict or nil.
--- call names the caller in messages, unit what a job is ("batch", "chunk").
-function M.open(n, handler, seed, call, unit)
+-- call names the caller in messages, unit what a job is ("batch", "chunk"); limit
+-- (seconds, nil: none) is how long one job may take in a worker (see Pool:next).
+function M.open(n, handler, seed, call, unit, limit)
   call = call or "workers"
   if not util.is_int(n) or n < 1 then
     fail(("%s: the worker count must be a positive integer, got %s"):format(call, describe(n)))
@@ -141,6 +154,8 @@ function M.open(n, handler, seed, call, unit)
   local self = setmetatable({
     w = ffi.gc(w, C.td_workers_close), n = n, call = call, unit = unit or "batch",
     job = {},      -- job[i]: the batch number worker i (1-based) works on, or nil
+    started = {},  -- started[i]: when job[i] was sent (util.now), for limit
+    limit = limit,
     nbusy = 0,
     kind = ffi.new("int32_t[1]"), jobno = ffi.new("int64_t[1]"),
   }, Pool)
@@ -157,8 +172,17 @@ function Pool:submit(k, td)
   if self.w == nil then fail(self.call .. ": the workers are closed") end
   for i = 1, self.n do
     if self.job[i] == nil then
-      if C.td_workers_send(self.w, i - 1, k, td and cdict(td) or nil) < 0 then util.c_fail() end
+      if C.td_workers_send(self.w, i - 1, k, td and cdict(td) or nil) < 0 then
+        -- A worker that died since its last batch (C reaped it and said how) fails this
+        -- batch, named as a batch that failed in a worker is (issue 28).
+        local why = ffi.string(C.td_last_error())
+        if C.td_workers_pid(self.w, i - 1) == 0 then
+          why = ("%s while idle, before it took this %s"):format(why, self.unit)
+        end
+        raise(("%s: %s %d failed: %s"):format(self.call, self.unit, k, why))
+      end
       self.job[i] = k
+      self.started[i] = util.now()
       self.nbusy = self.nbusy + 1
       return i
     end
@@ -166,15 +190,48 @@ function Pool:submit(k, td)
   fail(self.call .. ": no idle worker")
 end
 
+-- The worker whose job started first, and when its limit passes (nil without a limit).
+local function first_deadline(self)
+  if not self.limit then return nil end
+  local who
+  for i = 1, self.n do
+    if self.job[i] ~= nil and (who == nil or self.started[i] < self.started[who]) then who = i end
+  end
+  return who, self.started[who] + self.limit
+end
+
+-- Waits up to timeout_ms (nil: as long as it takes) for a worker with a reply, or
+-- until the first job's limit passes, which closes the pool (every worker killed and
+-- reaped: one that is stuck, or stopped with SIGSTOP, cannot be trusted to come back)
+-- and raises "<call>: batch k timed out after S s in worker i".
+local function wait_reply(self, timeout_ms)
+  local wait_until = timeout_ms and timeout_ms >= 0 and util.now() + timeout_ms / 1000 or nil
+  while true do
+    local who, deadline = first_deadline(self)
+    local until_ = wait_until
+    if deadline and (until_ == nil or deadline < until_) then until_ = deadline end
+    local ms = until_ and math.max(0, math.ceil((until_ - util.now()) * 1000)) or -1
+    local i = C.td_workers_wait(self.w, ms)
+    if i ~= C.TD_WORKERS_TIMEOUT then return i end
+    local now = util.now()
+    if deadline and now >= deadline then
+      local k = self.job[who]
+      self:close()
+      raise(("%s: %s %d timed out after %g s in worker %d"):format(self.call, self.unit, k, self.limit, who))
+    end
+    if wait_until and now >= wait_until then return i end
+  end
+end
+
 -- Waits for one reply (timeout_ms: nil waits as long as it takes, 0 polls). Returns
 -- k, result (a TensorDict, or nil when the handler returned nil) and the worker's
 -- index; nil when nothing came in time. A failed batch raises:
 -- "<call>: batch k failed in worker i: <message and traceback>", or names how the
--- worker died.
+-- worker died, or that it ran past the pool's limit.
 function Pool:next(timeout_ms)
   if self.w == nil then fail(self.call .. ": the workers are closed") end
   if self.nbusy == 0 then return nil end
-  local i = C.td_workers_wait(self.w, timeout_ms or -1)
+  local i = wait_reply(self, timeout_ms)
   if i == C.TD_WORKERS_TIMEOUT then return nil end
   if i == C.TD_WORKERS_INTERRUPTED then error("tensordict: interrupted", 0) end
   if i < 0 then util.c_fail() end

@@ -12,6 +12,7 @@ local describe = util.describe
 
 return function(M, x)
   local need, check, rank_arg, td_arg, timeout_of = x.need, x.check, x.rank_arg, x.td_arg, x.timeout_of
+  local fail = x.fail
 
   -- Seconds left before a deadline (-1: none).
   local function clock(timeout)
@@ -40,7 +41,7 @@ return function(M, x)
     -- strided leaf, other values) or does not match (this rank took part all the same).
     local msg = wire.received(d)
     if td == nil then return msg end
-    return wire.fill_like(msg, td, function(text) M.fail("broadcast", text) end)
+    return wire.fill_like(msg, td, function(text) fail("broadcast", text) end)
   end
 
   local OPS = { sum = 0, max = 1, min = 2, mean = 0 }
@@ -66,7 +67,7 @@ return function(M, x)
     op = op or "sum"
     local code = OPS[op]
     if not code then
-      M.fail("all_reduce", ("op must be \"sum\", \"mean\", \"max\" or \"min\", got %s"):format(describe(op)))
+      fail("all_reduce", ("op must be \"sum\", \"mean\", \"max\" or \"min\", got %s"):format(describe(op)))
     end
     local left, total = clock(timeout_of("all_reduce", opts))
     local all_paths, all_tensors = wire.leaves(td)
@@ -78,7 +79,7 @@ return function(M, x)
     local both = ffi.new("int64_t[2]", sig, -sig)
     check("all_reduce", MPI.td_mpi_allreduce(both, 2, C.TD_INT64, 1, left()), total)
     if both[0] ~= -both[1] then
-      M.fail("all_reduce", "the containers differ across ranks (their floating and integer leaves' "
+      fail("all_reduce", "the containers differ across ranks (their floating and integer leaves' "
         .. "keys, dtypes or shapes)")
     end
     for _, t in ipairs(tensors) do
@@ -130,7 +131,7 @@ return function(M, x)
   local function joinable(call, td)
     td_arg(call, td)
     if td._td_head.ndim == 0 then
-      M.fail(call, "the containers are joined along batch dim 1, but this one has batch size []")
+      fail(call, "the containers are joined along batch dim 1, but this one has batch size []")
     end
   end
 

@@ -16,7 +16,6 @@ local state = { timeout = -1 }
 local MPI -- the library's namespace, once init ran
 
 local function fail(call, msg) util.fail(("dist.%s: %s"):format(call, msg)) end
-M.fail = fail
 
 -- A C status: negative raises with the library's message (its own "call: " prefix
 -- replaced by ours). timeout: the call's whole timeout, named when it passed (the C
@@ -72,7 +71,6 @@ local function timeout_of(call, opts)
   if not (t >= 0) then fail(call, ("timeout must be >= 0 seconds, got %s"):format(describe(t))) end
   return t
 end
-M.timeout_of = timeout_of
 
 ------------------------------------------------------------------------- set-up
 
@@ -153,7 +151,9 @@ function M.recv(src, tag, like, opts)
   return finish("recv", r, opts)
 end
 
+-- The collectives share these helpers; they are not part of the module (the misuse
+-- fuzzer called them as public functions: issue 28).
 return require("tensordict.dist.collectives")(M, {
-  need = need, check = check, rank_arg = rank_arg, td_arg = td_arg,
+  need = need, check = check, rank_arg = rank_arg, td_arg = td_arg, fail = fail,
   timeout_of = timeout_of, mpi = function() return MPI end,
 })

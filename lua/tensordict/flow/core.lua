@@ -426,6 +426,10 @@ end
 local function call_node(self, td)
   local forward = self.forward
   if forward then return forward(self, td) end
+  if not self.push then
+    self:fail("a %s is not called on batches (%s)", self.kind,
+      self.kind == "source" and "it yields them: iter(ctx)" or "it takes them: write(td), then finish()")
+  end
   local out, n = {}, 0
   local function collect(r) n = n + 1; out[n] = r end
   self:push(td, collect)
@@ -437,6 +441,57 @@ M.call_node = call_node
 -- flow.Normalize{keys = {"energy"}, out_keys = {"energy_z"}}: flow/node_text.lua.
 local function node_tostring(self)
   return require("tensordict.flow.node_text")(self)
+end
+
+-- The protocol's entry points, checked once for every node type (issue 28: the misuse
+-- fuzzer found forward, push and write of most types indexing a nil or a number as a
+-- batch, flush calling a nil emit, open and iter a cdata as ctx, keys_after a string as
+-- a KeySet; preflight a number as its options): a class's
+-- methods of these names are wrapped as they are defined, their arguments checked.
+local function plain_table_or_nil(v)
+  return type(v) == "nil" or (type(v) == "table" and not is_td(v) and not is_tensor(v))
+end
+local ARG_CHECKS = {
+  td = function(v) return is_td(v) end, emit = function(v) return type(v) == "function" end,
+  ctx = plain_table_or_nil, opts = plain_table_or_nil,
+  ks = function(v) return getmetatable(v) == M.KeySet end, -- (defined below)
+}
+local ARG_WANTED = { td = "a TensorDict batch", emit = "emit to be a function", ctx = "a ctx table (or nil)",
+  ks = "a flow.KeySet", opts = "an options table (or nil)" }
+local ENTRIES = { forward = { "td" }, push = { "td", "emit" }, flush = { "emit" }, drain = { "emit" },
+  write = { "td" }, open = { "ctx" }, iter = { "ctx" }, keys_after = { "ks" }, check_keys = { "ks" },
+  check_dtypes = { "ks" }, preflight = { "opts" } }
+
+-- ctx.dist, when there, is what the host hands the nodes of a data-parallel run
+-- (host/dist.lua: rank, size and the exchanges); nodes read rank and size from it.
+local function valid_dist(d)
+  return type(d) == "table" and util.is_int(d.size) and d.size >= 1 and util.is_int(d.rank)
+    and d.rank >= 0 and d.rank < d.size
+end
+
+local function check_arg(self, method, what, v)
+  if not ARG_CHECKS[what](v) then self:fail("%s: expected %s, got %s", method, ARG_WANTED[what], describe(v)) end
+  if what == "ctx" and v ~= nil and v.dist ~= nil and not valid_dist(v.dist) then
+    self:fail("%s: ctx.dist must be the host's table of a data-parallel run {rank =, size =, ...} "
+      .. "(docs/dist.md), got %s", method, describe(v.dist))
+  end
+end
+
+local function checked_entry(name, f)
+  local args = ENTRIES[name]
+  if not args then return f end
+  local first, second = args[1], args[2]
+  if second then
+    return function(self, a, b, ...)
+      check_arg(self, name, first, a)
+      check_arg(self, name, second, b)
+      return f(self, a, b, ...)
+    end
+  end
+  return function(self, a, ...)
+    check_arg(self, name, first, a)
+    return f(self, a, ...)
+  end
 end
 
 -- core.define(name, {kind =, doc =, params = {...}, stateful =}): a new node type. flow.<name>
@@ -477,7 +532,10 @@ function M.define(name, def)
     self.out_keys = self.out_keys or {}
     return self
   end
-  setmetatable(cls, { __index = Node, __call = function(_, params) return cls.new(params) end })
+  setmetatable(cls, { __index = Node, __call = function(_, params) return cls.new(params) end,
+    __newindex = function(t, k, v)
+      rawset(t, k, type(v) == "function" and checked_entry(k, v) or v)
+    end })
   M.registry[name] = cls
   return cls
 end

@@ -20,6 +20,9 @@ local Map = core.define("Map", {
       doc = "worker processes (default: ctx.workers, else 2); 0 runs fn inline" },
     { "ordered", "boolean", default = true, doc = "emit results in input order (false: as they finish)" },
     { "seed", "seed", doc = "seeds batch k's generator from (seed, k) (default: the pipeline seed)" },
+    { "timeout", "number", min = 0,
+      doc = "seconds one batch may take in a worker: past it the run fails and every worker is killed "
+        .. "(default: ctx.timeout, a recipe's 'timeout'; none: as long as it takes)" },
     { "in_keys", "keys", doc = "only these keys are shipped to fn (default: the whole batch)" },
     { "out_keys", "keys",
       doc = "these keys of fn's result are written into the batch, which is emitted "
@@ -51,6 +54,7 @@ local function run_fn(self, td)
   if r ~= nil and not is_td(r) then
     workers.check_error(("fn returned %s, expected a TensorDict or nil"):format(describe(r)))
   end
+  if r ~= nil and r._td_p == nil then workers.check_error("fn returned a freed TensorDict") end
   if r ~= nil and self.p.out_keys then
     for _, key in ipairs(self.p.out_keys) do
       if r:get(key) == nil then
@@ -77,8 +81,13 @@ function Map:open(ctx)
   local n = core.setting(self.p, "workers", ctx, 2)
   self.count, self.held, self.ready, self.next_out = 0, {}, {}, 1
   self.broken = false
+  local timeout = core.setting(self.p, "timeout", ctx, nil)
+  if timeout ~= nil and not (type(timeout) == "number" and timeout > 0) then
+    self:fail("timeout must be a number of seconds > 0, got %s", describe(timeout))
+  end
   if n > 0 then
-    self.pool = workers.open(n, function(_, td) return run_fn(self, td) end, self.seed, "Map", "batch")
+    self.pool = workers.open(n, function(_, td) return run_fn(self, td) end, self.seed, "Map", "batch",
+      timeout ~= math.huge and timeout or nil)
   end
 end
 
@@ -125,7 +134,6 @@ local function collect(self, emit, timeout_ms)
 end
 
 function Map:push(td, emit)
-  if not is_td(td) then self:fail("expected a TensorDict batch, got %s", describe(td)) end
   if self.broken then self:fail("a batch failed earlier and the workers were stopped; open() the node again") end
   if self.seed == nil then self.seed = self.p.seed or 0 end
   self.count = self.count + 1

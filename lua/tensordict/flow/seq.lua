@@ -153,18 +153,22 @@ function Seq:set_profile(on)
   self.emit_for, self.stages = nil, nil
 end
 
-function Seq:profile(where, out)
-  where, out = where or "steps", out or {}
-  for j, node in ipairs(self.nodes) do
+-- The entries of seq's steps under where, appended to out (nested Seqs recursively).
+-- Not the method itself: profile() takes no arguments (issue 28: called with some, it
+-- took them for these).
+local function profile_into(seq, where, out)
+  for j, node in ipairs(seq.nodes) do
     local here = ("%s[%d]"):format(where, j)
-    if getmetatable(node) == getmetatable(self) then
-      node:profile(here .. ".steps", out)
-    elseif self.prof then
-      out[#out + 1] = meter.labelled(self.prof[j], here, node.type_name)
+    if getmetatable(node) == getmetatable(seq) then
+      profile_into(node, here .. ".steps", out)
+    elseif seq.prof then
+      out[#out + 1] = meter.labelled(seq.prof[j], here, node.type_name)
     end
   end
   return out
 end
+
+function Seq:profile() return profile_into(self, "steps", {}) end
 
 -- The chain of stage functions ending in emit: stage j runs step j and hands its
 -- output to stage j + 1. Built once per downstream emit function.

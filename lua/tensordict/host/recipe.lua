@@ -24,7 +24,8 @@ local describe = util.describe
 
 local M = {}
 
-local TOP = { "name", "description", "seed", "batch_size", "workers", "vars", "source", "steps", "sink" }
+local TOP = { "name", "description", "seed", "batch_size", "workers", "timeout", "vars", "source", "steps",
+  "sink" }
 local TOP_SET = {}
 for _, k in ipairs(TOP) do TOP_SET[k] = true end
 
@@ -92,10 +93,16 @@ local function read(source)
   return t, problems
 end
 
-local function deep_copy(v)
+-- A copy of a recipe table; a table that holds itself (a Lua recipe's cycle) raises
+-- rather than recursing until the stack overflows (issue 28, found by the misuse fuzzer).
+local function deep_copy(v, open)
   if type(v) ~= "table" or core.is_node(v) or require("tensordict.dict").is_td(v) then return v end
+  open = open or {}
+  if open[v] then util.fail("recipe: the recipe's tables hold a cycle (a table inside itself)") end
+  open[v] = true
   local out = {}
-  for k, x in pairs(v) do out[k] = deep_copy(x) end
+  for k, x in pairs(v) do out[k] = deep_copy(x, open) end
+  open[v] = nil
   return setmetatable(out, getmetatable(v))
 end
 
@@ -202,21 +209,24 @@ function M.prepare(source, opts)
   if vpb then problems[#problems + 1] = vpb end
   local _, found = core.check_params(SETTINGS, { seed = t.seed, batch_size = t.batch_size, workers = t.workers })
   for _, pb in ipairs(found) do problems[#problems + 1] = pb end
+  if t.timeout ~= nil and not (type(t.timeout) == "number" and t.timeout > 0) then
+    problems[#problems + 1] = ("timeout: expected a number of seconds > 0, got %s"):format(show(t.timeout))
+  end
   for _, field in ipairs({ "source", "steps", "sink" }) do
     -- with vars refused, its references are not reported again one by one
     if t[field] ~= nil then t[field] = expand_vars(t[field], vpb and {} or vars, field, vpb and {} or problems) end
   end
   local effective = deep_copy(t) -- after --set and $vars, before building
 
-  -- Pipeline settings: seed and workers reach the nodes at open, through flow.run's
-  -- ctx (r.seed, r.workers); batch_size is needed to make a source, so the builder
+  -- Pipeline settings: seed, workers and timeout reach the nodes at open, through
+  -- flow.run's ctx (r.seed, r.workers, r.timeout); batch_size is needed to make a source, so the builder
   -- fills it into the steps that take it and leave it out.
   local defaults = { batch_size = util.is_int(t.batch_size) and t.batch_size or nil }
   local function make(spec, where, kind)
     return build.node(spec, { where = where, kind = kind, problems = problems, defaults = defaults })
   end
   local r = { path = type(source) == "string" and source or nil, seed = t.seed or 0, workers = t.workers,
-    vars = vars, name = t.name, description = t.description, steps = {}, document = document,
+    timeout = t.timeout, vars = vars, name = t.name, description = t.description, steps = {}, document = document,
     effective = effective, notes = notes }
   if t.source == nil then
     problems[#problems + 1] = "source: required: where the batches come from ({\"use\": \"TensorSource\", ...})"
@@ -272,7 +282,8 @@ end
 -- Runs a loaded recipe with flow.run (the host adds progress and reports).
 function M.run(r, opts)
   opts = opts or {}
-  return flow.run(r.source, r.node, r.sink, { seed = r.seed, workers = r.workers, on_batch = opts.on_batch })
+  return flow.run(r.source, r.node, r.sink, { seed = r.seed, workers = r.workers, on_batch = opts.on_batch,
+    ctx = { timeout = r.timeout } })
 end
 
 return M

@@ -53,6 +53,15 @@ local function seed_arg(x)
     :format(x)
 end
 
+-- A converter for options taking seconds: a number > 0.
+local function seconds_arg(name)
+  return function(x)
+    local n = tonumber(x)
+    if n and n > 0 and n == n then return n end
+    return nil, ("%s expects a number of seconds > 0, got '%s'"):format(name, x)
+  end
+end
+
 local function parser()
   local p = argparse("tdflow", "Runs tensordict pipeline recipes (docs/recipes.md).")
     :epilog(EPILOG)
@@ -70,9 +79,10 @@ local function parser()
     :convert(seed_arg)
   run:flag("-q --quiet", "No progress and no report table.")
   run:option("--report", "Also write the report as JSON to FILE."):argname("FILE")
-  run:option("--timeout", "Under mpirun: seconds a rank waits for the others at an exchange "
-    .. "before failing (default 600; docs/dist.md).")
-    :convert(count_arg("--timeout"))
+  run:option("--timeout", "Seconds a Map batch may take, and under mpirun a rank waits for the others "
+    .. "at an exchange, before the run fails (the recipe's 'timeout'; default: none for Map, 600 for "
+    .. "exchanges; docs/recipes.md).")
+    :convert(seconds_arg("--timeout"))
   run:option("--checkpoint", "Commit a checkpoint every ROWS rows of the MemmapSink's output "
     .. "(its checkpoint parameter), which --resume continues after a kill.")
     :convert(count_arg("--checkpoint", 1)):argname("ROWS")
@@ -207,7 +217,7 @@ function M.execute(r, opts)
   end
   local t0 = now()
   local ok, result, summary = pcall(flow.run, by_place(r.source), r.node, by_place(r.sink), { seed = r.seed,
-    workers = r.workers, on_batch = on_batch, profile = true, ctx = d and { dist = d } or nil,
+    workers = r.workers, on_batch = on_batch, profile = true, ctx = { dist = d, timeout = r.timeout },
     provenance = record, resume = opts.resume, on_resume = opts.resume and on_resume or nil })
   if not ok then
     if bar.drawn then io.stderr:write("\n") end
@@ -275,8 +285,10 @@ end
 function M.run_prepared(r, args, out, err, snap)
   for _, signo in ipairs(signals.STOPPING) do signals.watch(signo) end
   snap = snap or signals.snapshot()
-  -- Under mpirun: one rank of a data-parallel run (docs/dist.md).
-  local d = host_dist.launched() and host_dist.start(args.timeout or 600) or nil
+  if args.timeout then r.timeout = args.timeout end
+  -- Under mpirun: one rank of a data-parallel run (docs/dist.md); the recipe's timeout
+  -- bounds every exchange too.
+  local d = host_dist.launched() and host_dist.start(r.timeout or 600) or nil
   local ok, result, rep = M.execute(r, { quiet = args.quiet, signals = snap, dist = d, resume = args.resume })
   if not ok then
     local code = M.EXIT_RUNTIME

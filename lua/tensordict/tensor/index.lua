@@ -31,7 +31,7 @@ function M.position(i, size, dim)
   end
   if i >= 1 and i <= size then return i - 1 end
   if i < 0 and i >= -size then return size + i end
-  fail(("index: index %d is out of range for dim %d of size %d (valid: 1..%d or -%d..-1)")
+  fail(("index: index %.0f is out of range for dim %d of size %d (valid: 1..%d or -%d..-1)")
     :format(i, dim, size, size, size))
 end
 
@@ -40,6 +40,9 @@ local function range_stop(b)
   if b == -1 then return TO_END end
   return b < 0 and b + 1 or b
 end
+
+local FAR = 2 ^ 62
+local function clamp_far(x) return x > FAR and FAR or x < -FAR and -FAR or x end
 
 local function fill_range(e, r, dim)
   local n = #r
@@ -59,8 +62,11 @@ local function fill_range(e, r, dim)
       :format(util.format_list(r), dim))
   end
   if step <= 0 then
-    fail(("index: range step must be positive, got %d (dim %d)"):format(step, dim))
+    fail(("index: range step must be positive, got %.0f (dim %d)"):format(step, dim))
   end
+  -- Bounds and steps past any size mean the same as 2^62 (no dim holds 2^60 elements);
+  -- clamped here, they cannot wrap when they become int64 (2^63 would be -2^63).
+  a, b, step = clamp_far(a), clamp_far(b), clamp_far(step)
   e.kind, e.start, e.stop, e.step = SLICE, a > 0 and a - 1 or a, range_stop(b), step
 end
 

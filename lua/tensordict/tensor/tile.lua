@@ -33,11 +33,49 @@ local function repeat_sizes(call, ...)
   return sizes
 end
 
+-- Sizes as integers: [2, 4611686018427387904], not tostring's 4.6116860184274e+18.
+local function int_list(sizes)
+  local parts = {}
+  for i, v in ipairs(sizes) do parts[i] = ("%.0f"):format(v) end
+  return "[" .. table.concat(parts, ", ") .. "]"
+end
+
+-- Fails unless shape (a result's sizes, as Lua numbers, which do not wrap) is one a
+-- tensor can have (the C rule of td_shape_is_valid: the product of the nonzero sizes
+-- below 2^60, so that strides in bytes fit int64). cause says what made it, and call
+-- names the caller, which expand would otherwise report under its own name, or a batch
+-- size that wrapped in int64 as a negative size.
+local function check_result(call, shape, cause)
+  local span = 1
+  for _, s in ipairs(shape) do span = span * math.max(s, 1) end
+  if span >= 2 ^ 60 then
+    fail(("%s: %s give shape %s, too large for a tensor (the product of its nonzero sizes "
+      .. "must stay below 2^60)"):format(call, cause, int_list(shape)))
+  end
+end
+M.check_result = check_result
+
+-- The same for shape repeated reps[i] times along dim i.
+local function check_repeat(call, shape, reps)
+  local result = {}
+  for i, s in ipairs(shape) do result[i] = s * (reps[i] or 1) end
+  check_result(call, result, ("repeats %s of shape %s"):format(int_list(reps), int_list(shape)))
+end
+M.check_repeat = check_repeat
+
 -- x tiled reps[i] times along dim i: a size-1 dim before every dim repeated, expanded to
 -- the repeat count, then merged with the dim by reshape (the one copy).
-local function tile(x, reps)
+local function tile(x, reps, call)
   local shape, expanded, merged = x:shape(), {}, {}
-  local view = x
+  check_repeat(call, shape, reps)
+  local view, empty = x, false
+  for i, s in ipairs(shape) do empty = empty or s * reps[i] == 0 end
+  if empty then -- no elements: the expanded view could be too large to exist ([2^31, 2, 2^31, 0])
+    for i, s in ipairs(shape) do merged[i] = s * reps[i] end
+    local flat, none = x:flatten(), tensor.Header()
+    tensor.check(C.td_tensor_slice(header(flat), 0, 0, 0, 1, none))
+    return tensor.new_tensor(none, flat.o):reshape(merged):clone()
+  end
   for i, s in ipairs(shape) do
     if reps[i] ~= 1 then
       view = view:unsqueeze(#expanded + 1)
@@ -62,7 +100,7 @@ local function repeat_tensor(self, ...)
   local x = self
   for _ = 1, #sizes - h.ndim do x = x:unsqueeze(1) end
   if #sizes == 0 then return self:clone() end
-  return tile(x, sizes)
+  return tile(x, sizes, "repeat")
 end
 Tensor["repeat"] = repeat_tensor
 Tensor.repeat_tensor = repeat_tensor
@@ -114,14 +152,22 @@ end
 -- leaves of a TensorDict.
 function M.interleave_plan(call, repeats, n)
   local counts = interleave_counts(call, repeats, n)
-  if type(counts) == "number" then return counts, n * counts end
+  if type(counts) == "number" then
+    check_result(call, { n * counts }, ("repeats %.0f of a dim of size %d"):format(counts, n))
+    return counts, n * counts
+  end
   local total = 0
   for _, r in ipairs(counts) do total = total + r end
+  check_result(call, { total }, ("repeats (%.0f in all) of a dim of size %d"):format(total, n))
   return positions(counts, total), total
 end
 
--- x with each element along d0 (0-based) repeated as plan says.
-function M.interleave(x, plan, d0)
+-- x with each element along d0 (0-based) repeated as plan says (total elements in all).
+function M.interleave(x, plan, d0, total)
+  local result = x:shape()
+  result[d0 + 1] = total
+  check_result("repeat_interleave", result, ("repeats along dim %d of shape %s")
+    :format(d0 + 1, int_list(x:shape())))
   if is_tensor(plan) then return adopt(C.td_index_select(header(x), d0, header(plan))) end
   local expanded, merged = {}, {}
   for i, s in ipairs(x:shape()) do
@@ -137,7 +183,8 @@ function Tensor.repeat_interleave(self, repeats, dim)
   local h = header(self)
   local x = dim == nil and self:reshape(-1) or self
   local d0 = dim == nil and 0 or dim0("repeat_interleave", dim, h.ndim)
-  return M.interleave(x, (M.interleave_plan("repeat_interleave", repeats, x:size(d0 + 1))), d0)
+  local plan, total = M.interleave_plan("repeat_interleave", repeats, x:size(d0 + 1))
+  return M.interleave(x, plan, d0, total)
 end
 
 return M
