@@ -425,9 +425,13 @@ describe("physics.Histogram", function()
 
   it("makes its counts at open or at the first write, not when built (issue 28)", function()
     local recipe = require("tensordict.host.recipe")
-    -- 2^40 bins would be 8 TiB of counts: checking the recipe must not ask for them
-    assert.are.same({}, recipe.check({ source = { use = "ParticleSource", n = 4, steps = 1, batch_size = 2 },
-      sink = { use = "physics.Histogram", key = "energy", min = 0, max = 4, bins = 2 ^ 40 } }))
+    -- 2^40 bins would be 16 TiB of counts and edges: checking the recipe says so (its
+    -- preflight) instead of asking for them
+    local problems = recipe.check({ source = { use = "ParticleSource", n = 4, steps = 1, batch_size = 2 },
+      sink = { use = "physics.Histogram", key = "energy", min = 0, max = 4, bins = 2 ^ 40 } })
+    assert.are.equal(1, #problems, table.concat(problems, "\n"))
+    assert.is_truthy(problems[1]:find("sink (physics.Histogram): bins = 1099511627776 needs about 16.0 TiB of "
+      .. "memory at once, more than this machine's", 1, true), problems[1])
     local h = Histogram { key = "x", min = 0, max = 2, bins = 2 }
     assert.is_nil(h.counts)
     h:write(T.TensorDict({ x = T.tensor({ 0.5, 1.5, 1.7 }) }, { 3 })) -- written without open
