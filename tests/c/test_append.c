@@ -15,22 +15,8 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "scratch.h"
 #include "dicts.h"
-
-static char root[64];
-
-static const char *at(const char *name) {
-  static char bufs[8][512];
-  static int next;
-  char *b = bufs[next++ % 8];
-  snprintf(b, sizeof bufs[0], "%s/%s", root, name);
-  return b;
-}
-
-static bool exists(const char *path) {
-  struct stat st;
-  return lstat(path, &st) == 0;
-}
 
 /* Batch k of a stream: rows [first, first + n) of x (float32 [n, 3]), id (int64 [n]), a
  * nested container of y (float64 [n, 2]) and a uniform non-tensor value. */

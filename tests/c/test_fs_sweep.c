@@ -17,22 +17,8 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "scratch.h"
 #include "dicts.h"
-
-static char root[64];
-
-static const char *at(const char *name) {
-  static char bufs[8][640];
-  static int next;
-  char *b = bufs[next++ % 8];
-  snprintf(b, sizeof bufs[0], "%s/%s", root, name);
-  return b;
-}
-
-static bool exists(const char *path) {
-  struct stat st;
-  return lstat(path, &st) == 0;
-}
 
 static int rm_one(const char *p, const struct stat *s, int flag, struct FTW *f) {
   (void)s, (void)flag, (void)f;

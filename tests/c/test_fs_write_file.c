@@ -12,16 +12,7 @@
 #include <unistd.h>
 
 #include "check.h"
-
-static char root[64];
-
-static const char *at(const char *name) {
-  static char bufs[4][512];
-  static int next;
-  char *b = bufs[next++ % 4];
-  snprintf(b, sizeof bufs[0], "%s/%s", root, name);
-  return b;
-}
+#include "scratch.h"
 
 /* The file holds exactly n bytes of text. */
 static bool holds(const char *path, const char *text, size_t n) {
