@@ -240,13 +240,13 @@ describe("the examples in README.md and docs/", function()
     local prelude = {}
     for _, block in ipairs(blocks_of(assert(H.read(doc)))) do
       local where = ("%s:%d"):format(doc, block.line)
-      local todo, why = plan(block, { unpack(prelude) })
-      if todo == "skip" then
+      local check, why = plan(block, { unpack(prelude) })
+      if check == "skip" then
         it(where .. " is marked illustrative, with a reason", function()
           assert.is_truthy(why:match("%S"), where .. ": <!-- illustrative: --> needs a reason")
         end)
-      elseif todo then
-        it(where .. " runs and shows what it says", todo)
+      elseif check then
+        it(where .. " runs and shows what it says", check)
       else
         it(where .. " is a block the spec can run, or is marked", function()
           error(where .. ": a block of neither Lua, JSON, commands nor a tdrepl session; give it "
