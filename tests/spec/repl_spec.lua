@@ -441,7 +441,7 @@ describe("scripts/tdrepl on a terminal", function()
     local dir = tmpdir()
     write_file(dir .. "/in", "td = T.TensorDict({obs = T.zeros(4, 3), reward = T.ones(4)}, {4})\n"
       .. "td:batch_s\t()\ntd.rew\t:sum()\nfor i = 1, 2 do\nprint(i)\nend\n")
-    local cmd = "cd %s && HOME=%s TERM=dumb env -u TDREPL_HISTORY script -qec %s/scripts/tdrepl /dev/null < in"
+    local cmd = "cd %s && HOME=%s TERM=dumb env -u TDREPL_HISTORY script -qec 'exec %s/scripts/tdrepl' /dev/null < in"
     local out, code = sh(cmd:format(dir, dir, root))
     assert.are.equal(0, code)
     out = out:gsub("\r", "")
@@ -611,7 +611,9 @@ describe("tdrepl on a terminal: Ctrl-C", function()
       "echo 'print(\"alive\") io.open(\"done\", \"w\"):close()'",
       "while [ ! -f done ]; do sleep 0.05; done",
     }, "; ")
-    local cmd = ("cd %s && (%s) | HOME=%s TERM=dumb env -u TDREPL_HISTORY timeout 120 script -qec '%s/scripts/tdrepl' "
+    -- script runs its command through $SHELL -c; exec, or a shell that stays (dash does)
+    -- between script and tdrepl takes the Ctrl-C too and dies of it with status 130
+    local cmd = ("cd %s && (%s) | HOME=%s TERM=dumb env -u TDREPL_HISTORY timeout 120 script -qec 'exec %s/scripts/tdrepl' "
       .. "/dev/null"):format(dir, feed, dir, root)
     local out, code = sh(cmd)
     out = out:gsub("\r", "")
