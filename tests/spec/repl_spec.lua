@@ -613,8 +613,8 @@ describe("tdrepl on a terminal: Ctrl-C", function()
     }, "; ")
     -- script runs its command through $SHELL -c; exec, or a shell that stays (dash does)
     -- between script and tdrepl takes the Ctrl-C too and dies of it with status 130
-    local cmd = ("cd %s && (%s) | HOME=%s TERM=dumb env -u TDREPL_HISTORY timeout 120 script -qec 'exec %s/scripts/tdrepl' "
-      .. "/dev/null"):format(dir, feed, dir, root)
+    local cmd = ("cd %s && (%s) | HOME=%s TERM=dumb env -u TDREPL_HISTORY timeout 120 "
+      .. "script -qec 'exec %s/scripts/tdrepl' /dev/null"):format(dir, feed, dir, root)
     local out, code = sh(cmd)
     out = out:gsub("\r", "")
     assert.are.equal(0, code, out)
