@@ -540,6 +540,24 @@ describe("TensorDict iteration and properties", function()
     assert.is_true(rawequal(td.z, items[1][2]))
     assert.are.equal("a", items[3][1])
     assert.are.equal("s", items[3][2])
+    -- an iterator is also called as a function, as a closure would be
+    local it = td:values()
+    assert.is_true(rawequal(td.z, it()))
+    assert.is_true(rawequal(td.b, it()))
+    assert.are.equal("s", it())
+    assert.is_nil(it())
+    local next_item = td:items()
+    local k1, v1 = next_item()
+    assert.are.equal("z", k1)
+    assert.is_true(rawequal(td.z, v1))
+    -- a key set while the loop runs is not visited; the loop sees the keys it started with
+    local seen = {}
+    for k in td:pairs() do
+      seen[#seen + 1] = k
+      if k == "z" then td.late = T.zeros(2) end
+    end
+    assert.are.same({ "z", "b", "a" }, seen)
+    td:del("late")
     local nested = {}
     for k, v in td:items({ include_nested = true }) do nested[#nested + 1] = { k, v } end
     assert.are.same({ "b", "a", "q" }, nested[2][1])

@@ -99,4 +99,76 @@ describe("TensorDict lifetime", function()
     full_collect()
     assert.are.equal(base, T.live_bytes())
   end)
+  -- The cache holds what a read made, as Python's TensorDict holds its tensors: a leaf
+  -- nobody else holds survives collections while its TensorDict lives, and goes with it.
+  -- (A TensorDict younger than one GC cycle keeps its leaves weakly: see the next test.)
+  it("keeps the leaves it read while it lives, and returns them with it", function()
+    full_collect()
+    local base = T.live_bytes()
+    local probe = setmetatable({}, { __mode = "v" })
+    local td = T.TensorDict({ x = T.arange(1, 4), n = { y = T.zeros(4) } }, { 4 })
+    local n = td.n
+    collectgarbage("collect") -- td and n have lived through a cycle
+    probe.x, probe.n, probe.y = td.x, td.n, n.y
+    n = nil -- luacheck: ignore 311
+    full_collect()
+    assert.is_true(rawequal(probe.x, td.x))
+    assert.is_true(rawequal(probe.n, td.n))
+    assert.is_true(rawequal(probe.y, td:get({ "n", "y" })))
+    td = nil -- luacheck: ignore 311
+    full_collect()
+    full_collect() -- the cached leaves are found dead the cycle after their TensorDict
+    assert.is_nil(probe.x)
+    assert.is_nil(probe.n)
+    assert.is_nil(probe.y)
+    assert.are.equal(base, T.live_bytes())
+  end)
+
+  it("keeps a young TensorDict's leaves weakly: a batch read once goes in one collection", function()
+    full_collect()
+    local base = T.live_bytes()
+    local probe = setmetatable({}, { __mode = "v" })
+    local td = T.TensorDict({ x = T.arange(1, 4) }, { 4 })
+    local x = td.x
+    probe.x = x
+    assert.is_true(rawequal(x, td.x)) -- the same tensor while it is held
+    x = nil -- luacheck: ignore 311
+    full_collect()
+    assert.is_nil(probe.x) -- made again on the next read
+    assert.are.same({ 1, 2, 3, 4 }, td.x:totable())
+    probe.td, probe.x = td, td.x
+    td = nil -- luacheck: ignore 311
+    full_collect()
+    assert.is_nil(probe.td)
+    assert.is_nil(probe.x)
+    assert.are.equal(base, T.live_bytes())
+  end)
+
+  it("keeps a nested TensorDict the user holds working after its parent is collected", function()
+    full_collect()
+    local base = T.live_bytes()
+    local nested
+    do
+      local td = T.TensorDict({ n = { y = T.arange(1, 4), m = { z = T.ones(4) } } }, { 4 })
+      local _ = td.n.m.z:sum() -- fills the caches down the tree
+      nested = td.n
+    end
+    full_collect()
+    full_collect()
+    assert.are.same({ 1, 2, 3, 4 }, nested.y:totable())
+    assert.are.equal(4, nested.m.z:sum())
+    nested = nil -- luacheck: ignore 311
+    full_collect()
+    full_collect()
+    assert.are.equal(base, T.live_bytes())
+  end)
+
+  it("free() makes the leaves read through the handle raise, even cached ones", function()
+    local td = T.TensorDict({ x = T.arange(1, 4) }, { 4 })
+    local x = td.x
+    local v = x:view(2, 2)
+    td:free()
+    assert.has_error(function() x:sum() end, "tensordict: tensor used after free()")
+    assert.has_error(function() v:sum() end, "tensordict: tensor used after free()")
+  end)
 end)

@@ -29,8 +29,9 @@ local M = {}
 local INITIAL = 1024
 
 -- A registry for pointers of ptr_type ("td_tensor *"); release(ptrs, slots, n) returns
--- ptrs[slots[0 .. n-1]] to C and sets them to NULL.
-function M.new(ptr_type, release)
+-- ptrs[slots[0 .. n-1]] to C and sets them to NULL. forget(slot), when given, is called
+-- for each slot the sweep frees (what the owner keeps per slot goes with the handle).
+function M.new(ptr_type, release, forget)
   local st = { live = setmetatable({}, { __mode = "v" }), held = {}, nslots = 0, cursor = 1,
                sweeps = 0, seen_sweeps = 0, cap = INITIAL, ptr_type = ptr_type, release = release }
   st.ptrs = ffi.new(ptr_type .. "[?]", INITIAL + 1)
@@ -48,6 +49,7 @@ function M.new(ptr_type, release)
           dead[n] = slot
           n = n + 1
         end
+        if forget then forget(slot) end
         held[slot] = 0
       end
     end
