@@ -38,7 +38,7 @@ def median_time(fn):
 
 
 def cases(n):
-    a, b = torch.rand(n), torch.rand(n)
+    a, b, c = torch.rand(n), torch.rand(n), torch.rand(n)
     acc = a.clone()  # add_ grows its own tensor: exp of a grown `a` overflowed (slow inf paths)
     rows = max(n // 64, 1)
     m = torch.rand(rows, 64)
@@ -61,6 +61,7 @@ def cases(n):
         "gather": lambda: a.gather(0, idx),
         "cat8": lambda: torch.cat(parts),
         "stack8": lambda: torch.stack(parts),
+        "chain": lambda: ((a + b) * c).exp().sum(),
     }
 
 
