@@ -59,3 +59,29 @@ for _, threads in ipairs({ 1, 2 }) do
     for i = 1, n do local _ = td[i % 32 + 1].obs + 1 end
   end)
 end
+
+-- Mid-size results (issue 29): resident memory against the loop's working set, what it
+-- would hold with every result freed at once (its inputs and one result). A dropped
+-- result waits for the next collection, and collections come every 32-64 MiB of garbage
+-- (tensor/memory.lua: a full collection costs ~0.2 ms with the library loaded, so
+-- sooner ones cost more time than the colder memory they save), so the loop holds up
+-- to that much garbage on top: flat, but well above 2x its working set.
+do
+  T.set_num_threads(1)
+  local n_mid = quick and 4000 or 40000
+  local a, b = T.rand(100000), T.rand(100000)
+  collectgarbage()
+  collectgarbage()
+  local start = resident_mib()
+  local working = 3 * 100000 * 4 / 1048576
+  local peak = start
+  local t0 = now()
+  for i = 1, n_mid do
+    local _ = (a + b):exp()
+    if i % 500 == 0 then peak = math.max(peak, resident_mib()) end
+  end
+  local per_op = (now() - t0) / n_mid * 1e6
+  print(("(a + b):exp(), 100k float32, %d iterations, dropped: %.1f us each; resident above the start "
+    .. "%.1f MiB at most, %.0fx the working set (a, b and one result, %.1f MiB; goal 2x)")
+    :format(n_mid, per_op, peak - start, (peak - start) / working, working))
+end
