@@ -126,8 +126,8 @@ T.dtypes = dtypes.list()
 T.live_bytes = memory.live_bytes
 -- Freed large blocks wait for reuse (TD_CACHE_BYTES, 1 GiB by default): their size,
 -- and a call returning them to the system.
-function T.cached_bytes() return tonumber(lib.C.td_cached_bytes()) end
-function T.release_cached_memory() return tonumber(lib.C.td_release_cached_memory()) end
+function T.cached_bytes() return (tonumber(lib.C.td_cached_bytes())) end
+function T.release_cached_memory() return (tonumber(lib.C.td_release_cached_memory())) end
 
 -- Threads for large kernels, ours and OpenBLAS's; results do not depend on the count.
 function T.set_num_threads(n)
@@ -136,7 +136,7 @@ function T.set_num_threads(n)
   end
   if lib.C.td_set_num_threads(n) ~= 0 then util.c_fail() end
 end
-function T.get_num_threads() return lib.C.td_get_num_threads() end
+function T.get_num_threads() return (lib.C.td_get_num_threads()) end
 -- T.shutdown(): the library idle (threads joined, cached blocks returned) for a host
 -- about to close its Lua state; everything restarts on demand.
 function T.shutdown() lib.C.td_shutdown() end

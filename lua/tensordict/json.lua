@@ -97,7 +97,7 @@ local visiting, keys, clean = {}, {}, true
 local function quote(k)
   C.td_json_writer_reset(writer)
   write_string(writer, k, #k)
-  return ffi_string(C.td_json_writer_text(writer, len_out), len_out[0])
+  return (ffi_string(C.td_json_writer_text(writer, len_out), len_out[0]))
 end
 
 local function path(depth)
@@ -205,7 +205,7 @@ function M.encode(value)
   clean = true
   local p = C.td_json_writer_text(writer, len_out)
   if p == nil then error("json: " .. ffi_string(C.td_last_error()), 0) end
-  return ffi_string(p, len_out[0])
+  return (ffi_string(p, len_out[0]))
 end
 
 ---------------------------------------------------------------------------------------------
@@ -223,7 +223,7 @@ local open_t, open_left, open_n, open_path = {}, {}, {}, {}
 -- carry array_mt, keys given twice go to duplicates); else json.decode's.
 -- The value of an item: a scalar, or an empty table for an array or object.
 local function value_of(it, t, document)
-  if t == T_STRING then return ffi_string(it.text, it.text_len) end
+  if t == T_STRING then return (ffi_string(it.text, it.text_len)) end
   if t == T_NUMBER then return it.number end
   if t == T_TRUE then return true end
   if t == T_FALSE then return false end

@@ -22,7 +22,7 @@ function M.watch(signo)
   if C.td_signal_watch(signo) ~= 0 then util.c_fail() end
 end
 
-function M.count(signo) return tonumber(C.td_signal_count(signo)) end
+function M.count(signo) return (tonumber(C.td_signal_count(signo))) end
 
 -- Counts signo for now: "default" or "handler" (what it replaced), or nil when it left
 -- the action alone (the signal is ignored, or counted already by a host).

@@ -142,7 +142,7 @@ M.kinds = {}
 -- A short description of any Lua value for error messages.
 function M.describe(x)
   if type(x) == "string" then return ("'%s'"):format(x) end
-  if type(x) == "number" or type(x) == "boolean" or x == nil then return tostring(x) end
+  if type(x) == "number" or type(x) == "boolean" or x == nil then return (tostring(x)) end
   for name, is in pairs(M.kinds) do
     if is(x) then return name end
   end
@@ -204,7 +204,7 @@ end
 -- shows as 1.844674407371e+19): an integer below 1e21 in full, others in the fewest of
 -- 14..17 significant digits that read back as v.
 function M.number_text(v)
-  if v ~= v or v == math.huge or v == -math.huge then return tostring(v) end
+  if v ~= v or v == math.huge or v == -math.huge then return (tostring(v)) end
   if v % 1 == 0 and math.abs(v) < 1e21 then return ("%.0f"):format(v) end -- an integer: every digit
   for digits = 14, 17 do
     local s = ("%." .. digits .. "g"):format(v)
@@ -245,7 +245,7 @@ M.size_mt = {
 function M.int64_list(p, n)
   local t = {}
   for i = 1, n do t[i] = tonumber(p[i - 1]) end
-  return setmetatable(t, M.size_mt)
+  return (setmetatable(t, M.size_mt))
 end
 
 -- Wall-clock seconds from a monotonic clock (os.clock sums CPU time over threads).
@@ -254,7 +254,7 @@ local timespec = require("tensordict.once")("timespec", function()
     typedef struct { int64_t tv_sec; int64_t tv_nsec; } td_lua_timespec;
     int clock_gettime(int clock, td_lua_timespec *ts);
   ]]
-  return ffi.new("td_lua_timespec")
+  return (ffi.new("td_lua_timespec"))
 end)
 function M.now()
   ffi.C.clock_gettime(1, timespec) -- CLOCK_MONOTONIC

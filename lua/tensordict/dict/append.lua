@@ -35,7 +35,7 @@ Append.__index = Append
 function M.open(path, opts)
   local a = C.td_memmap_append_open(path, save_flags(opts))
   if a == nil then return nil, c_message() end
-  return setmetatable({ a = ffi.gc(a, C.td_memmap_append_free) }, Append)
+  return (setmetatable({ a = ffi.gc(a, C.td_memmap_append_free) }, Append))
 end
 
 -- Appends td's rows (the first batch fixes the structure). true, or nil and the message.
@@ -78,7 +78,7 @@ end
 function M.resume(path, opts)
   local a = C.td_memmap_append_resume(path, save_flags(opts))
   if a == nil then return nil, c_message() end
-  return setmetatable({ a = ffi.gc(a, C.td_memmap_append_free) }, Append)
+  return (setmetatable({ a = ffi.gc(a, C.td_memmap_append_free) }, Append))
 end
 
 -- The rows of path's checkpoint, or nil when it has none.
@@ -92,7 +92,7 @@ end
 function Append:stage()
   local p = C.td_memmap_append_stage(self.a)
   if p == nil then return nil, c_message() end
-  return ffi.string(p)
+  return (ffi.string(p))
 end
 
 -- Records a checkpoint (the rows so far and the staged folder); the append goes on.

@@ -90,7 +90,7 @@ local take_slot, hold_slot = slots.take, slots.hold
 local TD = {} -- methods; user code may add more
 M.methods, M.mt, M.Ref = TD, mt, Ref
 
-local function is_td(x) return ffi.istype(Ref, x) end
+local function is_td(x) return (ffi.istype(Ref, x)) end
 M.is_td = is_td
 
 -- The GC sees a handle as a few dozen bytes while the container behind it holds ~350
@@ -217,7 +217,7 @@ local function value_text(d, i, pos)
     util.fail(("get: the non-tensor value '%s' has no text at position %s (of %d)"):format(
       ffi.string(C.td_dict_key_borrow(d, i, nil)), tostring(pos), tonumber(C.td_dict_value_count(d, i))))
   end
-  return ffi.string(p)
+  return (ffi.string(p))
 end
 
 local function value_of(self, d, i, kind)
@@ -940,13 +940,13 @@ end
 local PAIRS, VALUES = { __call = next_pair }, { __call = next_value }
 
 function TD.pairs(self, opts)
-  return setmetatable({ td = self, keys = top_level_keys(self, opts), i = 0 }, PAIRS)
+  return (setmetatable({ td = self, keys = top_level_keys(self, opts), i = 0 }, PAIRS))
 end
 TD.items = TD.pairs
 
 -- for v in td:values() do ... end (opts as keys()).
 function TD.values(self, opts)
-  return setmetatable({ td = self, keys = top_level_keys(self, opts), i = 0 }, VALUES)
+  return (setmetatable({ td = self, keys = top_level_keys(self, opts), i = 0 }, VALUES))
 end
 
 -- Python's spellings of the same methods.
@@ -956,7 +956,7 @@ TD.shape, TD.dim, TD.ndim = TD.batch_size, TD.batch_dims, TD.batch_dims
 function mt.__len(self)
   cdict(self)
   if self._td_head.ndim == 0 then return 0 end -- Python's len() of batch size []
-  return tonumber(self._td_head.shape[0])
+  return (tonumber(self._td_head.shape[0]))
 end
 
 function mt.__eq(a, b)

@@ -231,7 +231,7 @@ end
 function TD.memmap_prefix(self)
   local p = C.td_dict_prefix_borrow(cdict(self))
   if p == nil then return nil end
-  return ffi.string(p)
+  return (ffi.string(p))
 end
 
 -- td:sync(): flushes every file-backed leaf to its file (msync).

@@ -30,7 +30,7 @@ local function value_type(v)
   if type(v) == "number" then return (v == math.floor(v) and v == v) and "int" or "float" end
   if v == json.null then return "NoneType" end
   if type(v) == "table" then return (#v > 0 or next(v) == nil) and "list" or "dict" end
-  return type(v)
+  return (type(v))
 end
 
 local function dims_text(list, from)
@@ -106,7 +106,7 @@ local function shape_text(list) return util.format_list(list) end
 
 local function value_text(v)
   local ok, text = pcall(json.encode, v)
-  if not ok then return tostring(v) end
+  if not ok then return (tostring(v)) end
   if #text > 60 then text = text:sub(1, 57) .. "..." end
   return text
 end
@@ -145,7 +145,7 @@ local function render(self, indent)
   lines[#lines + 1] = ("%s    batch_size=%s,"):format(pad, shape_text(self:batch_size()))
   lines[#lines + 1] = ("%s    device=%s,"):format(pad, self:device() or "None")
   lines[#lines + 1] = ("%s    locked=%s)"):format(pad, tostring(self:is_locked()))
-  return table.concat(lines, "\n")
+  return (table.concat(lines, "\n"))
 end
 
 function mt.__tostring(self)

@@ -38,7 +38,7 @@ local function unwrap(x)
 end
 M.unwrap = unwrap
 
-local function field_list(info) return table.concat(info.fields, ", ") end
+local function field_list(info) return (table.concat(info.fields, ", ")) end
 
 -- An instance of class over td (shared).
 local function wrap(class, td)

@@ -11,7 +11,7 @@ local TD = core.methods
 local cdict = core.cdict
 local fail = util.fail
 
-local function kind_of(leaf) return C.td_storage_kind(leaf.h.storage) end
+local function kind_of(leaf) return (C.td_storage_kind(leaf.h.storage)) end
 
 -- fn(path, leaf) for every tensor leaf of td, nested ones included.
 local function each_leaf(td, fn)

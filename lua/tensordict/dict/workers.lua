@@ -35,7 +35,7 @@ local function batch_seed(seed, k)
   x = bit.bxor(x, bit.rshift(x, 30)) * 0xBF58476D1CE4E5B9ULL
   x = bit.bxor(x, bit.rshift(x, 27)) * 0x94D049BB133111EBULL
   x = bit.bxor(x, bit.rshift(x, 31))
-  return tonumber(bit.rshift(x, 11))
+  return (tonumber(bit.rshift(x, 11)))
 end
 M.batch_seed = batch_seed
 
@@ -165,7 +165,7 @@ end
 function Pool:idle() return self.n - self.nbusy end
 function Pool:busy() return self.nbusy end
 
-function Pool:pid(i) return tonumber(C.td_workers_pid(self.w, i - 1)) end
+function Pool:pid(i) return (tonumber(C.td_workers_pid(self.w, i - 1))) end
 
 -- Sends batch k (td may be nil) to an idle worker; returns its index.
 function Pool:submit(k, td)

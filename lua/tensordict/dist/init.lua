@@ -94,8 +94,8 @@ function M.finalize()
   check("finalize", MPI.td_mpi_finalize())
 end
 
-function M.rank() need("rank"); return MPI.td_mpi_rank() end
-function M.size() need("size"); return MPI.td_mpi_size() end
+function M.rank() need("rank"); return (MPI.td_mpi_rank()) end
+function M.size() need("size"); return (MPI.td_mpi_size()) end
 
 function M.barrier(opts)
   need("barrier")

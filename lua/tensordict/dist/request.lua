@@ -26,7 +26,7 @@ local function new(call, x, fields)
   if x == nil then check(call, -1) end
   fields.call, fields.done = call, false
   fields.x = ffi.gc(x, MPI.td_mpi_transfer_free)
-  return setmetatable(fields, Request)
+  return (setmetatable(fields, Request))
 end
 
 local function dequeue(r)
@@ -114,7 +114,7 @@ end
 -- Seconds left before deadline (nil: no deadline, -1).
 local function left_until(deadline)
   if not deadline then return -1 end
-  return math.max(0, deadline - util.now())
+  return (math.max(0, deadline - util.now()))
 end
 
 -- One move of r's wait: the receive queued ahead of it, or r itself.

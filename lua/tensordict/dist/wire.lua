@@ -46,7 +46,7 @@ function M.layout_text(t)
   return ("%s [%s]"):format(ffi.string(C.td_dtype_name(h.dtype)), table.concat(dims, ", "))
 end
 
-function M.data(t) return C.td_tensor_data_borrow(t.h) end
+function M.data(t) return (C.td_tensor_data_borrow(t.h)) end
 
 -- A received container (a new C reference), unlocked like any new one.
 function M.received(d)
@@ -83,12 +83,12 @@ end
 local function new_region(nbytes)
   local s = C.td_storage_new_heap(nbytes)
   if s == nil then td_core.check(-1) end
-  return ffi.gc(s, C.td_storage_release)
+  return (ffi.gc(s, C.td_storage_release))
 end
 
 function M.region(nbytes) return new_region(nbytes) end
 
-function M.region_data(region) return C.td_storage_data_borrow(region) end
+function M.region_data(region) return (C.td_storage_data_borrow(region)) end
 
 -- The whole container (data included) in one shipped region, and back.
 function M.pack_whole(td)

@@ -64,7 +64,7 @@ local function encode(v, where, out)
     if n > 0 and #v ~= n and #v > 0 then
       util.fail(("checkpoint: %s: a state table is a list or a table of string keys, not both"):format(where))
     end
-    return setmetatable(plain, mt == json.object_mt and mt or nil) -- {} stays an object
+    return (setmetatable(plain, mt == json.object_mt and mt or nil)) -- {} stays an object
   end
   util.fail(("checkpoint: %s: %s has no place in a checkpoint (states hold numbers, strings, booleans, "
     .. "tables, tensors and TensorDicts)"):format(where, describe(v)))
@@ -90,7 +90,7 @@ local function decode(v, dir)
   end
   local out = {}
   for k, x in pairs(v) do out[k] = decode(x, dir) end
-  return setmetatable(out, getmetatable(v) == json.object_mt and json.object_mt or nil)
+  return (setmetatable(out, getmetatable(v) == json.object_mt and json.object_mt or nil))
 end
 
 -- The value written into dir; raises naming the folder when it does not read.

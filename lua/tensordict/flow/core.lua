@@ -92,7 +92,7 @@ end
 -- A key as one string, for sets: paths join with a NUL byte (keys cannot hold one
 -- that matters here: a path of length 1 is the same key as its string).
 function M.key_id(key)
-  if type(key) == "table" then return table.concat(key, "\0") end
+  if type(key) == "table" then return (table.concat(key, "\0")) end
   return key
 end
 

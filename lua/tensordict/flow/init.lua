@@ -37,4 +37,4 @@ for _, name in ipairs({ "apply", "batching", "masking", "sources", "map", "memma
 end
 
 -- flow.<Type> reaches every registered type, plugins' included.
-return setmetatable(flow, { __index = function(_, k) return core.registry[k] end })
+return (setmetatable(flow, { __index = function(_, k) return core.registry[k] end }))

@@ -22,7 +22,7 @@ local WRITE_OPTIONS = { fsync = "boolean", who = "string|table" }
 -- "physics.Histogram" for a node (its type name), who itself for a string.
 local function name_of(who)
   if type(who) == "table" and who.type_name then return who.type_name end
-  return tostring(who)
+  return (tostring(who))
 end
 
 -- The helpers every kit holds, the same for every plugin (none of them raises).

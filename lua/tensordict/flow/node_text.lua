@@ -38,14 +38,14 @@ function value_text(v, depth)
   local t = type(v)
   if t == "string" then return ("%q"):format(v) end
   if t == "number" then return util.is_int(v) and ("%d"):format(v) or tostring(v) end
-  if t == "boolean" or v == nil then return tostring(v) end
+  if t == "boolean" or v == nil then return (tostring(v)) end
   if t == "function" then
     local name = core.function_name(v)
     return name and ("%q"):format(name) or "<function>"
   end
   if tensor.is_tensor(v) then return ("<tensor %s %s>"):format(v:dtype(), shape_text(v:shape())) end
   if td_core.is_td(v) then return ("<TensorDict %s>"):format(shape_text(v:batch_size())) end
-  if core.is_node(v) then return tostring(v) end
+  if core.is_node(v) then return (tostring(v)) end
   if t == "table" then return table_text(v, depth or 0) end
   return util.describe(v)
 end
@@ -71,7 +71,7 @@ local function text(node, indent)
     for _, step in ipairs(node.nodes) do lines[#lines + 1] = inner .. text(step, inner) .. "," end
     for _, part in ipairs(param_parts(node, "steps")) do lines[#lines + 1] = inner .. part .. "," end
     lines[#lines + 1] = indent .. "}"
-    return table.concat(lines, "\n")
+    return (table.concat(lines, "\n"))
   end
   return ("flow.%s{%s}"):format(node.type_name, table.concat(param_parts(node), ", "))
 end

@@ -73,7 +73,7 @@ local function plain(v, seen)
   local t = type(v)
   if t == "string" or t == "boolean" then return v end
   if t == "number" then
-    if v ~= v or v == math.huge or v == -math.huge then return tostring(v) end
+    if v ~= v or v == math.huge or v == -math.huge then return (tostring(v)) end
     return v
   end
   local mt = t == "table" and getmetatable(v)

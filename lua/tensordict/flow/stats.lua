@@ -185,7 +185,7 @@ local function nonfinite_text(nan, inf)
   local parts = {}
   if nan > 0 then parts[#parts + 1] = ("%d NaN value%s"):format(nan, nan == 1 and "" or "s") end
   if inf > 0 then parts[#parts + 1] = ("%d infinite value%s"):format(inf, inf == 1 and "" or "s") end
-  return table.concat(parts, " and ")
+  return (table.concat(parts, " and "))
 end
 
 -- The per-feature counts, made from the row count the first time they are needed.
@@ -267,7 +267,7 @@ function RunningStats:merge(other)
 end
 
 -- The rows folded in.
-function RunningStats:count() return tonumber(self.n[0]) end
+function RunningStats:count() return (tonumber(self.n[0])) end
 
 -- The values each feature took (int64, the feature shape): the rows, unless non-finite
 -- values were skipped (nan = "ignore").

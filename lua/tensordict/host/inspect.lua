@@ -119,7 +119,7 @@ function M.text(path)
   end
   local ckpt = checkpoint_line(path)
   if ckpt then lines[#lines + 1] = ckpt end
-  return table.concat(lines, "\n")
+  return (table.concat(lines, "\n"))
 end
 
 return M

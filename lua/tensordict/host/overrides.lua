@@ -106,7 +106,7 @@ function M.apply(t, assignment)
     end
   end
   local cur, at = t, "the recipe"
-  local function here(i) return table.concat(parts, ".", 1, i) end
+  local function here(i) return (table.concat(parts, ".", 1, i)) end
   for i = 1, #parts do
     local part, last = parts[i], i == #parts
     local key

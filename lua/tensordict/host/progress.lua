@@ -34,7 +34,7 @@ function M.line(rows, total, elapsed, width)
     table.insert(parts, 1, ("[%s] %3d%%"):format(bar, math.floor(frac * 100)))
     if rate > 0 and rows < total then parts[#parts + 1] = "ETA " .. clock((total - rows) / rate) end
   end
-  return table.concat(parts, "  ")
+  return (table.concat(parts, "  "))
 end
 
 -- A progress reporter: p:update(rows) after each batch, p:done() at the end.

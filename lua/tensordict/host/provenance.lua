@@ -120,7 +120,7 @@ end
 local function list_text(list)
   local parts = {}
   for i, x in ipairs(list or {}) do parts[i] = tostring(x) end
-  return table.concat(parts, " ")
+  return (table.concat(parts, " "))
 end
 
 local function rows_text(n) return n and require("tensordict.host.progress").grouped(n) or "?" end
@@ -151,7 +151,7 @@ function M.text(rec)
     add("  %-20s %-22s %9.3f s %13s in %13s out", tostring(n.where), tostring(n.type), n.seconds or 0,
       rows_text(n.rows_in), rows_text(n.rows_out))
   end
-  return table.concat(lines, "\n")
+  return (table.concat(lines, "\n"))
 end
 
 return M

@@ -103,7 +103,7 @@ local function deep_copy(v, open)
   local out = {}
   for k, x in pairs(v) do out[k] = deep_copy(x, open) end
   open[v] = nil
-  return setmetatable(out, getmetatable(v))
+  return (setmetatable(out, getmetatable(v)))
 end
 
 -- M.apply_set(t, "a.b.2.c=value"): the problems of one override (none: applied).
@@ -149,7 +149,7 @@ local function expand_vars(v, vars, where, problems)
           .. "(use \"$vars.%s\" alone for the value itself)"):format(where, name, show(x), name)
         return nil
       end
-      return tostring(x)
+      return (tostring(x))
     end))
   end
   if type(v) == "table" and not core.is_node(v) then

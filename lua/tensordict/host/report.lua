@@ -65,7 +65,7 @@ function M.text(report)
   end
   lines[#lines + 1] = ("total: %s rows in, %s rows out in %.3f s (%s rows/s)"):format(progress.grouped(report.rows_in),
     progress.grouped(report.rows_out), report.seconds, rate(report.rows_per_second))
-  return table.concat(lines, "\n")
+  return (table.concat(lines, "\n"))
 end
 
 function M.json(report)

@@ -89,7 +89,7 @@ local function batch_of(s)
     end
   end
   table.insert(out, s.dim + 1, #m)
-  return setmetatable(out, util.size_mt)
+  return (setmetatable(out, util.size_mt))
 end
 M.batch_of = batch_of
 

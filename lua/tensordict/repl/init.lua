@@ -46,7 +46,7 @@ end
 local function error_text(e)
   if type(e) == "string" then return e end
   local mt = getmetatable(e)
-  if type(mt) == "table" and mt.__tostring then return tostring(e) end
+  if type(mt) == "table" and mt.__tostring then return (tostring(e)) end
   return ("(error object is a %s value)"):format(type(e))
 end
 

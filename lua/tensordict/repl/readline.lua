@@ -172,7 +172,7 @@ local function on_ctrl_c()
   shared.interrupted = true
   lib.rl_insert_text("^C")
   lib.rl_redisplay()
-  return lib.rl_newline(1, 10) -- ends the line as Enter does (cursor to a new line)
+  return (lib.rl_newline(1, 10)) -- ends the line as Enter does (cursor to a new line)
 end
 
 -- readline calls back into Lua: that must not happen from compiled code.
@@ -194,7 +194,7 @@ jit.off(rl_read)
 -- readline keeps these pointers: the buffers live as long as the Lua state.
 local name_buf = once("readline_name", function() return ffi.new("char[?]", 7, "tdrepl") end)
 local breaks_buf = once("readline_breaks", function()
-  return ffi.new("char[?]", #M.WORD_BREAKS + 1, M.WORD_BREAKS)
+  return (ffi.new("char[?]", #M.WORD_BREAKS + 1, M.WORD_BREAKS))
 end)
 
 -- opts: history (file path or nil); complete (fn(line_before_cursor, word) -> the

@@ -38,7 +38,7 @@ local function quote(s) return (("%q"):format(s):gsub("\\\n", "\\n")) end
 
 local function number(v)
   if is_int(v) then return ("%d"):format(v) end
-  return tostring(v)
+  return (tostring(v))
 end
 
 -- One line for a tensor or a TensorDict inside a table.
@@ -73,10 +73,10 @@ local function inner(v, depth, seen)
   if tv == "number" then return number(v) end
   if is_tensor(v) or is_td(v) then return brief_object(v) end
   if tv == "table" then
-    if has_tostring(v) then return tostring(v) end
+    if has_tostring(v) then return (tostring(v)) end
     return table_text(v, depth, seen)
   end
-  return tostring(v)
+  return (tostring(v))
 end
 
 function table_text(t, depth, seen)
@@ -121,14 +121,14 @@ function M.value(v)
   if tv == "table" and not is_tensor(v) and not has_tostring(v) then
     return table_text(v, 1, { left = M.MAX_CHARS })
   end
-  return tostring(v)
+  return (tostring(v))
 end
 
 -- Several results side by side, tab-separated like print's.
 function M.values(n, ...)
   local parts = {}
   for i = 1, n do parts[i] = M.value((select(i, ...))) end
-  return table.concat(parts, "\t")
+  return (table.concat(parts, "\t"))
 end
 
 M.brief_object = brief_object

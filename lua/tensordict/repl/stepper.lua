@@ -56,7 +56,7 @@ local function capped(parts)
     for i = #parts, M.MAX_KEYS + 1, -1 do parts[i] = nil end
     parts[#parts + 1] = ("... (%d more)"):format(more)
   end
-  return table.concat(parts, ", ")
+  return (table.concat(parts, ", "))
 end
 
 -- "[100] obs: float32[4], reward: float32"; with the layout before the step (prev),
@@ -83,7 +83,7 @@ function M.summary(td, prev)
   return ("%s %s"):format(cur.batch, #parts > 0 and capped(parts) or "keys unchanged"), cur
 end
 
-function Trace.__tostring(self) return table.concat(self.lines, "\n") end
+function Trace.__tostring(self) return (table.concat(self.lines, "\n")) end
 
 -- One step's outputs, as lines of the trace; returns the layout of the first output.
 local function describe_outputs(lines, where, outputs, why_empty, prev)
@@ -107,7 +107,7 @@ function M.new(r)
   if type(r) ~= "table" or type(r.source) ~= "table" or type(r.source.iter) ~= "function" then
     error("tensordict: stepper: expected a recipe with a source (r.source with an iter method)", 2)
   end
-  return setmetatable({ r = r, steps = r.steps or { r.node }, batches = 0 }, Stepper)
+  return (setmetatable({ r = r, steps = r.steps or { r.node }, batches = 0 }, Stepper))
 end
 
 -- Calls fn(...); an error comes back naming the place ("source (CsvSource)",

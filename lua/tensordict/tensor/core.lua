@@ -58,7 +58,7 @@ local function release_owner(o)
   end
 end
 
-local function new_tensor(h, o) return setmetatable({ h = h, o = o }, mt) end
+local function new_tensor(h, o) return (setmetatable({ h = h, o = o }, mt)) end
 
 -- A tensor from an owned C header p (NULL: raise the C library's error). When p views
 -- the storage of `like`, it joins like's owner instead of making a new one.
@@ -155,16 +155,16 @@ end
 function Tensor.size(self, d)
   local h = header(self)
   if d == nil then return util.int64_list(h.shape, h.ndim) end
-  return tonumber(h.shape[dim0("size", d, h.ndim)])
+  return (tonumber(h.shape[dim0("size", d, h.ndim)]))
 end
 
 function Tensor.stride(self, d)
   local h = header(self)
   if d == nil then return util.int64_list(h.strides, h.ndim) end
-  return tonumber(h.strides[dim0("stride", d, h.ndim)])
+  return (tonumber(h.strides[dim0("stride", d, h.ndim)]))
 end
 
-function Tensor.numel(self) return tonumber(C.td_tensor_numel(header(self))) end
+function Tensor.numel(self) return (tonumber(C.td_tensor_numel(header(self)))) end
 function Tensor.dtype(self) return dtypes.name(header(self).dtype) end
 function Tensor.is_contiguous(self) return C.td_tensor_is_contiguous(header(self)) ~= 0 end
 
@@ -362,7 +362,7 @@ end
 local function index_into(h, key, out)
   if type(key) == "number" then
     if h.ndim == 0 then fail(("index: cannot index a 0-dim tensor with %s"):format(key)) end
-    return C.td_tensor_select(h, 0, index.position(key, tonumber(h.shape[0]), 1), out)
+    return (C.td_tensor_select(h, 0, index.position(key, tonumber(h.shape[0]), 1), out))
   end
   local n, adv = index.parse(h, key)
   return C.td_tensor_index(h, index.entries, n, out), adv

@@ -27,7 +27,7 @@ end
 local function position(stack, depth)
   local parts = {}
   for i = 1, depth do parts[i] = "[" .. stack[i] .. "]" end
-  return table.concat(parts)
+  return (table.concat(parts))
 end
 
 -- A tensor from a nested Lua table (or a number or boolean, giving 0 dims).

@@ -21,7 +21,7 @@ local function c_message() return (ffi.string(C.td_last_error()):gsub("^csv: ", 
 function M.open(path, delimiter, has_header)
   local r = C.td_csv_open(path, delimiter:byte(), has_header and 1 or 0)
   if r == nil then return nil, c_message() end
-  return setmetatable({ r = ffi.gc(r, C.td_csv_close) }, Reader)
+  return (setmetatable({ r = ffi.gc(r, C.td_csv_close) }, Reader))
 end
 
 function Reader:close()
@@ -47,7 +47,7 @@ end
 function Reader:count_rows()
   local n = C.td_csv_count_rows(self.r)
   if n < 0 then return nil, c_message() end
-  return tonumber(n)
+  return (tonumber(n))
 end
 
 -- Moves past n data rows without parsing them.
@@ -73,7 +73,7 @@ function Reader:read(max_rows, plan, outs)
   for j = 1, plan.n do plan.outs[j - 1] = header(outs[j]) end
   local n = C.td_csv_read(self.r, max_rows, plan.n, plan.cols, plan.outs, plan.offs)
   if n < 0 then return nil, c_message() end
-  return tonumber(n)
+  return (tonumber(n))
 end
 
 return M

@@ -31,7 +31,7 @@ end
 local state
 
 local function kernel_table(CU)
-  local function on(h) return C.td_tensor_device_index(h) end
+  local function on(h) return (C.td_tensor_device_index(h)) end
   return {
     td_binary = CU.td_cuda_binary, td_binary_scalar = CU.td_cuda_binary_scalar,
     td_binary_ = CU.td_cuda_binary_, td_binary_scalar_ = CU.td_cuda_binary_scalar_,
@@ -58,7 +58,7 @@ local function kernel_table(CU)
       return p
     end,
     td_tensor_to_dtype = function(h, dtype)
-      if h.dtype == dtype then return C.td_tensor_share(h) end
+      if h.dtype == dtype then return (C.td_tensor_share(h)) end
       local p = CU.td_cuda_empty(on(h), h.ndim, h.shape, dtype)
       if p ~= nil and CU.td_cuda_copy_(p, h) ~= 0 then C.td_tensor_release(p); return nil end
       return p
@@ -131,7 +131,7 @@ local function device_index(call, spec)
   if type(spec) == "number" and spec >= 0 and spec % 1 == 0 then return spec end
   if type(spec) == "string" then
     local n = spec:match("^cuda:(%d+)$")
-    if n then return tonumber(n) end
+    if n then return (tonumber(n)) end
     if spec == "cuda" then return M.current_device() end
   end
   fail(("%s: expected a CUDA device ('cuda', 'cuda:N' or N), got %s"):format(call, describe(spec)))

@@ -35,7 +35,7 @@ function M.name(code) return names[code] end
 function M.is_floating(code) return C.td_dtype_is_floating(code) ~= 0 end
 
 -- Bytes per element of a dtype name.
-function M.itemsize(name) return tonumber(C.td_dtype_itemsize(M.code(name, "itemsize"))) end
+function M.itemsize(name) return (tonumber(C.td_dtype_itemsize(M.code(name, "itemsize")))) end
 
 -- A dtype that is neither floating nor bool.
 function M.is_integer(code)

@@ -22,7 +22,7 @@ local MIN_GARBAGE, MAX_GARBAGE = 32 * MIB, 64 * MIB
 local threshold = MIN_GARBAGE
 local cycle_ended = false
 
-local function live() return tonumber(C.td_live_bytes()) end
+local function live() return (tonumber(C.td_live_bytes())) end
 
 local function set_threshold(survived)
   local cap = math.max(MAX_GARBAGE, 64 * 1024 * collectgarbage("count"))
@@ -55,6 +55,6 @@ function M.live_bytes() return live() end
 
 -- Bytes of physical memory (0 when the system does not say): what size checks compare
 -- a request with (flow's node checks: core.memory_problem).
-function M.physical() return tonumber(C.td_physical_memory()) end
+function M.physical() return (tonumber(C.td_physical_memory())) end
 
 return M

@@ -101,7 +101,7 @@ local function formatter(values, dtype)
     if v ~= v then return "nan" end
     if v == math.huge then return "inf" end
     if v == -math.huge then return "-inf" end
-    return fmt:format(v)
+    return (fmt:format(v))
   end
 end
 

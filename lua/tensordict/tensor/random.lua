@@ -27,7 +27,7 @@ end
 function M.Generator(seed)
   local g = C.td_generator_new(seed_arg("Generator", seed or 0))
   if g == nil then util.c_fail() end
-  return setmetatable({ g = ffi.gc(g, C.td_generator_release) }, Generator)
+  return (setmetatable({ g = ffi.gc(g, C.td_generator_release) }, Generator))
 end
 
 function Generator:manual_seed(seed)
@@ -35,7 +35,7 @@ function Generator:manual_seed(seed)
   return self
 end
 
-function Generator:seed() return tonumber(C.td_generator_seed(self.g)) end
+function Generator:seed() return (tonumber(C.td_generator_seed(self.g))) end
 function Generator:__tostring() return ("tensordict.Generator(seed=%d)"):format(self:seed()) end
 
 -- A generator's whole state as JSON-safe text, "seed:offset" (decimal uint64s: Philox's
