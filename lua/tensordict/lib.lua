@@ -4,6 +4,12 @@
 local ffi = require("ffi")
 
 return require("tensordict.once")("lib", function()
+  -- LuaJIT's default room for compiled code (1000 traces, 512 KiB of machine code) is
+  -- less than this library's hot paths take in one program: the size sweep filled it
+  -- four times, and each time LuaJIT threw every trace away and went back to the
+  -- interpreter until the loops were recorded again. More room costs only the memory
+  -- that is used. Set once, at the first load; a program may set its own afterwards.
+  if jit and jit.opt then jit.opt.start("maxtrace=8000", "maxmcode=16384") end
 
   local ok_cdefs, cdefs = pcall(require, "tensordict.cdefs")
   if not ok_cdefs then

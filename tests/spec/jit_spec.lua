@@ -126,6 +126,29 @@ describe("hot paths compile", function()
     end)
   end)
 
+  -- LuaJIT's default room (1000 traces, 512 KiB of machine code) is less than the
+  -- library's hot paths take: when it is full, LuaJIT throws every trace away. The
+  -- library raises both limits at its first load (lib.lua).
+  it("leaves room for the traces of a program: 1500 compiled loops, no flush", function()
+    local flushes, traces = 0, 0
+    local function on_trace(what)
+      if what == "flush" then flushes = flushes + 1 elseif what == "stop" then traces = traces + 1 end
+    end
+    local loops = {}
+    for i = 1, 1500 do
+      loops[i] = loadstring(("local s = 0 for j = 1, 200 do s = s + j * %d end return s"):format(i))
+    end
+    jit.flush()
+    jit.attach(on_trace, "trace")
+    local ok, err = pcall(function()
+      for i = 1, 1500 do check(loops[i]() == 20100 * i) end
+    end)
+    jit.attach(on_trace)
+    assert(ok, err)
+    assert.is_true(traces > 1200, ("only %d traces compiled"):format(traces)) -- past the default 1000
+    assert.are.equal(0, flushes)
+  end)
+
   -- The same rule over the whole library, read from its source: `return f(...)` where f
   -- is a builtin, an FFI or a C function is written `return (f(...))`, which is not a
   -- tail call. unpack, select, pcall and string.match are left out: their many results
