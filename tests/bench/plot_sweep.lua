@@ -44,7 +44,7 @@ local function plot(dir)
     local lines = {
       "set terminal pngcairo size 1100,700 font ',10'",
       ("set output '%s'"):format(png),
-      ("set title 'Size sweep, %d thread%s: ours / torch (below 1: faster than torch)'")
+      ("set title 'Size sweep, %d thread%s: ours (results dropped to the GC) / torch (below 1: faster)'")
         :format(threads, threads == 1 and "" or "s"),
       "set logscale xy", "set xlabel 'elements (matmul: n x n)'", "set ylabel 'ours / torch'",
       "set format x '10^{%L}'", "set grid", "set key outside right top",
