@@ -96,9 +96,11 @@ M.is_td = is_td
 -- The GC sees a handle as a few dozen bytes while the container behind it holds ~350
 -- bytes per entry of C memory, so dead handles pile up between collections with all
 -- that memory (td[i] in a loop ran at 4-5 us, mostly cache misses on it). Each handle
--- adds an eighth of its C bytes to a debt paid as a GC step every MiB. Counting all
--- of them made collections so frequent that the GC took 35% of td[i]; an eighth keeps
--- a few thousand dead containers at most (measured: 3% GC, ~11 MB resident).
+-- adds a 32nd of its C bytes to a debt paid as a GC step every 256 KiB. Counting all
+-- of them made collections so frequent that the GC took 35% of td[i]. An eighth did
+-- when the library's Lua heap was smaller; with ~700 KB of it, each step's work grew,
+-- and a 32nd took td[i] of 16 leaves from 1.4-1.9 to 1.15-1.3 us (bench_td, runs
+-- alternated; a 64th: 1.0-1.1 us) for 2-4 MiB more resident (bench_gc: flat).
 local gc_debt = 0
 local GC_STEP_BYTES = 256 * 1024
 
@@ -114,7 +116,7 @@ M.pay_gc_debt = pay_gc_debt
 local function wrap(d)
   if d == nil then c_fail() end
   local head = C.td_dict_head_borrow(d)
-  gc_debt = gc_debt + (4096 + 352 * head.nkeys) / 8
+  gc_debt = gc_debt + (4096 + 352 * head.nkeys) / 32
   if gc_debt > GC_STEP_BYTES then pay_gc_debt() end
   local slot = take_slot(handles)
   caches[slot] = false -- made by cache_of on first use (the version never matches -1)
