@@ -18,10 +18,10 @@
 local H = require("helpers")
 local repl = require("tensordict.repl")
 
-local root = io.popen("pwd"):read("*l")
+local root = H.pwd()
 
 local DOCS = { "README.md" }
-for name in io.popen("ls docs/*.md"):lines() do DOCS[#DOCS + 1] = name end
+for _, name in ipairs(H.output_lines("ls docs/*.md")) do DOCS[#DOCS + 1] = name end
 
 ---------------------------------------------------------------------------- parsing
 

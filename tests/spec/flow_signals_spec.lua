@@ -7,7 +7,7 @@
 -- stopped from outside while its workers compute.
 local H = require("helpers")
 
-local root = io.popen("pwd"):read("*l")
+local root = H.pwd()
 
 -- The script's head: T, flow, ffi's kill and getpid, the output folder `out` (arg 1),
 -- a source of 40 batches, and send(signo, at) a node that sends signo to this process
@@ -54,7 +54,7 @@ end
 -- The names in dir other than the script: no output, no temporary beside it.
 local function left(dir)
   local names = {}
-  for name in io.popen("ls -A '" .. dir .. "'"):lines() do
+  for _, name in ipairs(H.output_lines("ls -A '" .. dir .. "'")) do
     if name ~= "s.lua" then names[#names + 1] = name end
   end
   return names
@@ -182,7 +182,7 @@ flow.run(flow.TensorSource { td = T.TensorDict({ x = T.arange(1, 1000) }, { 1000
     assert.are.equal("143", status:match("%d+"))
     assert.are.equal(("tensordict: run: interrupted by SIGTERM: %s\n"):format(STOPPED), H.read(dir .. "/log"))
     local names = {}
-    for name in io.popen("ls -A '" .. dir .. "'"):lines() do names[#names + 1] = name end
+    for _, name in ipairs(H.output_lines("ls -A '" .. dir .. "'")) do names[#names + 1] = name end
     assert.are.same({ "log", "s.lua", "started" }, names)
     H.rmtree(dir)
   end)

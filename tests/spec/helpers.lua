@@ -93,6 +93,20 @@ function M.read(path)
   return s
 end
 
+-- The lines a shell command prints, as a list. The pipe is closed here: one left to the
+-- GC keeps its shell a zombie child until a collection, which the specs that count this
+-- process's children (flow_map_spec) then saw.
+function M.output_lines(cmd)
+  local p = io.popen(cmd)
+  local lines = {}
+  for line in p:lines() do lines[#lines + 1] = line end
+  p:close()
+  return lines
+end
+
+-- The current folder (the source tree's root, where the specs run).
+function M.pwd() return M.output_lines("pwd")[1] end
+
 -- `ls -a` of a folder: its names, "." and ".." included, one a line.
 function M.ls_a(dir)
   local p = io.popen(("ls -a '%s'"):format(dir))

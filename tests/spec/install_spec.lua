@@ -12,7 +12,7 @@ local function run(cmd)
   return out, ok
 end
 
-local root = io.popen("pwd"):read("*l")
+local root = H.pwd()
 
 -- What every launcher of the folder bin (a prefix's bin, or the tree's scripts) does,
 -- started from another folder, through a symlink and as ./name in its own folder; the

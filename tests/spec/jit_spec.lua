@@ -1,6 +1,7 @@
 -- The hot paths must JIT-compile: a trace that aborts falls back to the interpreter
 -- and costs 10x. Each case runs a loop and listens to the trace events of the JIT.
 local T = require("tensordict")
+local H = require("helpers")
 local vmdef = require("jit.vmdef")
 local jutil = require("jit.util")
 -- The JIT's event handler must not touch globals: busted gives spec files a proxied
@@ -159,7 +160,7 @@ describe("hot paths compile", function()
       "^C%.[%w_]+$", "^lib%.C%.[%w_]+$", "^lib%.rl_[%w_]+$", "^MPI%.[%w_]+$", "^CU%.[%w_]+$",
       "^math%.[%w_]+$", "^string%.format$", "^[%w_]+:format$", "^bit%.[%w_]+$", "^istype$" }
     local found = {}
-    for path in io.popen("find lua/tensordict -name '*.lua' | sort"):lines() do
+    for _, path in ipairs(H.output_lines("find lua/tensordict -name '*.lua' | sort")) do
       local n = 0
       for line in io.lines(path) do
         n = n + 1

@@ -77,7 +77,7 @@ end
 -- The pids of the workers that marked dir (see M.interrupt).
 function M.started(dir)
   local pids = {}
-  for name in io.popen("ls '" .. dir .. "'"):lines() do
+  for _, name in ipairs(H.output_lines("ls '" .. dir .. "'")) do
     local pid = name:match("^started%-(%d+)$")
     if pid then pids[#pids + 1] = pid end
   end

@@ -377,7 +377,7 @@ describe(":load and the stepper", function()
 end)
 
 describe("scripts/tdrepl", function()
-  local root = io.popen("pwd"):read("*l")
+  local root = H.pwd()
 
   it("prints values through a pipe: no prompts, no banner", function()
     local dir = tmpdir()
@@ -432,7 +432,7 @@ describe("scripts/tdrepl", function()
 end)
 
 describe("scripts/tdrepl on a terminal", function()
-  local root = io.popen("pwd"):read("*l")
+  local root = H.pwd()
   -- util-linux's script (BSD's takes other arguments)
   local has_script = os.execute("script --version 2>/dev/null | grep -q util-linux") == 0
 
@@ -515,7 +515,7 @@ describe("tdrepl lines: positions, redefinitions, nodes, :jit", function()
 end)
 
 describe("tdrepl and signals (through a pipe: the signals come from the lines themselves)", function()
-  local root = io.popen("pwd"):read("*l")
+  local root = H.pwd()
   local KILL = 'ffi = require("ffi"); ffi.cdef("int kill(int pid, int sig); int getpid(void);"); '
     .. "kill = function(s) ffi.C.kill(ffi.C.getpid(), s) end"
 
@@ -560,7 +560,7 @@ describe("tdrepl and signals (through a pipe: the signals come from the lines th
     assert.are.equal("alive", lines[#lines])
     assert.are.equal(0, code)
     local names = {}
-    for name in io.popen("ls -A " .. dir):lines() do names[#names + 1] = name end
+    for _, name in ipairs(H.output_lines("ls -A " .. dir)) do names[#names + 1] = name end
     assert.are.same({ "in", "r.lua" }, names)
     H.rmtree(dir)
   end)
@@ -595,7 +595,7 @@ describe("tdrepl and signals (through a pipe: the signals come from the lines th
 end)
 
 describe("tdrepl on a terminal: Ctrl-C", function()
-  local root = io.popen("pwd"):read("*l")
+  local root = H.pwd()
   local has_script = os.execute("script --version 2>/dev/null | grep -q util-linux") == 0
 
   it("stops a running loop and keeps the session, a second Ctrl-C too", function()
