@@ -928,30 +928,25 @@ local function next_pair(st)
   st.i = i
   local k = st.keys[i]
   if k == nil then return nil end
-  if type(k) == "string" then return k, get_string(st.td, k) end
   return k, TD.get(st.td, k)
 end
 
 local function next_value(st)
-  local i = st.i + 1
-  st.i = i
-  local k = st.keys[i]
-  if k == nil then return nil end
-  if type(k) == "string" then return get_string(st.td, k) end
-  return TD.get(st.td, k)
+  local _, v = next_pair(st)
+  return v
 end
 
 local PAIRS, VALUES = { __call = next_pair }, { __call = next_value }
 
-function TD.pairs(self, opts)
-  return (setmetatable({ td = self, keys = top_level_keys(self, opts), i = 0 }, PAIRS))
+local function iterator(self, opts, kind)
+  return (setmetatable({ td = self, keys = top_level_keys(self, opts), i = 0 }, kind))
 end
+
+function TD.pairs(self, opts) return iterator(self, opts, PAIRS) end
 TD.items = TD.pairs
 
 -- for v in td:values() do ... end (opts as keys()).
-function TD.values(self, opts)
-  return (setmetatable({ td = self, keys = top_level_keys(self, opts), i = 0 }, VALUES))
-end
+function TD.values(self, opts) return iterator(self, opts, VALUES) end
 
 -- Python's spellings of the same methods.
 TD.lock_, TD.unlock_, TD.del_, TD.rename_key_ = TD.lock, TD.unlock, TD.del, TD.rename_key
