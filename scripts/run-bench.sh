@@ -35,7 +35,7 @@ if command -v mpirun >/dev/null 2>&1 && [[ -f "$TENSORDICT_MPI_LIB" ]]; then
   scripts/mpirun.sh -n 2 luajit tests/bench/bench_dist.lua
   echo "== bench_dist_malformed (malformed transfers from a broken peer: 0 accepted is the goal)"
   timeout 600 scripts/mpirun.sh -n 2 luajit tests/bench/bench_dist_malformed.lua
-  lua_bench bench_dist_recipe "a CPU-bound recipe: tdflow on 2 ranks vs 1"
+  lua_bench bench_dist_recipe "recipes on 2 ranks vs 1 (CPU-bound, writing), 1 GiB written by 2 ranks vs raw writes"
 else
   echo "== bench_dist skipped: mpirun or $TENSORDICT_MPI_LIB missing"
 fi

@@ -807,6 +807,28 @@ void td_memmap_append_free(td_memmap_append *a);
  * does not matter, 0 included): a preallocated, zero-filled buffer on disk. */
 td_dict *td_dict_memmap_rows_like(const td_dict *d, int64_t rows, const char *prefix,
                                   int32_t flags, int32_t num_threads);
+/* Data-parallel appends (core/store/append_ranks.c, docs/dist.md): the ranks of a run
+ * write one folder together, each its own rows at its own row offset, straight into the
+ * folder's leaf files. The owner (one rank) opens an append as usual and shares it
+ * before its first batch; the others join its temporary folder (td_memmap_append_path
+ * gives it); folders and files are made by whichever rank needs them first and are
+ * never cut, so no rank drops another's bytes. A joined append's commit syncs its own
+ * writes and closes; its abort leaves the folder (the owner's). Once every rank has
+ * committed (a barrier), the owner sets the total and commits: files trimmed to the
+ * total, meta.json, rename. Checkpoints are refused. */
+int32_t td_memmap_append_share(td_memmap_append *a, int64_t row_offset);
+td_memmap_append *td_memmap_append_join(const char *folder, const char *prefix,
+                                        int64_t row_offset, int32_t flags);
+/* rows rows of src from its row src_row to dst's row dst_row (absolute rows of their
+ * files), leaf by leaf; src must have had a batch, dst one of the same structure (or none:
+ * it takes src's, its files made). The copy
+ * stays in the kernel (copy_file_range) where it can. Neither append's row count
+ * changes. */
+int32_t td_memmap_append_copy_rows(td_memmap_append *dst, int64_t dst_row,
+                                   const td_memmap_append *src, int64_t src_row, int64_t rows);
+/* The owner's total before its commit: rows over every rank, and structure (a batch of
+ * any rank, 0 rows will do; NULL when no rank had one) for an owner that wrote none. */
+int32_t td_memmap_append_set_total(td_memmap_append *a, const td_dict *structure, int64_t rows);
 /* 0 when batch can be rows of ref: the same keys and kinds, dtypes, CPU leaves, dims
  * after the first, non-tensor values. Else an error naming the key and both shapes
  * ("key 'obs': shape [5, 4] does not match [2, 3] of <what>"). */

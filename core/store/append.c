@@ -39,39 +39,7 @@
 #include <unistd.h>
 
 #include "../src/json.h"
-#include "store_internal.h"
-
-enum { APPEND_OPEN = 0, APPEND_BROKEN = 1, APPEND_DONE = 2 };
-
-/* A checkpointed append's entries (tensordict.h): "%" and a letter that is no hex digit
- * begin no key's file name. */
-#define CKPT_SUFFIX ".checkpoint"        /* the folder: `.<name>.checkpoint` */
-#define CKPT_RECORD "%checkpoint"        /* the last checkpoint */
-#define CKPT_NEXT "%checkpoint.next"     /* the one being staged */
-#define CKPT_OLD "%checkpoint.old"       /* the spare name of a swap */
-#define CKPT_STRUCTURE "%structure"      /* the first batch's structure, 0 rows */
-#define CKPT_LOCK "%lock"                /* flocked while the append is open */
-#define CKPT_ROWS "append.json"          /* in a checkpoint: {"rows": n} */
-
-typedef struct append_leaf {
-  int fd;            /* -1: no file (a leaf without elements per row) */
-  int64_t row_bytes;
-} append_leaf;
-
-struct td_memmap_append {
-  td_mm_save stage;  /* the staging plan; its place is the temporary folder */
-  char *prefix;      /* cleaned */
-  td_dict *first;    /* the first batch: structure, dtypes, trailing shapes */
-  append_leaf *leaves;
-  int32_t nleaves;
-  int64_t rows, cap; /* rows written; rows the files hold room for */
-  int32_t state;
-  td_storage *buf;   /* gathering block for strided leaves */
-  int64_t ckpt_rows; /* the last checkpoint's rows; -1 before the first */
-  int lockfd;        /* "%lock", flocked while a checkpointed append is open; -1 */
-  char *path;        /* the temporary folder (renamed at the first checkpoint) */
-  char *stage_path, *ckpt_path;
-};
+#include "append_internal.h"
 
 /* ------------------------------------------------------------ structure copies */
 
@@ -280,7 +248,7 @@ static void batch_text(char *buf, size_t n, const td_dict *d) {
 /* Every difference between batch b and f (the first batch, or a buffer: what) that would
  * make them disagree as rows of one container: keys, kinds, dtypes, devices, the dims
  * after the first, values. The messages name the key and both shapes. */
-static int32_t check_like(const td_dict *f, const td_dict *b, const td_key_path *at,
+int32_t td_append_check_like(const td_dict *f, const td_dict *b, const td_key_path *at,
                           const char *what) {
   char p[TD_PATH_CHARS], s1[256], s2[256];
   if (b->head.ndim < 1)
@@ -317,7 +285,7 @@ static int32_t check_like(const td_dict *f, const td_dict *b, const td_key_path 
                      kinds[be->kind & 3], kinds[fe->kind & 3], what);
     }
     if (fe->kind == TD_ENTRY_DICT) {
-      int32_t st = check_like(fe->child, be->child, &here, what);
+      int32_t st = td_append_check_like(fe->child, be->child, &here, what);
       if (st) return st;
     } else if (fe->kind == TD_ENTRY_VALUE) {
       /* by value: a checkpoint's structure holds the value as the loader writes it */
@@ -350,7 +318,7 @@ TD_EXPORT int32_t td_dict_check_rows_like(const td_dict *ref, const td_dict *bat
   if (!ref || !batch) return td_fail(TD_EINVAL, "check_rows_like: NULL argument");
   if (ref->head.ndim < 1)
     return td_fail(TD_ESHAPE, "%s has batch size []: no rows", what ? what : "the reference");
-  return check_like(ref, batch, NULL, what ? what : "the reference");
+  return td_append_check_like(ref, batch, NULL, what ? what : "the reference");
 }
 
 /* The files of the first batch's leaves, made in the temporary folder (walk order). */
@@ -385,12 +353,16 @@ static int32_t open_leaves(td_memmap_append *a, const td_dict *d, int32_t *mark,
       int dfd = j->dir == 0 ? S->rootfd
                             : openat(S->rootfd, S->dirs[j->dir].rel,
                                      O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-      int oflags = keep >= 0 ? O_RDWR : O_RDWR | O_CREAT | O_EXCL;
+      /* shared: another rank may have made the file already */
+      int oflags = keep >= 0 ? O_RDWR : a->shared ? O_RDWR | O_CREAT : O_RDWR | O_CREAT | O_EXCL;
       l->fd = dfd < 0 ? -1 : openat(dfd, j->name, oflags | O_CLOEXEC | O_NOFOLLOW, 0666);
       if (dfd >= 0 && dfd != S->rootfd) close(dfd);
       if (l->fd < 0)
         return td_fail(TD_EIO, "%s: %s: cannot %s the file: %s", S->call, j->path,
                        keep >= 0 ? "open" : "create", strerror(errno));
+      if (a->shared && lseek(l->fd, a->offset * l->row_bytes, SEEK_SET) < 0) /* its rows' place */
+        return td_fail(TD_EIO, "%s: %s: cannot seek to row %lld: %s", S->call, j->path,
+                       (long long)a->offset, strerror(errno));
       if (keep >= 0) { /* the rows after the checkpoint go: they were never recorded */
         struct stat st;
         int64_t bytes = keep * l->row_bytes;
@@ -408,12 +380,12 @@ static int32_t open_leaves(td_memmap_append *a, const td_dict *d, int32_t *mark,
 
 /* The first batch fixes the structure: the plan of its one-row copy, its folders made
  * and its leaf files opened; or (resume: keep >= 0) those an earlier append made. */
-static int32_t start(td_memmap_append *a, const td_dict *batch, int64_t keep) {
+int32_t td_append_start(td_memmap_append *a, const td_dict *batch, int64_t keep) {
   td_dict *one = with_rows(a->stage.call, batch, 1);
   if (!one) return td_last_status();
   int32_t st = td_mm_plan(&a->stage, one, a->prefix);
   td_dict_release(one);
-  if (!st && keep < 0) st = td_mm_make_dirs(&a->stage, 1);
+  if (!st && keep < 0) st = a->shared ? td_append_make_dirs_shared(a) : td_mm_make_dirs(&a->stage, 1);
   if (st) return st;
   a->nleaves = count_leaves(batch);
   a->leaves = calloc((size_t)a->nleaves + 1, sizeof *a->leaves);
@@ -427,8 +399,12 @@ static int32_t start(td_memmap_append *a, const td_dict *batch, int64_t keep) {
 }
 
 /* Room for rows more: capacity doubles (sparse files: ftruncate writes nothing). */
-static int32_t reserve(td_memmap_append *a, int64_t rows) {
+int32_t td_append_reserve(td_memmap_append *a, int64_t rows) {
   if (rows <= a->cap) return 0;
+  if (a->shared) { /* writes past the end grow a shared file; a cut could drop another rank's rows */
+    a->cap = rows;
+    return 0;
+  }
   int64_t cap = a->cap ? a->cap : 16;
   while (cap < rows) cap = cap > INT64_MAX / 2 ? rows : 2 * cap;
   for (int32_t i = 0; i < a->nleaves; i++) {
@@ -468,11 +444,17 @@ static int32_t write_leaves(td_memmap_append *a, const td_dict *f, const td_dict
                      td_key_path_text(&here, p), (long long)(l->row_bytes * be->t.shape[0]),
                      strerror(errno));
     }
+    /* A folder synced at its commit: the disk starts on these bytes now, while the
+     * next batches are made, instead of all of them at the commit's fsync. (Only a
+     * start: no wait, and a failure here shows at that fsync.) */
+    if (!(a->stage.flags & TD_MEMMAP_NO_FSYNC))
+      sync_file_range(l->fd, (a->offset + a->rows) * l->row_bytes, l->row_bytes * be->t.shape[0],
+                      SYNC_FILE_RANGE_WRITE);
   }
   return 0;
 }
 
-static int32_t refuse_state(const td_memmap_append *a, const char *call) {
+int32_t td_append_refuse_state(const td_memmap_append *a, const char *call) {
   return td_fail(TD_EINVAL, "%s: '%s' is %s", call, a->prefix,
                  a->state == APPEND_DONE ? "committed or aborted already"
                                          : "broken by an earlier failed write (abort it)");
@@ -480,22 +462,22 @@ static int32_t refuse_state(const td_memmap_append *a, const char *call) {
 
 TD_EXPORT int32_t td_memmap_append_write(td_memmap_append *a, const td_dict *batch) {
   if (!a || !batch) return td_fail(TD_EINVAL, "append: NULL argument");
-  if (a->state != APPEND_OPEN) return refuse_state(a, "append");
+  if (a->state != APPEND_OPEN) return td_append_refuse_state(a, "append");
   if (batch->head.ndim < 1)
     return td_fail(TD_ESHAPE, "a batch needs at least one batch dim (rows), got batch size []");
   int32_t st;
   if (!a->first) {
     if ((st = check_values("append", batch, NULL))) return st;
-    if ((st = start(a, batch, -1))) {
+    if ((st = td_append_start(a, batch, -1))) {
       a->state = APPEND_BROKEN;
       return st;
     }
   }
-  if ((st = check_like(a->first, batch, NULL, "the first batch"))) return st; /* nothing moved: still usable */
+  if ((st = td_append_check_like(a->first, batch, NULL, "the first batch"))) return st; /* nothing moved: still usable */
   int64_t n = batch->head.shape[0];
   if (n == 0) return 0;
   int32_t leaf = 0;
-  if ((st = reserve(a, a->rows + n)) || (st = write_leaves(a, a->first, batch, &leaf, NULL))) {
+  if ((st = td_append_reserve(a, a->rows + n)) || (st = write_leaves(a, a->first, batch, &leaf, NULL))) {
     a->state = APPEND_BROKEN; /* files hold part of the batch now */
     return st;
   }
@@ -507,7 +489,7 @@ TD_EXPORT int64_t td_memmap_append_rows(const td_memmap_append *a) { return a ? 
 
 /* ----------------------------------------------------------------------- the end */
 
-static void close_leaves(td_memmap_append *a) {
+void td_append_close_leaves(td_memmap_append *a) {
   for (int32_t i = 0; i < a->nleaves; i++)
     if (a->leaves[i].fd >= 0) close(a->leaves[i].fd), a->leaves[i].fd = -1;
 }
@@ -549,8 +531,9 @@ static int32_t drop_checkpoint(td_memmap_append *a) {
 
 TD_EXPORT int32_t td_memmap_append_commit(td_memmap_append *a, int32_t num_threads) {
   if (!a) return td_fail(TD_EINVAL, "commit: NULL argument");
-  if (a->state != APPEND_OPEN) return refuse_state(a, "commit");
-  close_leaves(a);
+  if (a->state != APPEND_OPEN) return td_append_refuse_state(a, "commit");
+  if (a->joined) return td_append_commit_joined(a);
+  td_append_close_leaves(a);
   /* The final plan: the first batch's structure with every row written (no batch: an
    * empty container of batch size [0]). */
   int64_t zero = 0;
@@ -579,7 +562,7 @@ TD_EXPORT int32_t td_memmap_append_commit(td_memmap_append *a, int32_t num_threa
 
 TD_EXPORT void td_memmap_append_abort(td_memmap_append *a) {
   if (!a) return;
-  close_leaves(a);
+  td_append_close_leaves(a);
   td_mm_cancel(&a->stage); /* the checkpoint folder too, when the temporary is it */
   unlock(a);
   a->state = APPEND_DONE;
@@ -588,7 +571,7 @@ TD_EXPORT void td_memmap_append_abort(td_memmap_append *a) {
 TD_EXPORT void td_memmap_append_suspend(td_memmap_append *a) {
   if (!a || a->state == APPEND_DONE) return;
   if (a->ckpt_rows < 0) return td_memmap_append_abort(a);
-  close_leaves(a);
+  td_append_close_leaves(a);
   a->stage.place.made = false; /* cancel closes the descriptors and leaves the folder */
   td_mm_cancel(&a->stage);
   unlock(a);
@@ -621,7 +604,10 @@ static int32_t inner_path(td_memmap_append *a, const char *name, char **out) {
 
 TD_EXPORT const char *td_memmap_append_stage(td_memmap_append *a) {
   if (!a) return td_fail_null(TD_EINVAL, "checkpoint: NULL argument");
-  if (a->state != APPEND_OPEN) return refuse_state(a, "checkpoint"), NULL;
+  if (a->state != APPEND_OPEN) return td_append_refuse_state(a, "checkpoint"), NULL;
+  if (a->shared)
+    return td_fail_null(TD_EINVAL, "checkpoint: '%s' is written by several ranks, which do not "
+                        "checkpoint", a->prefix);
   int rootfd = a->stage.rootfd;
   if (td_fs_rm_tree(rootfd, CKPT_NEXT) != 0 || mkdirat(rootfd, CKPT_NEXT, 0777) != 0)
     return td_fail_null(TD_EIO, "checkpoint: cannot make the folder '%s/%s': %s", a->path,
@@ -674,7 +660,10 @@ static int32_t settle(td_memmap_append *a) {
 
 TD_EXPORT int32_t td_memmap_append_checkpoint(td_memmap_append *a) {
   if (!a) return td_fail(TD_EINVAL, "checkpoint: NULL argument");
-  if (a->state != APPEND_OPEN) return refuse_state(a, "checkpoint");
+  if (a->state != APPEND_OPEN) return td_append_refuse_state(a, "checkpoint");
+  if (a->shared)
+    return td_fail(TD_EINVAL, "checkpoint: '%s' is written by several ranks, which do not "
+                   "checkpoint", a->prefix);
   int rootfd = a->stage.rootfd;
   struct stat sst;
   if (fstatat(rootfd, CKPT_NEXT, &sst, AT_SYMLINK_NOFOLLOW) != 0 && !td_memmap_append_stage(a))
@@ -753,7 +742,7 @@ static int32_t reopen(td_memmap_append *a, int64_t rows) {
     td_dict *first = td_dict_load_memmap(where, TD_MAP_READ);
     free(where);
     if (!first) return td_last_status();
-    int32_t rc = start(a, first, rows);
+    int32_t rc = td_append_start(a, first, rows);
     td_dict_release(first); /* start retained it */
     if (rc) return rc;
     a->cap = rows;

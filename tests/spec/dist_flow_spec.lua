@@ -54,6 +54,41 @@ local function assert_rows_equal(a, b, skip)
   end
 end
 
+-- Every file of folder a (relative path -> bytes), but the run's provenance record
+-- (a data-parallel run writes none).
+local function folder_bytes(dir)
+  local files = {}
+  for _, rel in ipairs(helpers.output_lines(("cd %q && find . -type f | sort"):format(dir))) do
+    if not rel:find("%provenance.json", 1, true) then files[rel] = helpers.read(dir .. "/" .. rel) end
+  end
+  return files
+end
+
+-- The names in dir's parent that begin with dir's name and a dot: what a run left
+-- beside its output (spill and moved folders, temporaries).
+local function siblings(dir)
+  local parent, name = dir:match("^(.*)/([^/]+)$")
+  local left = {}
+  for _, e in ipairs(helpers.output_lines(("ls -a %q"):format(parent))) do
+    if e:sub(1, #name + 2) == "." .. name .. "." then left[#left + 1] = e end
+  end
+  return left
+end
+
+-- A Lua recipe: ParticleSource of n rows, then steps (Lua source), into MemmapSink at out.
+local function lua_recipe(path, n, steps, out)
+  helpers.write(path, ([[
+local T = require("tensordict")
+local rank = tonumber(os.getenv("OMPI_COMM_WORLD_RANK") or "0")
+return {
+  seed = 5, batch_size = 7, workers = 0,
+  source = { use = "ParticleSource", n = %d, steps = 4 },
+  steps = { %s },
+  sink = { use = "MemmapSink", path = %q, existsok = true },
+}]]):format(n, steps, out))
+  return path
+end
+
 describe("tdflow run under mpirun", function()
   it("gives the 1-rank output with 2 and 3 ranks; Normalize's statistics are merged", function()
     if not have_mpi() then pending("mpirun or libtensordict_mpi.so missing") return end
@@ -112,6 +147,122 @@ describe("tdflow run under mpirun", function()
     helpers.rmtree(dir)
   end)
 
+  it("every rank writes its rows into the one folder: the 1-rank folder byte for byte", function()
+    if not have_mpi() then pending("mpirun or libtensordict_mpi.so missing") return end
+    local dir = helpers.tmpdir()
+    -- steps that keep rows (the planned path: each rank writes at its share's rows), one
+    -- that drops rows though its type says it keeps them (the plan misses: ranks copy
+    -- their own rows into place), one that doubles them (rows past a reservation spill),
+    -- and one whose type says nothing (rank 0 writes in place, the others spill)
+    local cases = {
+      keeps = [[{ use = "Map", fn = "physics.features" }]],
+      drops = [[{ use = "Map", fn = "physics.features" }, { use = "Lambda", fn = function(td)
+        local keep = (td:get("id") % 3):ne(0)
+        return td[keep] end }]],
+      doubles = [[{ use = "Lambda", fn = function(td) return T.cat({ td, td }, 1) end }]],
+      unknown = [[{ use = "physics.EnergyFilter", max = 1e9 }]],
+    }
+    -- 210 rows in batches of 7: the shards of 2 and 3 ranks hold whole batches, so the
+    -- doubled batches are the same ones
+    for name, steps in pairs(cases) do
+      local want
+      for _, ranks in ipairs({ 0, 2, 3 }) do
+        local out = ("%s/%s%d"):format(dir, name, ranks)
+        local rc, text = tdflow(ranks, lua_recipe(dir .. "/" .. name .. ".lua", 210, steps, out) .. " -q")
+        assert.are.equal(0, rc, text)
+        local got = folder_bytes(out)
+        if ranks == 0 then
+          want = got
+          assert.truthy(got["./id.memmap"] and #got["./id.memmap"] > 0, name)
+        else
+          assert.are.same(want, got, ("%s on %d ranks"):format(name, ranks))
+        end
+        assert.are.same({}, siblings(out), name)
+      end
+      -- ids 1..210, 70 of them multiples of 3
+      if name == "drops" then assert.are.equal(140 * 8, #want["./id.memmap"]) end
+      if name == "doubles" then assert.are.equal(420 * 8, #want["./id.memmap"]) end
+    end
+    helpers.rmtree(dir)
+  end)
+
+  it("uneven shards: a rank with no rows, and no rows at all", function()
+    if not have_mpi() then pending("mpirun or libtensordict_mpi.so missing") return end
+    local dir = helpers.tmpdir()
+    -- 2 rows over 3 ranks: rank 0's share is empty (planned, and unplanned: rank 0 then
+    -- has the structure from rank 1); a filter that keeps nothing: an empty folder
+    local cases = {
+      planned = { 2, [[{ use = "Map", fn = "physics.features" }]] },
+      unplanned = { 2, [[{ use = "physics.EnergyFilter", max = 1e9 }]] },
+      none = { 30, [[{ use = "physics.EnergyFilter", max = -1 }]] },
+    }
+    for name, case in pairs(cases) do
+      local want
+      for _, ranks in ipairs({ 0, 3 }) do
+        local out = ("%s/%s%d"):format(dir, name, ranks)
+        local rc, text = tdflow(ranks, lua_recipe(dir .. "/" .. name .. ".lua", case[1], case[2], out) .. " -q")
+        assert.are.equal(0, rc, text)
+        local got = folder_bytes(out)
+        if ranks == 0 then want = got else assert.are.same(want, got, name) end
+        assert.are.same({}, siblings(out), name)
+      end
+      local td = T.load_memmap(("%s/%s3"):format(dir, name))
+      assert.are.equal(name == "none" and 0 or 2, #td, name)
+    end
+    helpers.rmtree(dir)
+  end)
+
+  it("ranks whose rows differ in structure: refused on every rank, nothing committed", function()
+    if not have_mpi() then pending("mpirun or libtensordict_mpi.so missing") return end
+    local dir = helpers.tmpdir()
+    local recipe = lua_recipe(dir .. "/odd.lua", 40, [[{ use = "Lambda", fn = function(td)
+      if rank == 1 then td:set("extra", T.zeros(#td)) end
+      return td end }]], dir .. "/out")
+    local rc, out = tdflow(2, recipe .. " -q")
+    assert.are_not.equal(0, rc, out)
+    local why = "the rows of rank 1 do not match those of rank 0 (extra: float32 [*], against id: int64 [*])"
+    assert.truthy(out:find(why, 1, true), out)
+    assert.is_false(exists(dir .. "/out"), "nothing committed")
+    assert.are.same({}, siblings(dir .. "/out"))
+    helpers.rmtree(dir)
+  end)
+
+  it("ReplayBuffer: the ranks extend one ring; 2 and 3 ranks leave the 1-rank ring, run after run", function()
+    if not have_mpi() then pending("mpirun or libtensordict_mpi.so missing") return end
+    local dir = helpers.tmpdir()
+    -- 210 rows into rings of 500 (room to spare), 150 (the stream wraps; its first
+    -- rows are overwritten) and 60 (only the last rank's rows stay); each recipe run
+    -- twice, the second run reopening the ring at its cursor
+    for _, cap in ipairs({ 500, 150, 60 }) do
+      local want
+      for _, ranks in ipairs({ 0, 2, 3 }) do
+        local out = ("%s/rb%d-%d"):format(dir, cap, ranks)
+        local recipe = dir .. "/rb.lua"
+        helpers.write(recipe, ([[
+return {
+  seed = 5, batch_size = 7, workers = 0,
+  source = { use = "ParticleSource", n = 210, steps = 4 },
+  steps = { { use = "Map", fn = "physics.features" } },
+  sink = { use = "ReplayBuffer", path = %q, capacity = %d },
+}]]):format(out, cap))
+        for run = 1, 2 do
+          local rc, text = tdflow(ranks, recipe .. " -q")
+          assert.are.equal(0, rc, ("capacity %d, %d ranks, run %d: %s"):format(cap, ranks, run, text))
+        end
+        local got = folder_bytes(out)
+        if ranks == 0 then
+          want = got
+          local ring = T.load_memmap(out)
+          assert.are.equal(cap, #ring)
+        else
+          assert.are.same(want, got, ("capacity %d on %d ranks"):format(cap, ranks))
+        end
+        assert.are.same({}, siblings(out))
+      end
+    end
+    helpers.rmtree(dir)
+  end)
+
   it("a rank killed mid-run: the others fail within --timeout and nothing is committed", function()
     if not have_mpi() then pending("mpirun or libtensordict_mpi.so missing") return end
     local dir = helpers.tmpdir()
@@ -135,7 +286,7 @@ return {
     local t0 = require("tensordict.util").now()
     local _, out = tdflow(2, recipe .. " -q --timeout 3", true)
     local took = require("tensordict.util").now() - t0
-    assert.truthy(out:find("tdflow: rank 0: sink: dist.barrier: timed out after 3 s", 1, true), out)
+    assert.truthy(out:find("tdflow: rank 0: sink: dist.all_gather: timed out after 3 s", 1, true), out)
     assert.truthy(took < 30, "took " .. took)
     -- nothing committed, no part left: only the dead rank's temporary folder (the next
     -- save of that part sweeps it, as every save does for processes gone)
@@ -149,7 +300,7 @@ return {
     local with_field = dir .. "/kill-timeout.lua"
     helpers.write(with_field, (helpers.read(recipe):gsub("batch_size = 50,", "batch_size = 50, timeout = 2,")))
     _, out = tdflow(2, with_field .. " -q", true)
-    assert.truthy(out:find("tdflow: rank 0: sink: dist.barrier: timed out after 2 s", 1, true), out)
+    assert.truthy(out:find("tdflow: rank 0: sink: dist.all_gather: timed out after 2 s", 1, true), out)
     helpers.rmtree(dir)
   end)
 end)

@@ -123,6 +123,42 @@ function Append:suspend()
   end
 end
 
+----------------------------------------------------- data-parallel (append_ranks.c)
+
+-- Makes this append the one that the ranks of a data-parallel run write together: its
+-- own rows go from row_offset on, other ranks join its folder (M.join). Before the
+-- first batch. true, or nil and the message.
+function Append:share(row_offset)
+  if C.td_memmap_append_share(self.a, row_offset) < 0 then return nil, c_message() end
+  return true
+end
+
+-- An append into folder, the temporary folder of another process's shared append of
+-- path (its Append:path()), writing its rows from row_offset on (opts: fsync). Its
+-- commit syncs its own writes; its abort leaves the folder. Or nil and the message.
+function M.join(folder, path, row_offset, opts)
+  local a = C.td_memmap_append_join(folder, path, row_offset, opts.fsync == false and C.TD_MEMMAP_NO_FSYNC or 0)
+  if a == nil then return nil, c_message() end
+  return (setmetatable({ a = ffi.gc(a, C.td_memmap_append_free) }, Append))
+end
+
+-- Copies rows rows of src (from its file row src_row) into this append's files at row
+-- dst_row, in the kernel where it can. true, or nil and the message.
+function Append:copy_rows(dst_row, src, src_row, rows)
+  if C.td_memmap_append_copy_rows(self.a, dst_row, src.a, src_row, rows) < 0 then return nil, c_message() end
+  return true
+end
+
+-- The shared append's total before its commit: rows over every rank, and a batch of
+-- their structure (any rows, 0 will do; nil when no rank had one). true, or nil and
+-- the message.
+function Append:set_total(structure, rows)
+  if C.td_memmap_append_set_total(self.a, structure and cdict(structure) or nil, rows) < 0 then
+    return nil, c_message()
+  end
+  return true
+end
+
 -- A ring: td's structure with rows rows, zero-filled, saved at path (opts: existsok,
 -- fsync) and mapped read-write; or nil and the message.
 function M.rows_like(td, rows, path, opts)

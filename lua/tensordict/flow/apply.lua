@@ -30,6 +30,7 @@ end
 ------------------------------------------------------------------------------ Apply
 
 local Apply = core.define("Apply", {
+  keeps_rows = true,
   doc = "Calls fn on each selected leaf and stores the result (in place, or under out_keys).",
   params = {
     { "keys", "keys", required = true, doc = "the leaves fn is applied to" },
@@ -57,6 +58,7 @@ end
 ----------------------------------------------------------------------------- Module
 
 local Module = core.define("Module", {
+  keeps_rows = true,
   doc = "tensordict.nn's TensorDictModule: fn(in_keys' values...) returns the out_keys' values.",
   params = {
     { "fn", "function", required = true, takes = "tensors",
@@ -88,6 +90,7 @@ end
 ----------------------------------------------------------------------------- Lambda
 
 local Lambda = core.define("Lambda", {
+  keeps_rows = true,
   doc = "Calls fn on the whole batch: fn(td) returns a TensorDict (the same or a new one) or nil to drop it.",
   params = {
     { "fn", "function", required = true, takes = "batch", doc = "fn(td) -> TensorDict or nil" },
@@ -113,6 +116,7 @@ end
 ------------------------------------------------------------------ Select, Exclude
 
 local Select = core.define("Select", {
+  keeps_rows = true,
   doc = "Keeps only the given keys (leaves shared).",
   params = {
     { "keys", "keys", required = true, doc = "the keys kept (key paths keep those leaves of nested TensorDicts)" },
@@ -137,6 +141,7 @@ function Select:forward(td)
 end
 
 local Exclude = core.define("Exclude", {
+  keeps_rows = true,
   doc = "Drops the given keys (missing ones are ignored).",
   params = {
     { "keys", "keys", required = true, doc = "the keys dropped" },
@@ -154,6 +159,7 @@ end
 ----------------------------------------------------------------------------- Rename
 
 local Rename = core.define("Rename", {
+  keeps_rows = true,
   doc = "Renames keys: {old = \"new\", ...}, or a list of {old, new} pairs for key paths.",
   params = {
     { "keys", "table", required = true, doc = "old -> new names: {a = \"b\"} or {{old, new}, ...}" },
@@ -212,6 +218,7 @@ end
 ------------------------------------------------------------------------------- Cast
 
 local Cast = core.define("Cast", {
+  keeps_rows = true,
   doc = "Casts leaves to a dtype: the given keys (any dtype), or every floating leaf.",
   params = {
     { "dtype", "dtype", required = true, doc = "the target dtype" },

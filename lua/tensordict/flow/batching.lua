@@ -62,6 +62,7 @@ end
 ---------------------------------------------------------------------------- Rebatch
 
 local Rebatch = core.define("Rebatch", {
+  keeps_rows = true,
   doc = "Turns batches of any sizes into batches of exactly size rows (the last one partial unless drop_last).",
   params = {
     { "size", "integer", required = true, min = 1, rows_held = true, doc = "rows per output batch" },
@@ -126,6 +127,7 @@ end
 ---------------------------------------------------------------------------- Shuffle
 
 local Shuffle = core.define("Shuffle", {
+  keeps_rows = true,
   doc = "A seeded shuffle buffer over rows: each output row is drawn at random from the last buffer rows seen.",
   params = {
     { "buffer", "integer", required = true, min = 1, rows_held = true, doc = "rows held; larger mixes further" },

@@ -494,7 +494,7 @@ local function checked_entry(name, f)
   end
 end
 
--- core.define(name, {kind =, doc =, params = {...}, stateful =}): a new node type. flow.<name>
+-- core.define(name, {kind =, doc =, params = {...}, stateful =, keeps_rows =}): a new node type. flow.<name>
 -- (the returned class, callable) makes nodes; the registry maps the name to it. A name
 -- is defined once, unless its class is marked redefinable (tdrepl marks the types
 -- defined at its prompt, so a type can be written again there). cls.defined_in is the
@@ -515,6 +515,9 @@ function M.define(name, def)
   cls.params = def.params or {}
   cls.examples = def.examples
   cls.stateful = def.stateful -- keeps state across batches without state()/restore()
+  -- the rows out are the rows in, as a rule (a hint: MemmapSink under mpirun plans its
+  -- folder from it, and a node that breaks it costs a copy, not a wrong result)
+  cls.keeps_rows = def.keeps_rows
   for _, spec in ipairs(cls.params) do
     assert(KINDS[spec[2]], "unknown parameter kind " .. tostring(spec[2]))
   end

@@ -6,6 +6,7 @@ local td_device = require("tensordict.dict.device")
 local core = require("tensordict.flow.core")
 
 local ToDevice = core.define("ToDevice", {
+  keeps_rows = true,
   doc = "Moves every leaf of the batch to a device (\"cpu\", \"cuda\", \"cuda:N\"), in one pass.",
   params = {
     { "device", "string", required = true, doc = "\"cpu\", \"cuda\" or \"cuda:N\"" },

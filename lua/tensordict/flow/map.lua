@@ -12,6 +12,7 @@ local workers = require("tensordict.dict.workers")
 local describe, is_td = util.describe, td_core.is_td
 
 local Map = core.define("Map", {
+  keeps_rows = true,
   doc = "Runs fn(batch) -> batch or nil in worker processes, batches through shared memory.",
   params = {
     { "fn", "function", required = true, takes = "batch",

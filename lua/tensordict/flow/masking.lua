@@ -110,6 +110,7 @@ end
 ------------------------------------------------------------------------- MaskedFill
 
 local MaskedFill = core.define("MaskedFill", {
+  keeps_rows = true,
   doc = "Writes value into the selected leaves (default: every leaf) where the mask holds.",
   params = {
     { "mask", MASK_KIND, required = true, key_or_function = true, takes = "batch", doc = MASK_DOC },
@@ -145,6 +146,7 @@ end
 ------------------------------------------------------------------------------ Where
 
 local Where = core.define("Where", {
+  keeps_rows = true,
   doc = "out = where(cond, leaf, other) per selected leaf: other a number or another leaf.",
   params = {
     { "cond", MASK_KIND, required = true, key_or_function = true, takes = "batch", doc = MASK_DOC },

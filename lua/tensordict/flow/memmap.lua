@@ -13,6 +13,8 @@ local core = require("tensordict.flow.core")
 local fs = require("tensordict.fs")
 local sources = require("tensordict.flow.sources")
 local checkpoint_io = require("tensordict.flow.checkpoint")
+local ranks = require("tensordict.flow.memmap_ranks")
+local replay_ranks = require("tensordict.flow.replay_ranks")
 local row_batches, copy_position = sources.row_batches, sources.copy_position
 local ToDevice = require("tensordict.flow.device").ToDevice
 local td_device = require("tensordict.dict.device")
@@ -208,21 +210,13 @@ function MemmapSink:preflight(opts)
   if #problems > 0 then return problems end
 end
 
--- Under a data-parallel run (ctx.dist, docs/dist.md) rank 0 appends to path itself and
--- every other rank r to a part of its own, a hidden sibling of path; finish has rank 0
--- append the parts after its own rows.
-local function part_path(path, rank, size)
-  local dir, name = path:match("^(.*)/([^/]+)/*$")
-  if not dir then dir, name = ".", path end
-  return ("%s/.%s.part-%d-of-%d"):format(dir, name, rank, size)
-end
-
 -- Starts the append: checks the path (existsok), removes temporaries that processes
 -- now gone left beside it, makes this one's temporary folder. With ctx.resume the
 -- append continues from the path's checkpoint instead (resume_state gives what the run
--- recorded with it).
+-- recorded with it). In a data-parallel run (ctx.dist) every rank writes into the one
+-- folder rank 0 commits (flow/memmap_ranks.lua), planned from ctx.rows_hint.
 function MemmapSink:open(ctx)
-  if self.app then self:abort() end
+  if self.app or self.ranks then self:abort() end
   if ctx then self.dist = ctx.dist end
   local opts = { existsok = self.p.existsok, fsync = self.p.fsync }
   local target = self.p.path
@@ -238,10 +232,8 @@ function MemmapSink:open(ctx)
     if not self.p.existsok and fs.exists(target) then
       self:fail("path '%s' exists (pass existsok = true to replace it)", target)
     end
-    if self.dist.rank ~= 0 then
-      target = part_path(target, self.dist.rank, self.dist.size)
-      opts.existsok = true -- a part a failed run left is replaced
-    end
+    self.ranks = ranks.open(self, self.dist, opts, ctx.rows_hint)
+    return
   end
   local a, msg = append.open(target, opts)
   if not a then self:fail("%s", (msg:gsub("%(pass existsok%)", "(pass existsok = true to replace it)"))) end
@@ -250,6 +242,7 @@ end
 
 function MemmapSink:write(td)
   if not is_td(td) then self:fail("write: expected a TensorDict, got %s", describe(td)) end
+  if self.ranks then return ranks.write(self, self.ranks, td) end
   if not self.app then self:open() end
   local ok, msg = self.app:write(td)
   if not ok then self:fail("%s", msg) end
@@ -257,6 +250,7 @@ end
 
 -- Rows written so far.
 function MemmapSink:rows()
+  if self.ranks then return ranks.rows(self.ranks) end
   return self.app and self.app:rows() or 0
 end
 
@@ -310,13 +304,23 @@ function MemmapSink:set_provenance(text) self.provenance = text end
 -- Commits and returns the folder loaded (T.load_memmap(path), read-only): every row
 -- written, in order. Without any batch the folder is an empty TensorDict of batch [0].
 function MemmapSink:finish()
+  if self.ranks then
+    local w = self.ranks
+    self.ranks = nil
+    local ok, err = pcall(ranks.finish, self, w)
+    if not ok then
+      ranks.abort(w)
+      error(err, 0)
+    end
+    return td_memmap.load_memmap(self.p.path)
+  end
   if not self.app then self:open() end
-  if self.provenance and not self.dist then
+  if self.provenance then
     local ok, err = fs.write_atomic(self.app:path() .. "/" .. MemmapSink.PROVENANCE_FILE,
       self.provenance, self.p.fsync)
     if not ok then self:fail("provenance: %s", err) end
   end
-  if self.dist then self:finish_parts() else self:commit_app() end
+  self:commit_app()
   return td_memmap.load_memmap(self.p.path)
 end
 
@@ -328,48 +332,14 @@ function MemmapSink:commit_app()
   if not ok then self:fail("%s", msg) end
 end
 
--- Data-parallel: every rank but 0 commits its part; once every part is (a barrier, under
--- the run's timeout), rank 0, which wrote its own rows to path's temporary folder,
--- appends the parts in rank order, commits path atomically and removes the parts; the
--- ranks learn the outcome from rank 0. Only rank 0 copies rows, and only the other
--- ranks' rows. A rank that failed or died leaves path untouched.
-function MemmapSink:finish_parts()
-  local d = self.dist
-  if d.rank ~= 0 then
-    self:commit_app()
-    self.committed_part = part_path(self.p.path, d.rank, d.size)
-  end
-  d.barrier()
-  local outcome = { ok = true }
-  if d.rank == 0 then
-    local ok, err = pcall(function()
-      for r = 1, d.size - 1 do
-        local part = td_memmap.load_memmap(part_path(self.p.path, r, d.size))
-        if #part > 0 then
-          local written, msg = self.app:write(part)
-          if not written then self:fail("joining the part of rank %d: %s", r, msg) end
-        end
-      end
-      self:commit_app()
-    end)
-    for r = 1, d.size - 1 do fs.remove_tree(part_path(self.p.path, r, d.size)) end
-    outcome = { ok = ok, err = not ok and tostring(err) or nil }
-  end
-  outcome = d.share(outcome)
-  self.committed_part = nil
-  if not outcome.ok then
-    if d.rank == 0 then error(outcome.err, 0) end
-    self:fail("rank 0 could not join the parts: %s", (outcome.err:gsub("^.-tensordict: ", "")))
-  end
-end
-
--- Removes the temporary folder (and a committed part of a data-parallel run): the path
--- keeps what it held. A checkpoint is kept, for a later resume (the rows written after
--- it are dropped then); a fresh run with existsok replaces it. Idempotent.
+-- Removes the temporary folder (a data-parallel rank: its own folders, and on rank 0 the
+-- shared one): the path keeps what it held. A checkpoint is kept, for a later resume (the
+-- rows written after it are dropped then); a fresh run with existsok replaces it.
+-- Idempotent.
 function MemmapSink:abort()
-  if self.committed_part then
-    fs.remove_tree(self.committed_part)
-    self.committed_part = nil
+  if self.ranks then
+    ranks.abort(self.ranks)
+    self.ranks = nil
   end
   local a = self.app
   if a == nil then return end
@@ -408,25 +378,37 @@ function ReplayBuffer:init()
   self.pos, self.filled = 0, 0
 end
 
--- The ring already at path, unless existsok replaces it: mapped read-write with its
--- counters (fill count and cursor). Looked for once, at the first use.
+-- The ring at path mapped read-write with its counters (fill count and cursor).
+local function map_ring(self, hint)
+  local ring, counters = append.open_ring(self.p.path)
+  if not ring then self:fail("%s%s", counters, hint or "") end
+  self.buf, self.counters = ring, counters
+  self.filled, self.pos = counters[3], counters[4]
+  return ring
+end
+
+-- The ring already at path, unless existsok replaces it. Looked for once, at the first
+-- use.
 local function attach(self)
   if self.buf or self.looked then return end
   self.looked = true
   if self.p.existsok or not fs.exists(self.p.path) then return end
-  local ring, counters = append.open_ring(self.p.path)
-  if not ring then self:fail("%s; pass existsok = true to replace it", counters) end
+  local ring = map_ring(self, "; pass existsok = true to replace it")
   if #ring ~= self.p.capacity then
     self:fail("'%s' is a ring of %d rows, not %d (capacity); pass existsok = true to replace it",
       self.p.path, #ring, self.p.capacity)
   end
-  self.buf, self.counters = ring, counters
-  self.filled, self.pos = counters[3], counters[4]
 end
 
 -- A pipeline's open: the ring at path is reopened (or, with existsok, replaced at the
--- first extend); a path holding something else is refused before data moves.
-function ReplayBuffer:open() attach(self) end
+-- first extend); a path holding something else is refused before data moves. In a
+-- data-parallel run (ctx.dist) the ranks extend one ring (flow/replay_ranks.lua): their
+-- rows reach it at finish.
+function ReplayBuffer:open(ctx)
+  if self.ranks then replay_ranks.abort(self.ranks) end
+  self.ranks = ctx and ctx.dist and replay_ranks.open(self, ctx.dist) or nil
+  attach(self)
+end
 
 -- Rows filled (at most capacity). (`#rb` cannot work: a node is a Lua table.)
 function ReplayBuffer:len()
@@ -458,6 +440,14 @@ function ReplayBuffer:extend(td)
     self:fail("extend: a batch needs at least one batch dim (rows), got batch size []")
   end
   attach(self)
+  if self.ranks then
+    if self.buf then
+      local fits, msg = append.check_rows_like(self.buf, td, "the buffer")
+      if not fits then self:fail("extend: %s", msg) end
+    end
+    replay_ranks.extend(self, self.ranks, td)
+    return self
+  end
   if not self.buf then make_ring(self, td) end
   local buf, cap = self.buf, self.p.capacity
   local fits, msg = append.check_rows_like(buf, td, "the buffer")
@@ -483,6 +473,9 @@ function ReplayBuffer:sample(n, gen)
     self:fail("sample: n must be a non-negative integer, got %s", describe(n))
   end
   attach(self)
+  if self.ranks then
+    self:fail("sample: in a data-parallel run (mpirun) the ranks' rows reach the ring at finish; sample after the run")
+  end
   if self.filled == 0 then self:fail("sample: the buffer is empty (extend it first)") end
   if gen ~= nil and getmetatable(gen) ~= GENERATOR_MT then
     self:fail("sample: gen must be a T.Generator (or nil: the global one), got %s", describe(gen))
@@ -512,10 +505,28 @@ end
 -- The sink side: write extends; finish syncs and returns the buffer (rb itself).
 function ReplayBuffer:write(td) return self:extend(td) end
 
-function ReplayBuffer:finish() return self:sync() end
+function ReplayBuffer:finish()
+  local w = self.ranks
+  if w then
+    self.ranks = nil
+    local ok, err = pcall(replay_ranks.finish, self, w, function() attach(self) end,
+      function(structure) make_ring(self, structure) end, function() map_ring(self) end)
+    if not ok then
+      replay_ranks.abort(w)
+      error(err, 0)
+    end
+  end
+  return self:sync()
+end
 
--- Nothing to undo: the ring is a working buffer, never a committed result.
-function ReplayBuffer:abort() end
+-- Nothing to undo: the ring is a working buffer, never a committed result (in a
+-- data-parallel run the rows not yet in it are dropped).
+function ReplayBuffer:abort()
+  if self.ranks then
+    replay_ranks.abort(self.ranks)
+    self.ranks = nil
+  end
+end
 
 function ReplayBuffer:close() self:sync() end
 

@@ -12,6 +12,7 @@ local random = require("tensordict.tensor.random")
 local core = require("tensordict.flow.core")
 local meter = require("tensordict.flow.meter")
 local Seq = require("tensordict.flow.seq")
+local shard_rows = require("tensordict.flow.sources").shard_rows
 local provenance = require("tensordict.flow.provenance")
 local resume = require("tensordict.flow.resume")
 local interrupt = require("tensordict.flow.interrupt")
@@ -37,6 +38,30 @@ local function check_role(x, role, methods)
 end
 
 local function is_seq(node) return getmetatable(node) == Seq.__mt end
+
+-- Whether node's type says its rows out are its rows in (core.define's keeps_rows; a
+-- Seq's when all of its steps' do).
+local function keeps_rows(node)
+  if node == nil then return true end
+  if is_seq(node) then
+    for _, step in ipairs(node.nodes) do
+      if not keeps_rows(step) then return false end
+    end
+    return true
+  end
+  return node.keeps_rows == true
+end
+
+-- ctx.rows_hint in a data-parallel run: the rows this rank's source yields (its share
+-- of source:len()) when every step keeps rows, else nil. MemmapSink plans its folder
+-- from it; a hint that misses costs the sink a copy, never a wrong result.
+local function rows_hint(source, node, ctx)
+  if not ctx.dist or type(source.len) ~= "function" or not keeps_rows(node) then return nil end
+  local ok, n = pcall(source.len, source)
+  if not ok or not util.is_int(n) or n < 0 then return nil end
+  local lo, hi = shard_rows(n, ctx)
+  return hi - lo + 1
+end
 
 -- The position of a failure inside node, for messages. A node flow.run wrapped in a
 -- Seq to profile it is named as itself, as it is without profiling.
@@ -147,6 +172,7 @@ function M.run(source, node, sink, opts)
     for _, part in ipairs({ { "source", source }, { "node", node }, { "sink", sink } }) do
       phase = part[1]
       local x = part[2]
+      if x == sink and ctx.dist and ctx.rows_hint == nil then ctx.rows_hint = rows_hint(source, node, ctx) end
       if x and x.open then
         x:open(ctx)
       end

@@ -548,6 +548,7 @@ end
 ------------------------------------------------------------------------- Normalize
 
 local Normalize = core.define("Normalize", {
+  keeps_rows = true,
   kind = "node",
   doc = "Standardises float leaves per feature, (x - mean) / sqrt(var + eps), with running or fixed statistics.",
   params = {
