@@ -826,6 +826,9 @@ td_memmap_append *td_memmap_append_join(const char *folder, const char *prefix,
  * changes. */
 int32_t td_memmap_append_copy_rows(td_memmap_append *dst, int64_t dst_row,
                                    const td_memmap_append *src, int64_t src_row, int64_t rows);
+/* A new reference to the batch that fixed a's structure (its first, or a resumed
+ * checkpoint's 0-row structure), NULL when a has had none (no error set). */
+td_dict *td_memmap_append_structure(const td_memmap_append *a);
 /* The owner's total before its commit: rows over every rank, and structure (a batch of
  * any rank, 0 rows will do; NULL when no rank had one) for an owner that wrote none. */
 int32_t td_memmap_append_set_total(td_memmap_append *a, const td_dict *structure, int64_t rows);

@@ -182,6 +182,13 @@ TD_EXPORT int32_t td_memmap_append_copy_rows(td_memmap_append *dst, int64_t dst_
   return copy_leaves(dst, dst->first, 0, src, src->first, 0, dst_row, src_row, rows);
 }
 
+TD_EXPORT td_dict *td_memmap_append_structure(const td_memmap_append *a) {
+  if (!a) return td_fail_null(TD_EINVAL, "structure: NULL argument");
+  if (!a->first) return NULL;
+  td_dict_retain(a->first);
+  return a->first;
+}
+
 /* --------------------------------------------------------------------- the commit */
 
 TD_EXPORT int32_t td_memmap_append_set_total(td_memmap_append *a, const td_dict *structure,

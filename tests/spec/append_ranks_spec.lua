@@ -136,6 +136,18 @@ describe("data-parallel appends", function()
     s:abort()
   end)
 
+  it("structure: the batch that fixed the structure, nil before any", function()
+    local a = assert(append.open(dir .. "/a", { fsync = false }))
+    assert.is_nil(a:structure())
+    assert(a:write(rows(1, 2)))
+    assert(a:write(rows(3, 4)))
+    local s = a:structure()
+    assert.are.equal(2, #s)
+    assert.are.same({ 1, 2 }, ids(s))
+    assert.are.same({ "id", "obs" }, s:keys({ sort = true }))
+    a:abort()
+  end)
+
   it("a joiner's abort leaves the owner's folder; the owner's abort removes it", function()
     local path = dir .. "/out"
     local owner = assert(append.open(path, { fsync = false }))

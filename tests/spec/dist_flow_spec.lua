@@ -64,13 +64,15 @@ local function folder_bytes(dir)
   return files
 end
 
--- The names in dir's parent that begin with dir's name and a dot: what a run left
--- beside its output (spill and moved folders, temporaries).
+-- The hidden names in dir's parent that go on with dir's name and a dot: what a run
+-- left beside its output (spill, moved and rank folders, temporaries, checkpoints:
+-- `.out.spill-1-of-2`, `..out.spill-1-of-2.tmp-...`, `..out.rank-0-of-2.checkpoint`).
 local function siblings(dir)
   local parent, name = dir:match("^(.*)/([^/]+)$")
   local left = {}
   for _, e in ipairs(helpers.output_lines(("ls -a %q"):format(parent))) do
-    if e:sub(1, #name + 2) == "." .. name .. "." then left[#left + 1] = e end
+    local rest = e:match("^%.+(.*)$")
+    if rest and rest:sub(1, #name + 1) == name .. "." then left[#left + 1] = e end
   end
   return left
 end
@@ -260,6 +262,55 @@ return {
         assert.are.same({}, siblings(out))
       end
     end
+    helpers.rmtree(dir)
+  end)
+
+  it("checkpoints: a run killed mid-way resumes on as many ranks and gives the 1-rank folder", function()
+    if not have_mpi() then pending("mpirun or libtensordict_mpi.so missing") return end
+    local dir = helpers.tmpdir()
+    local recipe = dir .. "/ckpt.lua"
+    local function write_recipe(out)
+      helpers.write(recipe, ([[
+local ffi = require("ffi")
+ffi.cdef("int kill(int pid, int sig); int getpid(void);")
+local batches = 0
+return {
+  seed = 5, batch_size = 7, workers = 0,
+  source = { use = "ParticleSource", n = 210, steps = 4 },
+  steps = { { use = "Map", fn = "physics.features" }, { use = "Lambda", fn = function(td)
+    batches = batches + 1
+    if batches == 9 and os.getenv("TD_TEST_KILL") and os.getenv("OMPI_COMM_WORLD_RANK") == "1" then
+      ffi.C.kill(ffi.C.getpid(), 9)
+    end
+    return td
+  end } },
+  sink = { use = "MemmapSink", path = %q, checkpoint = 20 },
+}]]):format(out))
+    end
+    write_recipe(dir .. "/one")
+    local rc, out = tdflow(0, recipe .. " -q")
+    assert.are.equal(0, rc, out)
+    local want = folder_bytes(dir .. "/one")
+    write_recipe(dir .. "/out")
+    -- rank 1 kills itself at its 9th batch (63 rows: 3 checkpoints of 20 rows made)
+    local cmd = ("cd %q && TD_TEST_KILL=1 TENSORDICT_LIB=%q TENSORDICT_MPI_LIB=%q scripts/mpirun.sh -x TD_TEST_KILL "
+      .. "-n 2 scripts/tdflow run %s -q --timeout 5 2>&1; echo \"rc=$?\""):format(root, core_lib, mpi_lib, recipe)
+    local pipe = io.popen(cmd)
+    out = pipe:read("*a")
+    pipe:close()
+    assert.are_not.equal("0", out:match("rc=(%d+)%s*$"), out)
+    assert.is_false(exists(dir .. "/out"), "nothing committed")
+    local kept = siblings(dir .. "/out")
+    assert.truthy(#kept >= 1, "the ranks' checkpoints are kept: " .. table.concat(kept, " "))
+    -- another rank count finds no checkpoint of its own
+    rc, out = tdflow(3, recipe .. " -q --resume")
+    assert.are_not.equal(0, rc, out)
+    assert.truthy(out:find("has no checkpoint to resume for rank 0 of 3 (a data-parallel run resumes on as "
+      .. "many ranks as it ran on)", 1, true), out)
+    rc, out = tdflow(2, recipe .. " -q --resume")
+    assert.are.equal(0, rc, out)
+    assert.are.same(want, folder_bytes(dir .. "/out"))
+    assert.are.same({}, siblings(dir .. "/out"))
     helpers.rmtree(dir)
   end)
 

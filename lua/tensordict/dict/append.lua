@@ -149,6 +149,14 @@ function Append:copy_rows(dst_row, src, src_row, rows)
   return true
 end
 
+-- The batch that fixed this append's structure (its first, or a resumed checkpoint's
+-- structure, 0 rows), read-only; nil before any.
+function Append:structure()
+  local d = C.td_memmap_append_structure(self.a)
+  if d == nil then return nil end
+  return wrap(d)
+end
+
 -- The shared append's total before its commit: rows over every rank, and a batch of
 -- their structure (any rows, 0 will do; nil when no rank had one). true, or nil and
 -- the message.

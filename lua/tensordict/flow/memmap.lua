@@ -193,6 +193,7 @@ MemmapSink.PROVENANCE_FILE = "%provenance.json"
 
 -- Before any data moves (tdflow check): a path that exists without existsok; a
 -- checkpoint of an unfinished run that a fresh run would replace (or one to resume).
+-- opts: resume, and under mpirun rank and ranks (this rank's checkpoint is looked at).
 function MemmapSink:preflight(opts)
   local problems = {}
   local resume = opts and opts.resume
@@ -200,40 +201,55 @@ function MemmapSink:preflight(opts)
     problems[#problems + 1] = ("path '%s' exists (pass existsok = true to replace it, e.g. --set sink.existsok=true)")
       :format(self.p.path)
   end
-  local rows = append.checkpoint_rows(self.p.path)
+  local rank, size = opts and opts.rank, opts and opts.ranks
+  local rows = MemmapSink.checkpoint_rows(self.p.path, rank, size)
+  local of = rank and (" for rank %d of %d (a data-parallel run resumes on as many ranks as it ran on)")
+    :format(rank, size) or ""
   if resume and not rows then
-    problems[#problems + 1] = ("path '%s' has no checkpoint to resume"):format(self.p.path)
+    problems[#problems + 1] = ("path '%s' has no checkpoint to resume%s"):format(self.p.path, of)
   elseif rows and not resume and not self.p.existsok then
-    problems[#problems + 1] = ("path '%s' has a checkpoint of an unfinished run (%d rows): continue it "
-      .. "with --resume, or start over with --set sink.existsok=true"):format(self.p.path, rows)
+    problems[#problems + 1] = ("path '%s' has a checkpoint of an unfinished run (%d rows%s): continue it "
+      .. "with --resume, or start over with --set sink.existsok=true"):format(self.p.path, rows,
+      rank and (" on rank %d"):format(rank) or "")
   end
   if #problems > 0 then return problems end
+end
+
+-- Where this sink's own append goes: path, or in a data-parallel run (which appends
+-- here only when it checkpoints) the rank's own folder beside it.
+local function own_target(self)
+  local d = self.dist
+  return d and ranks.own_path(self.p.path, "rank", d.rank, d.size) or self.p.path
 end
 
 -- Starts the append: checks the path (existsok), removes temporaries that processes
 -- now gone left beside it, makes this one's temporary folder. With ctx.resume the
 -- append continues from the path's checkpoint instead (resume_state gives what the run
 -- recorded with it). In a data-parallel run (ctx.dist) every rank writes into the one
--- folder rank 0 commits (flow/memmap_ranks.lua), planned from ctx.rows_hint.
+-- folder rank 0 commits (flow/memmap_ranks.lua), planned from ctx.rows_hint; one that
+-- checkpoints appends to a checkpointed folder of each rank's own (own_target), which
+-- finish copies into the one folder.
 function MemmapSink:open(ctx)
   if self.app or self.ranks then self:abort() end
   if ctx then self.dist = ctx.dist end
   local opts = { existsok = self.p.existsok, fsync = self.p.fsync }
   local target = self.p.path
   self.every, self.provenance = self.p.checkpoint, nil
+  if self.dist then target = own_target(self) end
   if ctx and ctx.resume then
-    if self.dist then self:fail("resume: data-parallel runs (mpirun) do not checkpoint") end
     local a, msg = append.resume(target, opts)
     if not a then self:fail("%s", (msg:gsub("%(pass existsok%)", "(pass existsok = true to replace it)"))) end
     self.app = a
     return
   end
   if self.dist then
-    if not self.p.existsok and fs.exists(target) then
-      self:fail("path '%s' exists (pass existsok = true to replace it)", target)
+    if not self.p.existsok and fs.exists(self.p.path) then
+      self:fail("path '%s' exists (pass existsok = true to replace it)", self.p.path)
     end
-    self.ranks = ranks.open(self, self.dist, opts, ctx.rows_hint)
-    return
+    if not self.p.checkpoint then
+      self.ranks = ranks.open(self, self.dist, opts, ctx.rows_hint)
+      return
+    end
   end
   local a, msg = append.open(target, opts)
   if not a then self:fail("%s", (msg:gsub("%(pass existsok%)", "(pass existsok = true to replace it)"))) end
@@ -276,7 +292,6 @@ end
 -- Records a checkpoint: the rows written so far, durable, with state (the pipeline's,
 -- from flow.run) beside them; the append goes on. The previous one stays on failure.
 function MemmapSink:checkpoint(state)
-  if self.dist then self:fail("checkpoint: data-parallel runs (mpirun) do not checkpoint") end
   local a = self.app
   local dir, msg = a:stage()
   if not dir then self:fail("%s", msg) end
@@ -315,6 +330,13 @@ function MemmapSink:finish()
     return td_memmap.load_memmap(self.p.path)
   end
   if not self.app then self:open() end
+  if self.dist then -- a data-parallel run that checkpoints
+    local opts = { existsok = self.p.existsok, fsync = self.p.fsync }
+    local ok, err = pcall(ranks.finish_own, self, self.dist, self.app, opts)
+    if not ok then error(err, 0) end -- self.app and its checkpoint stay, for abort to keep
+    self.app = nil
+    return td_memmap.load_memmap(self.p.path)
+  end
   if self.provenance then
     local ok, err = fs.write_atomic(self.app:path() .. "/" .. MemmapSink.PROVENANCE_FILE,
       self.provenance, self.p.fsync)
@@ -324,7 +346,7 @@ function MemmapSink:finish()
   return td_memmap.load_memmap(self.p.path)
 end
 
--- Commits the append under way (the folder, or this rank's part) and frees it.
+-- Commits the append under way and frees it.
 function MemmapSink:commit_app()
   local a = self.app
   self.app = nil
@@ -349,7 +371,11 @@ end
 
 -- The rows of the checkpoint kept at path, nil when there is none (a host's message
 -- after a failed or interrupted run).
-function MemmapSink.checkpoint_rows(path) return append.checkpoint_rows(path) end
+-- rank and size: a data-parallel run's rank and rank count (its checkpoint is that of
+-- the rank's own folder).
+function MemmapSink.checkpoint_rows(path, rank, size)
+  return append.checkpoint_rows(rank and ranks.own_path(path, "rank", rank, size) or path)
+end
 
 ---------------------------------------------------------------------- ReplayBuffer
 

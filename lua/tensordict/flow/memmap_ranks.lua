@@ -241,8 +241,27 @@ function M.finish(sink, w)
     outcome = { ok = cok, err = not cok and tostring(cerr):gsub("^.-tensordict: ", "") or nil }
   end
   outcome = d.share(outcome)
-  M.abort(w) -- the spill and moved folders
   if not outcome.ok then failed(sink, w, 0, outcome.err) end
+  M.abort(w) -- the spill and moved folders
+end
+
+-- A data-parallel run that checkpoints: each rank appended to a checkpointed folder of
+-- its own (own, at own_path(path, "rank", R, N): resumable by that rank alone, as one
+-- process's). At finish every rank copies its rows from there into the one folder rank
+-- 0 commits, at their place in rank order, and its checkpoint goes once the folder is
+-- committed. Raises on every rank when any failed, with own left to the caller (its
+-- checkpoint kept for a resume).
+function M.finish_own(sink, d, own, opts)
+  local w = M.open(sink, d, opts, nil) -- rank 0 opens the folder, nothing reserved
+  local structure = own:structure()
+  if structure then w.first = (#structure > 0 and structure[{ { 1, 1 } }] or structure):clone() end
+  w.spill = own
+  local ok, err = pcall(M.finish, sink, w)
+  if not ok then
+    w.spill = nil -- the caller's, checkpoint and all
+    M.abort(w)
+    error(err, 0)
+  end
 end
 
 -- Removes this rank's own folders and, on rank 0, the shared one (the path keeps what

@@ -35,8 +35,7 @@ function M.signature(source, node, sink)
 end
 
 -- Raises naming every part that cannot take part in a checkpoint (flow/core.lua).
-function M.check(source, node, ctx)
-  if ctx.dist then fail("run: data-parallel runs (mpirun) do not checkpoint (drop the sink's checkpoint)") end
+function M.check(source, node)
   local problems = {}
   if type(source.state) ~= "function" or type(source.restore) ~= "function" then
     problems[1] = ("source (%s): it has no state()/restore() to record its position")

@@ -163,7 +163,7 @@ function M.run(source, node, sink, opts)
   local ok, err = xpcall(function()
     if checkpointing or opts.resume then
       phase = "run" -- the checks name no place: they are of the whole run
-      resume.check(source, node, ctx)
+      resume.check(source, node)
       run = { summary = summary, source = source, node = node, sink = sink, seed = seed, record = record,
         signature = resume.signature(source, node, sink), on_resume = opts.on_resume,
         set_phase = function(p) phase = p end }

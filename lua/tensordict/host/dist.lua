@@ -15,6 +15,15 @@ function M.launched()
     or os.getenv("PMIX_RANK") ~= nil
 end
 
+-- This process's rank and the rank count as the launcher set them (nil when not
+-- under mpirun): what a node's checks see before MPI starts.
+function M.launched_rank()
+  local rank = os.getenv("OMPI_COMM_WORLD_RANK") or os.getenv("PMI_RANK") or os.getenv("PMIX_RANK")
+  local size = os.getenv("OMPI_COMM_WORLD_SIZE") or os.getenv("PMI_SIZE")
+  if not rank or not size then return nil end
+  return tonumber(rank), tonumber(size)
+end
+
 -- Starts MPI; the ctx.dist table. timeout: seconds for every exchange (a rank that died
 -- makes the others fail after it instead of waiting for ever).
 function M.start(timeout)

@@ -19,6 +19,7 @@ local plugins = require("tensordict.host.plugins")
 local overrides = require("tensordict.host.overrides")
 local keyflow = require("tensordict.host.keyflow")
 local sizes = require("tensordict.host.sizes")
+local host_dist = require("tensordict.host.dist")
 
 local describe = util.describe
 
@@ -249,7 +250,9 @@ function M.prepare(source, opts)
   end
   if t.sink ~= nil then r.sink = make(t.sink, "sink", "sink") end
 
-  local world = { resume = opts.resume } -- what a node's own checks of the world take
+  -- what a node's own checks of the world take (under mpirun: this rank's)
+  local world = { resume = opts.resume }
+  world.rank, world.ranks = host_dist.launched_rank()
   preflight(r.source, "source", problems, world)
   for i, node in ipairs(r.steps) do preflight(node, ("steps[%d]"):format(i), problems, world) end
   preflight(r.sink, "sink", problems, world)

@@ -263,7 +263,8 @@ end
 -- After a failed or interrupted run whose sink keeps a checkpoint: how to go on.
 local function checkpoint_hint(r, err)
   local path = r.sink.p and r.sink.checkpointing and r.sink.p.path
-  local rows = path and flow.MemmapSink.checkpoint_rows(path)
+  local rank, size = host_dist.launched_rank()
+  local rows = path and flow.MemmapSink.checkpoint_rows(path, rank, size)
   if rows then
     say(err, ("tdflow: the last checkpoint (%s rows) is kept beside '%s': run again with --resume to continue"):format(
       progress.grouped(rows), path))
