@@ -22,6 +22,12 @@ template <class A> __device__ __forceinline__ bool is_nan(A v) { return v != v; 
 template <class A> __device__ __forceinline__ bool is_neg(A v) { return v < 0; }
 template <> __device__ __forceinline__ bool is_neg<uint8_t>(uint8_t) { return false; }
 
+/* signbit: floats' sign bit (-0.0 and negative NaN included), v < 0 for integers. */
+template <class A> __device__ __forceinline__ bool sign_bit(A v) { return is_neg(v); }
+template <> __device__ __forceinline__ bool sign_bit<float>(float v) { return signbit(v); }
+template <> __device__ __forceinline__ bool sign_bit<double>(double v) { return signbit(v); }
+template <> __device__ __forceinline__ bool sign_bit<bool>(bool) { return false; }
+
 template <class A>
 __device__ __forceinline__ A int_floor_div(A a, A b, int32_t *zero) {
   if (b == 0) {
@@ -392,6 +398,23 @@ template <class A> __device__ A float_unary(int32_t op, A a) {
     case TD_UNARY_FLOOR: return floor(a);
     case TD_UNARY_CEIL: return ceil(a);
     case TD_UNARY_ROUND: return rint(a);
+    case TD_UNARY_TAN: return tan(a);
+    case TD_UNARY_ASIN: return asin(a);
+    case TD_UNARY_ACOS: return acos(a);
+    case TD_UNARY_ATAN: return atan(a);
+    case TD_UNARY_SINH: return sinh(a);
+    case TD_UNARY_COSH: return cosh(a);
+    case TD_UNARY_ASINH: return asinh(a);
+    case TD_UNARY_ACOSH: return acosh(a);
+    case TD_UNARY_ATANH: return atanh(a);
+    case TD_UNARY_LOG2: return log2(a);
+    case TD_UNARY_LOG10: return log10(a);
+    case TD_UNARY_EXP2: return exp2(a);
+    case TD_UNARY_ERF: return erf(a);
+    case TD_UNARY_ERFC: return erfc(a);
+    case TD_UNARY_LGAMMA: return lgamma(a);
+    case TD_UNARY_TRUNC: return trunc(a);
+    case TD_UNARY_FRAC: return a - trunc(a);
     default: return is_nan(a) ? a : (A)((a > 0) - (a < 0)); /* SIGN */
   }
 }
@@ -402,7 +425,7 @@ template <class A> __device__ A int_unary(int32_t op, A a) {
     case TD_UNARY_ABS: return is_neg(a) ? (A)-a : a;
     case TD_UNARY_RELU: return a > 0 ? a : (A)0;
     case TD_UNARY_SIGN: return (A)((a > 0) - is_neg(a));
-    default: return a; /* floor, ceil, round of an integer */
+    default: return a; /* floor, ceil, round, trunc of an integer */
   }
 }
 
@@ -422,6 +445,8 @@ template <> struct unary_arith<bool> {
 template <class A> __device__ __forceinline__ bool unary_test(int32_t op, A a) {
   if (op == TD_UNARY_LOGICAL_NOT) return a == (A)0;
   if (op == TD_UNARY_ISNAN) return is_nan(a);
+  if (op == TD_UNARY_ISFINITE) return a - a == a - a; /* NaN for inf and NaN */
+  if (op == TD_UNARY_SIGNBIT) return sign_bit<A>(a);
   return a - a != a - a && !is_nan(a); /* ISINF: inf - inf is NaN */
 }
 

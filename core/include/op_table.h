@@ -61,7 +61,26 @@
   X(__VA_ARGS__, SIGN, "sign", ARITH)                     \
   X(__VA_ARGS__, LOGICAL_NOT, "logical_not", LOGICAL)     \
   X(__VA_ARGS__, ISNAN, "isnan", TEST)                    \
-  X(__VA_ARGS__, ISINF, "isinf", TEST)
+  X(__VA_ARGS__, ISINF, "isinf", TEST)                    \
+  X(__VA_ARGS__, TAN, "tan", FLOAT)                       \
+  X(__VA_ARGS__, ASIN, "asin", FLOAT)                     \
+  X(__VA_ARGS__, ACOS, "acos", FLOAT)                     \
+  X(__VA_ARGS__, ATAN, "atan", FLOAT)                     \
+  X(__VA_ARGS__, SINH, "sinh", FLOAT)                     \
+  X(__VA_ARGS__, COSH, "cosh", FLOAT)                     \
+  X(__VA_ARGS__, ASINH, "asinh", FLOAT)                   \
+  X(__VA_ARGS__, ACOSH, "acosh", FLOAT)                   \
+  X(__VA_ARGS__, ATANH, "atanh", FLOAT)                   \
+  X(__VA_ARGS__, LOG2, "log2", FLOAT)                     \
+  X(__VA_ARGS__, LOG10, "log10", FLOAT)                   \
+  X(__VA_ARGS__, EXP2, "exp2", FLOAT)                     \
+  X(__VA_ARGS__, ERF, "erf", FLOAT)                       \
+  X(__VA_ARGS__, ERFC, "erfc", FLOAT)                     \
+  X(__VA_ARGS__, LGAMMA, "lgamma", FLOAT)                 \
+  X(__VA_ARGS__, TRUNC, "trunc", ARITH)                   \
+  X(__VA_ARGS__, FRAC, "frac", ARITH)                     \
+  X(__VA_ARGS__, ISFINITE, "isfinite", TEST)              \
+  X(__VA_ARGS__, SIGNBIT, "signbit", TEST)
 
 #define TD_REDUCE_OPS(X, ...)                             \
   X(__VA_ARGS__, SUM, "sum", ARITH)                       \

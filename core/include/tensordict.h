@@ -347,7 +347,26 @@ enum td_unary_op {
   TD_UNARY_LOGICAL_NOT = 17, /* logical_not, isnan, isinf give bool */
   TD_UNARY_ISNAN = 18,
   TD_UNARY_ISINF = 19,
-  TD_UNARY_COUNT = 20        /* how many there are (new ops take the next codes) */
+  TD_UNARY_TAN = 20,         /* tan .. lgamma: as exp (float32 for integers and bool) */
+  TD_UNARY_ASIN = 21,
+  TD_UNARY_ACOS = 22,
+  TD_UNARY_ATAN = 23,
+  TD_UNARY_SINH = 24,
+  TD_UNARY_COSH = 25,
+  TD_UNARY_ASINH = 26,
+  TD_UNARY_ACOSH = 27,
+  TD_UNARY_ATANH = 28,
+  TD_UNARY_LOG2 = 29,
+  TD_UNARY_LOG10 = 30,
+  TD_UNARY_EXP2 = 31,
+  TD_UNARY_ERF = 32,
+  TD_UNARY_ERFC = 33,
+  TD_UNARY_LGAMMA = 34,
+  TD_UNARY_TRUNC = 35,       /* integers unchanged; frac refuses them, as torch */
+  TD_UNARY_FRAC = 36,
+  TD_UNARY_ISFINITE = 37,    /* isfinite, signbit give bool */
+  TD_UNARY_SIGNBIT = 38,
+  TD_UNARY_COUNT = 39        /* how many there are (new ops take the next codes) */
 };
 
 td_tensor *td_unary(int32_t op, const td_tensor *a);

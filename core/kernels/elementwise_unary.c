@@ -9,7 +9,13 @@
  * - floor, ceil, round leave integers unchanged; round is half to even (nearbyint under
  *   the default rounding mode). relu keeps -0 and NaN. sign gives 0 for NaN and -0, and
  *   leaves bool unchanged.
- * - logical_not, isnan, isinf give bool; isnan and isinf of integers and bool are false.
+ * - tan .. lgamma (the rest of torch's float functions) are as exp: integers and bool in
+ *   float32; lgamma is log |gamma(x)|, as torch's.
+ * - trunc leaves integers unchanged; frac (x - trunc(x), the sign of x kept) refuses
+ *   integers and bool, as torch ("not implemented for 'Long'").
+ * - logical_not, isnan, isinf give bool; isnan and isinf of integers and bool are false,
+ *   isfinite true. signbit gives bool: the sign bit of floats (true for -0.0 and a
+ *   negative NaN), x < 0 for integers, false for uint8 and bool.
  * - In place, the result is cast into a's dtype, refused when its category is above a's
  *   (exp_ of an integer tensor); logical_not_ of a float tensor writes 0.0 / 1.0.
  */
@@ -26,6 +32,7 @@
   static inline T u_abs_##FAM(T x) { return x < 0 ? (T)(0 - (UT)x) : x; }                \
   static inline T u_relu_##FAM(T x) { return x < 0 ? 0 : x; }                             \
   static inline T u_sign_##FAM(T x) { return (T)((x > 0) - (x < 0)); }                    \
+  static inline uint8_t u_signbit_##FAM(T x) { return x < 0; }                            \
   static inline uint8_t u_logical_not_##FAM(T x) { return x == 0; }
 DEF_SINT_UN(INT8, int8_t, uint32_t)
 DEF_SINT_UN(INT16, int16_t, uint32_t)
@@ -57,7 +64,26 @@ static inline uint8_t u_logical_not_BOOL(uint8_t x) { return x == 0; }
   static inline T u_sign_##FAM(T x) { return (T)((x > 0) - (x < 0)); }                    \
   static inline uint8_t u_logical_not_##FAM(T x) { return x == 0; }                       \
   static inline uint8_t u_isnan_##FAM(T x) { return x != x; }                             \
-  static inline uint8_t u_isinf_##FAM(T x) { return fabs##SUF(x) == (T)INFINITY; }
+  static inline uint8_t u_isinf_##FAM(T x) { return fabs##SUF(x) == (T)INFINITY; }       \
+  static inline uint8_t u_isfinite_##FAM(T x) { return isfinite(x); }                     \
+  static inline uint8_t u_signbit_##FAM(T x) { return signbit(x) != 0; }                  \
+  static inline T u_trunc_##FAM(T x) { return trunc##SUF(x); }                            \
+  static inline T u_frac_##FAM(T x) { return x - trunc##SUF(x); }                         \
+  static inline T u_tan_##FAM(T x) { return tan##SUF(x); }                               \
+  static inline T u_asin_##FAM(T x) { return asin##SUF(x); }                             \
+  static inline T u_acos_##FAM(T x) { return acos##SUF(x); }                             \
+  static inline T u_atan_##FAM(T x) { return atan##SUF(x); }                             \
+  static inline T u_sinh_##FAM(T x) { return sinh##SUF(x); }                             \
+  static inline T u_cosh_##FAM(T x) { return cosh##SUF(x); }                             \
+  static inline T u_asinh_##FAM(T x) { return asinh##SUF(x); }                           \
+  static inline T u_acosh_##FAM(T x) { return acosh##SUF(x); }                           \
+  static inline T u_atanh_##FAM(T x) { return atanh##SUF(x); }                           \
+  static inline T u_log2_##FAM(T x) { return log2##SUF(x); }                             \
+  static inline T u_log10_##FAM(T x) { return log10##SUF(x); }                           \
+  static inline T u_exp2_##FAM(T x) { return exp2##SUF(x); }                             \
+  static inline T u_erf_##FAM(T x) { return erf##SUF(x); }                               \
+  static inline T u_erfc_##FAM(T x) { return erfc##SUF(x); }                             \
+  static inline T u_lgamma_##FAM(T x) { return lgamma##SUF(x); }
 DEF_FLOAT_UN(FL, float, f)
 DEF_FLOAT_UN(DB, double, )
 
@@ -121,6 +147,26 @@ TD_DTYPES_NUM(DEF_FAST, sign)
 TD_DTYPES_ALL(DEF_PRED, logical_not)
 TD_DTYPES_FLOAT(DEF_PRED, isnan)
 TD_DTYPES_FLOAT(DEF_PRED, isinf)
+TD_DTYPES_FLOAT(DEF_SAME, tan)
+TD_DTYPES_FLOAT(DEF_SAME, asin)
+TD_DTYPES_FLOAT(DEF_SAME, acos)
+TD_DTYPES_FLOAT(DEF_SAME, atan)
+TD_DTYPES_FLOAT(DEF_SAME, sinh)
+TD_DTYPES_FLOAT(DEF_SAME, cosh)
+TD_DTYPES_FLOAT(DEF_SAME, asinh)
+TD_DTYPES_FLOAT(DEF_SAME, acosh)
+TD_DTYPES_FLOAT(DEF_SAME, atanh)
+TD_DTYPES_FLOAT(DEF_SAME, log2)
+TD_DTYPES_FLOAT(DEF_SAME, log10)
+TD_DTYPES_FLOAT(DEF_SAME, exp2)
+TD_DTYPES_FLOAT(DEF_SAME, erf)
+TD_DTYPES_FLOAT(DEF_SAME, erfc)
+TD_DTYPES_FLOAT(DEF_SAME, lgamma)
+TD_DTYPES_FLOAT(DEF_FAST, trunc)
+TD_DTYPES_FLOAT(DEF_FAST, frac)
+TD_DTYPES_FLOAT(DEF_PRED, isfinite)
+TD_DTYPES_FLOAT(DEF_PRED, signbit)
+TD_DTYPES_SINT(DEF_PRED, signbit)
 
 #define ENTRY(OP, DN, ...) [TD_##DN] = un_##OP##_##DN,
 /* loops[op][dtype]; a missing entry is an identity (abs of uint8, floor of integers,
@@ -146,6 +192,25 @@ static const td_inner_loop loops[TD_UNARY_COUNT][TD_NUM_DTYPES] = {
     [TD_UNARY_LOGICAL_NOT] = {TD_DTYPES_ALL(ENTRY, logical_not)},
     [TD_UNARY_ISNAN] = {TD_DTYPES_FLOAT(ENTRY, isnan)},
     [TD_UNARY_ISINF] = {TD_DTYPES_FLOAT(ENTRY, isinf)},
+    [TD_UNARY_TAN] = {TD_DTYPES_FLOAT(ENTRY, tan)},
+    [TD_UNARY_ASIN] = {TD_DTYPES_FLOAT(ENTRY, asin)},
+    [TD_UNARY_ACOS] = {TD_DTYPES_FLOAT(ENTRY, acos)},
+    [TD_UNARY_ATAN] = {TD_DTYPES_FLOAT(ENTRY, atan)},
+    [TD_UNARY_SINH] = {TD_DTYPES_FLOAT(ENTRY, sinh)},
+    [TD_UNARY_COSH] = {TD_DTYPES_FLOAT(ENTRY, cosh)},
+    [TD_UNARY_ASINH] = {TD_DTYPES_FLOAT(ENTRY, asinh)},
+    [TD_UNARY_ACOSH] = {TD_DTYPES_FLOAT(ENTRY, acosh)},
+    [TD_UNARY_ATANH] = {TD_DTYPES_FLOAT(ENTRY, atanh)},
+    [TD_UNARY_LOG2] = {TD_DTYPES_FLOAT(ENTRY, log2)},
+    [TD_UNARY_LOG10] = {TD_DTYPES_FLOAT(ENTRY, log10)},
+    [TD_UNARY_EXP2] = {TD_DTYPES_FLOAT(ENTRY, exp2)},
+    [TD_UNARY_ERF] = {TD_DTYPES_FLOAT(ENTRY, erf)},
+    [TD_UNARY_ERFC] = {TD_DTYPES_FLOAT(ENTRY, erfc)},
+    [TD_UNARY_LGAMMA] = {TD_DTYPES_FLOAT(ENTRY, lgamma)},
+    [TD_UNARY_TRUNC] = {TD_DTYPES_FLOAT(ENTRY, trunc)},
+    [TD_UNARY_FRAC] = {TD_DTYPES_FLOAT(ENTRY, frac)},
+    [TD_UNARY_ISFINITE] = {TD_DTYPES_FLOAT(ENTRY, isfinite)},
+    [TD_UNARY_SIGNBIT] = {TD_DTYPES_FLOAT(ENTRY, signbit) TD_DTYPES_SINT(ENTRY, signbit)},
 };
 
 /* Transcendentals of float32 / float64 go through SLEEF (elementwise_vecmath.c). */
@@ -156,7 +221,7 @@ td_inner_loop td_ew_unary_loop(int32_t op, int32_t dtype) {
 
 /* ---- entry points ------------------------------------------------------------------------- */
 
-enum plan { RUN_LOOP, RUN_IDENTITY, RUN_FALSE };
+enum plan { RUN_LOOP, RUN_IDENTITY, RUN_FALSE, RUN_TRUE };
 
 /* How op runs on dtype a: the compute dtype *c, the result dtype *o and the plan;
  * -1 after td_fail for a refused combination. */
@@ -171,11 +236,15 @@ static int32_t plan_for(const char *call, int32_t op, int32_t a, int32_t *c, int
     return td_fail(TD_EDTYPE, "%s: negation of a bool tensor is not supported; to invert a "
                               "mask use logical_not instead", call);
   if (a == TD_BOOL && (op == TD_UNARY_ABS || op == TD_UNARY_RELU || op == TD_UNARY_FLOOR ||
-                       op == TD_UNARY_CEIL || op == TD_UNARY_ROUND))
+                       op == TD_UNARY_CEIL || op == TD_UNARY_ROUND || op == TD_UNARY_TRUNC))
     return td_fail(TD_EDTYPE, "%s: not supported for bool tensors", call);
+  if (op == TD_UNARY_FRAC && td_dtype_category(a) != TD_CAT_FLOAT)
+    return td_fail(TD_EDTYPE, "%s: not supported for %s tensors (it takes floating point ones)",
+                   call, td_dtype_name(a));
   const bool gives_bool = TD_OPCAT_GIVES_BOOL(category);
   if (gives_bool) *o = TD_BOOL;
   if (loops[op][a]) return RUN_LOOP;
+  if (op == TD_UNARY_ISFINITE) return RUN_TRUE; /* an integer or bool is finite */
   return gives_bool ? RUN_FALSE : RUN_IDENTITY;
 }
 
@@ -184,7 +253,8 @@ static td_tensor *unary_new(const char *call, int32_t op, const td_tensor *a) {
   const int32_t plan = plan_for(call, op, a->dtype, &c, &o);
   if (plan < 0) return NULL;
   if (plan == RUN_IDENTITY) return td_tensor_clone(a);
-  if (plan == RUN_FALSE) return td_tensor_full(a->ndim, a->shape, TD_BOOL, 0);
+  if (plan == RUN_FALSE || plan == RUN_TRUE)
+    return td_tensor_full(a->ndim, a->shape, TD_BOOL, plan == RUN_TRUE);
   td_tensor *cast;
   const td_tensor *x = td_as_dtype(a, c, &cast);
   if (!x) return NULL;
@@ -227,7 +297,7 @@ TD_EXPORT int32_t td_unary_(int32_t op, td_tensor *a) {
   if (plan < 0) return plan;
   if (!td_ew_check_inplace(call, a, a->ndim, a->shape, o)) return td_last_status();
   if (plan == RUN_IDENTITY) return TD_OK;
-  if (plan == RUN_FALSE) return td_tensor_fill_(a, 0);
+  if (plan == RUN_FALSE || plan == RUN_TRUE) return td_tensor_fill_(a, plan == RUN_TRUE);
   if (c == a->dtype && o == a->dtype) { /* element i read, then written: no snapshot */
     const td_tensor *ops[2] = {a, a};
     td_ew_run(2, ops, td_ew_unary_loop(op, c), NULL);

@@ -1,7 +1,10 @@
 /*
- * elementwise_vecmath.c: exp, log, log1p, expm1, sin, cos, tanh and sigmoid of float32
- * and float64 tensors through SLEEF's vector functions (at most 1 ulp from the exact
- * result, within the specs' tolerance like the libm calls they replace).
+ * elementwise_vecmath.c: exp, log, log1p, expm1, sin, cos, tanh, sigmoid and the other
+ * transcendentals (tan, asin .. cosh, atanh, log2, log10, exp2, erf, erfc, lgamma) of
+ * float32 and float64 tensors through SLEEF's vector functions (at most 1 ulp from the
+ * exact result, erfc 1.5, within the specs' tolerance like the libm calls they replace).
+ * asinh and acosh keep libm's scalar calls: SLEEF's give inf past |x| ~ 1.8e19 (float32)
+ * and ~ 1.3e154 (float64), where the result is still ~ log(2|x|) (test_elementwise).
  *
  * glibc's scalar tanhf costs ~20 ns an element and expf ~4 ns, where pipeline steps
  * spend their time. The loops (vecmath_impl.h) are compiled for SSE2 here, and for
@@ -25,6 +28,8 @@
 #define STD _mm_storeu_pd
 #define SLF(f) Sleef_##f##f4_u10
 #define SLD(f) Sleef_##f##d2_u10
+#define SLF15(f) Sleef_##f##f4_u15
+#define SLD15(f) Sleef_##f##d2_u15
 #define F_ONE _mm_set1_ps(1.0f)
 #define F_ZERO _mm_setzero_ps()
 #define F_ADD _mm_add_ps

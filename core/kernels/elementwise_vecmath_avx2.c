@@ -16,6 +16,8 @@
 #define STD _mm256_storeu_pd
 #define SLF(f) Sleef_##f##f8_u10
 #define SLD(f) Sleef_##f##d4_u10
+#define SLF15(f) Sleef_##f##f8_u15
+#define SLD15(f) Sleef_##f##d4_u15
 #define F_ONE _mm256_set1_ps(1.0f)
 #define F_ZERO _mm256_setzero_ps()
 #define F_ADD _mm256_add_ps

@@ -16,6 +16,8 @@
 #define STD _mm512_storeu_pd
 #define SLF(f) Sleef_##f##f16_u10
 #define SLD(f) Sleef_##f##d8_u10
+#define SLF15(f) Sleef_##f##f16_u15
+#define SLD15(f) Sleef_##f##d8_u15
 #define F_ONE _mm512_set1_ps(1.0f)
 #define F_ZERO _mm512_setzero_ps()
 #define F_ADD _mm512_add_ps

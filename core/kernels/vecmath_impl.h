@@ -4,7 +4,8 @@
  *   VM_TABLE          the name of the table function it gets
  *   VF, VD, WF, WD    the float and double vector types and their lane counts
  *   LDF, STF, LDD, STD unaligned loads and stores
- *   SLF(f), SLD(f)    SLEEF's function f for those widths (Sleef_expf8_u10, ...)
+ *   SLF(f), SLD(f)    SLEEF's function f for those widths (Sleef_expf8_u10, ...), and
+ *   SLF15, SLD15      the same at 1.5 ulp, for the functions SLEEF has only so (erfc)
  *   F_ONE, F_ZERO, F_ADD, F_SUB, F_DIV and the D_ forms, for sigmoid
  * Every element goes through the same vector function wherever it lies: the tail of a
  * row and strided rows pass through a small buffer, so results depend neither on the
@@ -48,6 +49,19 @@ VM_PAIR(sin, SLF(sin), SLD(sin))
 VM_PAIR(cos, SLF(cos), SLD(cos))
 VM_PAIR(tanh, SLF(tanh), SLD(tanh))
 VM_PAIR(sigmoid, sigmoid_vf, sigmoid_vd)
+VM_PAIR(tan, SLF(tan), SLD(tan))
+VM_PAIR(asin, SLF(asin), SLD(asin))
+VM_PAIR(acos, SLF(acos), SLD(acos))
+VM_PAIR(atan, SLF(atan), SLD(atan))
+VM_PAIR(sinh, SLF(sinh), SLD(sinh))
+VM_PAIR(cosh, SLF(cosh), SLD(cosh))
+VM_PAIR(atanh, SLF(atanh), SLD(atanh))
+VM_PAIR(log2, SLF(log2), SLD(log2))
+VM_PAIR(log10, SLF(log10), SLD(log10))
+VM_PAIR(exp2, SLF(exp2), SLD(exp2))
+VM_PAIR(erf, SLF(erf), SLD(erf))
+VM_PAIR(lgamma, SLF(lgamma), SLD(lgamma))
+VM_PAIR(erfc, SLF15(erfc), SLD15(erfc))
 
 #define VM_CASE(OP, NAME) \
   case TD_UNARY_##OP:     \
@@ -65,6 +79,19 @@ td_inner_loop VM_TABLE(int32_t op, int32_t dtype) {
     VM_CASE(COS, cos)
     VM_CASE(TANH, tanh)
     VM_CASE(SIGMOID, sigmoid)
+    VM_CASE(TAN, tan)
+    VM_CASE(ASIN, asin)
+    VM_CASE(ACOS, acos)
+    VM_CASE(ATAN, atan)
+    VM_CASE(SINH, sinh)
+    VM_CASE(COSH, cosh)
+    VM_CASE(ATANH, atanh)
+    VM_CASE(LOG2, log2)
+    VM_CASE(LOG10, log10)
+    VM_CASE(EXP2, exp2)
+    VM_CASE(ERF, erf)
+    VM_CASE(LGAMMA, lgamma)
+    VM_CASE(ERFC, erfc)
     default:
       return NULL;
   }

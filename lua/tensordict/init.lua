@@ -82,6 +82,25 @@ function T.where(mask, a, b)
 end
 T.matmul = linalg.matmul
 
+-- torch's function forms of the elementwise ops of C's op table (T.exp(x), T.add(a, b),
+-- T.isfinite(x), T.atan(td)): the first argument's method, on a tensor, a TensorDict, a
+-- lazy stack or a record. A name T has already (T.where, ...) keeps its own function.
+local function op_function(name)
+  return function(x, ...)
+    if not (tensor.is_tensor(x) or td_core.is_td(x) or lazy_stack.is_lazy_stack(x) or record.is_record(x)) then
+      util.fail(("%s: expected a tensor or a TensorDict, got %s"):format(name, util.describe(x)))
+    end
+    local method = x[name]
+    if method == nil then util.fail(("%s: %s has no %s"):format(name, util.describe(x), name)) end
+    return (method(x, ...))
+  end
+end
+for _, names in ipairs({ ops.UNARY, ops.BINARY }) do
+  for name in pairs(names) do
+    if T[name] == nil then T[name] = op_function(name) end
+  end
+end
+
 T.manual_seed = random.manual_seed
 T.Generator = random.Generator
 T.get_rng_state = random.get_rng_state

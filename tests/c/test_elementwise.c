@@ -341,7 +341,7 @@ static bool ref_broadcast(int n, const operand *ops, int32_t *ndim, int64_t *sha
   return true;
 }
 
-enum { NBIN = TD_BINARY_LOGICAL_XOR + 1, NUN = TD_UNARY_ISINF + 1 };
+enum { NBIN = TD_BINARY_LOGICAL_XOR + 1, NUN = TD_UNARY_COUNT };
 static const char *const bin_names[NBIN] = {
     "add",     "sub",     "mul", "div", "floor_divide", "remainder",   "pow",
     "minimum", "maximum", "eq",  "ne",  "lt",           "le",          "gt",
@@ -916,14 +916,26 @@ static void test_division_by_zero(void) {
 static const char *const un_names[NUN] = {
     "neg",  "abs",     "exp",  "log",   "log1p", "expm1", "sqrt",
     "rsqrt", "sin",    "cos",  "tanh",  "sigmoid", "relu", "floor",
-    "ceil", "round",   "sign", "logical_not", "isnan", "isinf"};
+    "ceil", "round",   "sign", "logical_not", "isnan", "isinf",
+    "tan",  "asin",    "acos", "atan",  "sinh",  "cosh",  "asinh",
+    "acosh", "atanh",  "log2", "log10", "exp2",  "erf",   "erfc",
+    "lgamma", "trunc", "frac", "isfinite", "signbit"};
 
-static bool is_float_op(int op) { return op >= TD_UNARY_EXP && op <= TD_UNARY_SIGMOID; }
+static bool is_float_op(int op) {
+  return (op >= TD_UNARY_EXP && op <= TD_UNARY_SIGMOID) ||
+         (op >= TD_UNARY_TAN && op <= TD_UNARY_LGAMMA);
+}
+static bool is_test_op(int op) {
+  return (op >= TD_UNARY_LOGICAL_NOT && op <= TD_UNARY_ISINF) || op == TD_UNARY_ISFINITE ||
+         op == TD_UNARY_SIGNBIT;
+}
 
 static val ref_unary(int op, int32_t c, val x, bool *approx) {
   if (op == TD_UNARY_LOGICAL_NOT) return VI(x.is_int ? x.i == 0 : x.f == 0);
   if (op == TD_UNARY_ISNAN) return VI(!x.is_int && isnan(x.f));
   if (op == TD_UNARY_ISINF) return VI(!x.is_int && isinf(x.f));
+  if (op == TD_UNARY_ISFINITE) return VI(x.is_int || isfinite(x.f));
+  if (op == TD_UNARY_SIGNBIT) return VI(x.is_int ? x.i < 0 : signbit(x.f) != 0);
   if (!isfl(c)) {
     int64_t v = x.i;
     switch (op) {
@@ -931,7 +943,7 @@ static val ref_unary(int op, int32_t c, val x, bool *approx) {
       case TD_UNARY_ABS: return VI(v < 0 ? wrap(c, (int64_t)(0 - (uint64_t)v)) : v);
       case TD_UNARY_RELU: return VI(v < 0 ? 0 : v);
       case TD_UNARY_SIGN: return VI((v > 0) - (v < 0));
-      default: return VI(v); /* floor, ceil, round */
+      default: return VI(v); /* floor, ceil, round, trunc */
     }
   }
   double v = x.f, r = 0;
@@ -945,6 +957,8 @@ static val ref_unary(int op, int32_t c, val x, bool *approx) {
     case TD_UNARY_CEIL: r = ceil(v); break;
     case TD_UNARY_ROUND: r = nearbyint(v); break;
     case TD_UNARY_SIGN: r = (v > 0) - (v < 0); break;
+    case TD_UNARY_TRUNC: r = trunc(v); break;
+    case TD_UNARY_FRAC: r = v - trunc(v); break;
     default:
       *approx = true;
       switch (op) {
@@ -955,6 +969,21 @@ static val ref_unary(int op, int32_t c, val x, bool *approx) {
         case TD_UNARY_SIN: r = sin(v); break;
         case TD_UNARY_COS: r = cos(v); break;
         case TD_UNARY_TANH: r = tanh(v); break;
+        case TD_UNARY_TAN: r = tan(v); break;
+        case TD_UNARY_ASIN: r = asin(v); break;
+        case TD_UNARY_ACOS: r = acos(v); break;
+        case TD_UNARY_ATAN: r = atan(v); break;
+        case TD_UNARY_SINH: r = sinh(v); break;
+        case TD_UNARY_COSH: r = cosh(v); break;
+        case TD_UNARY_ASINH: r = asinh(v); break;
+        case TD_UNARY_ACOSH: r = acosh(v); break;
+        case TD_UNARY_ATANH: r = atanh(v); break;
+        case TD_UNARY_LOG2: r = log2(v); break;
+        case TD_UNARY_LOG10: r = log10(v); break;
+        case TD_UNARY_EXP2: r = exp2(v); break;
+        case TD_UNARY_ERF: r = erf(v); break;
+        case TD_UNARY_ERFC: r = erfc(v); break;
+        case TD_UNARY_LGAMMA: r = lgamma(v); break;
         default: r = 1 / R(c, 1 + R(c, exp(-v))); break; /* sigmoid, in c's precision */
       }
   }
@@ -968,10 +997,11 @@ static void check_unary_case(const char *label, int op, const td_tensor *x, bool
   const char *err = NULL;
   if (dt == TD_BOOL && op == TD_UNARY_NEG) err = "negation of a bool tensor";
   if (dt == TD_BOOL && (op == TD_UNARY_ABS || op == TD_UNARY_RELU || op == TD_UNARY_FLOOR ||
-                        op == TD_UNARY_CEIL || op == TD_UNARY_ROUND))
+                        op == TD_UNARY_CEIL || op == TD_UNARY_ROUND || op == TD_UNARY_TRUNC))
     err = "not supported for bool";
+  if (op == TD_UNARY_FRAC && !isfl(dt)) err = "(it takes floating point ones)";
   const int32_t c = is_float_op(op) && !isfl(dt) ? TD_FLOAT32 : dt;
-  const int32_t o = op >= TD_UNARY_LOGICAL_NOT ? TD_BOOL : c;
+  const int32_t o = is_test_op(op) ? TD_BOOL : c;
   if (inplace && !err && cat(o) > cat(dt)) err = "can't be cast to the desired output type";
   td_tensor *a = inplace ? td_tensor_clone(x) : NULL, *r = NULL;
   const td_tensor *src = inplace ? a : x;

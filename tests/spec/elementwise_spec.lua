@@ -176,6 +176,15 @@ describe("binary ops", function()
   end)
 end)
 
+-- libm's double functions Lua's math lacks: the models of the float ops below
+local ffi = require("ffi")
+ffi.cdef([[
+double asinh(double); double acosh(double); double atanh(double); double log2(double);
+double exp2(double); double erf(double); double erfc(double); double lgamma(double);
+double trunc(double);
+]])
+local libm = ffi.C
+
 local UNARY = {
   neg = function(x) return -x end, abs = math.abs, exp = math.exp, log = math.log,
   sqrt = math.sqrt, sin = math.sin, cos = math.cos, tanh = math.tanh,
@@ -192,9 +201,18 @@ local UNARY = {
     return f
   end,
   sign = function(x) return x > 0 and 1 or x < 0 and -1 or 0 end, -- NaN gives 0, as in torch
+  tan = math.tan, asin = math.asin, acos = math.acos, atan = math.atan, sinh = math.sinh,
+  cosh = math.cosh, log10 = math.log10,
+  asinh = function(x) return libm.asinh(x) end, acosh = function(x) return libm.acosh(x) end,
+  atanh = function(x) return libm.atanh(x) end, log2 = function(x) return libm.log2(x) end,
+  exp2 = function(x) return libm.exp2(x) end, erf = function(x) return libm.erf(x) end,
+  erfc = function(x) return libm.erfc(x) end, lgamma = function(x) return libm.lgamma(x) end,
+  trunc = function(x) return libm.trunc(x) end,
 }
 local FLOAT_ONLY = { exp = true, log = true, log1p = true, expm1 = true, sqrt = true, rsqrt = true,
-  sin = true, cos = true, tanh = true, sigmoid = true }
+  sin = true, cos = true, tanh = true, sigmoid = true, tan = true, asin = true, acos = true, atan = true,
+  sinh = true, cosh = true, asinh = true, acosh = true, atanh = true, log2 = true, log10 = true,
+  exp2 = true, erf = true, erfc = true, lgamma = true }
 
 describe("unary ops", function()
   it("match the model for every dtype and layout", function()
@@ -221,6 +239,58 @@ describe("unary ops", function()
       local ok, why = ref.close(got:totable(), want, ref.rtol(out) * 8 + (out == "float32" and 1e-6 or 0), 1e-6)
       assert(ok, where .. ": " .. tostring(why))
     end
+  end)
+
+  it("frac keeps the sign and refuses integers; trunc refuses bool", function()
+    for _, dtype in ipairs({ "float16", "bfloat16", "float32", "float64" }) do
+      local t = T.tensor({ -2.75, -0.5, 0, 1.25, 3 }, dtype)
+      assert.are.same({ -0.75, -0.5, 0, 0.25, 0 }, t:frac():totable(), dtype)
+      assert.are.equal(dtype, t:frac():dtype())
+      assert.are.same({ -2, -0, 0, 1, 3 }, t:trunc():totable(), dtype)
+    end
+    local f = T.tensor({ 1 / 0, -1 / 0 }):frac():totable()
+    assert.is_true(f[1] ~= f[1] and f[2] ~= f[2], "frac of +-inf is NaN")
+    H.raises(function() T.tensor({ 1, 2 }, "int64"):frac() end,
+      "frac: not supported for int64 tensors (it takes floating point ones)")
+    H.raises(function() T.tensor({ true }):trunc() end, "trunc: not supported for bool tensors")
+    local i = T.tensor({ -3, 7 }, "int32")
+    assert.are.same({ -3, 7 }, i:trunc():totable())
+    assert.are.equal("int32", i:trunc():dtype())
+  end)
+
+  it("isfinite and signbit give bool for every dtype", function()
+    local t = T.tensor({ 0 / 0, 1 / 0, -1 / 0, -0.0, 0, -2, 3 })
+    for _, dtype in ipairs({ "float16", "bfloat16", "float32", "float64" }) do
+      local x = t:to(dtype)
+      assert.are.same({ false, false, false, true, true, true, true }, x:isfinite():totable(), dtype)
+      -- the sign bit: -0.0 has it; LuaJIT's 0/0 is a NaN with the sign bit set, as on x86
+      assert.are.same({ true, false, true, true, false, true, false }, x:signbit():totable(), dtype)
+    end
+    assert.are.same({ true, false, false }, T.tensor({ -1, 0, 5 }, "int8"):signbit():totable())
+    assert.are.same({ false, false }, T.tensor({ 0, 200 }, "uint8"):signbit():totable())
+    assert.are.same({ false, false }, T.tensor({ true, false }):signbit():totable())
+    assert.are.same({ true, true }, T.tensor({ -5, 9 }, "int64"):isfinite():totable())
+    assert.are.same({ true }, T.tensor({ true }):isfinite():totable())
+    assert.are.equal("bool", T.tensor({ 1, 2 }, "int16"):isfinite():dtype())
+    assert.is_nil(require("tensordict.tensor").Tensor.signbit_, "no in-place form of a test")
+  end)
+
+  it("known values of the special functions (float64)", function()
+    local x = T.tensor({ 0.5, 1, 2.5 }, "float64")
+    H.assert_near({ 0.5204998778130465, 0.8427007929497149, 0.9995930479825550 }, x:erf():totable(), 1e-15)
+    H.assert_near({ 0.4795001221869535, 0.1572992070502851, 4.069520174449590e-4 }, x:erfc():totable(), 1e-15)
+    -- lgamma(0.5) = log(sqrt(pi)), lgamma(1) = 0, lgamma(2.5) = log(1.5 * 0.5 * sqrt(pi))
+    H.assert_near({ 0.5723649429247001, 0, 0.2846828704729192 }, x:lgamma():totable(), 1e-14)
+    H.assert_near({ 1.4142135623730951, 2, 5.656854249492381 }, x:exp2():totable(), 1e-15)
+    H.assert_near({ -1, 0, 1.3219280948873622 }, x:log2():totable(), 1e-15)
+  end)
+
+  it("T.<op> is the method of its first argument, a tensor or a TensorDict", function()
+    assert.are.same({ 0, 1 }, T.trunc(T.tensor({ 0.5, 1.5 })):totable())
+    assert.are.same({ 3, 5 }, T.add(T.tensor({ 1, 2 }), T.tensor({ 2, 3 })):totable())
+    local td = T.TensorDict({ a = T.tensor({ 0 }) }, { 1 })
+    assert.are.same({ 1 }, T.cos(td):get("a"):totable())
+    H.raises(function() T.exp(3) end, "exp: expected a tensor or a TensorDict, got 3")
   end)
 
   it("isnan, isinf and logical_not give bool", function()
