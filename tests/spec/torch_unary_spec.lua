@@ -84,7 +84,9 @@ print("ok")
         local want = results[key]
         local ok, r = pcall(function() return xs[dtype][op](xs[dtype]) end)
         if want.error then
-          if ok then problems[#problems + 1] = ("%s: torch refuses (%s), we give %s"):format(key, want.error, r:dtype()) end
+          if ok then
+            problems[#problems + 1] = ("%s: torch refuses (%s), we give %s"):format(key, want.error, r:dtype())
+          end
         elseif not ok then
           problems[#problems + 1] = ("%s: torch gives %s, we refuse: %s"):format(key, want.dtype, tostring(r))
         elseif r:dtype() ~= want.dtype then
