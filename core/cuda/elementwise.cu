@@ -84,6 +84,14 @@ template <class A> __device__ A float_binary(int32_t op, A a, A b) {
     }
     case TD_BINARY_POW: return pow(a, b);
     case TD_BINARY_MINIMUM: return (is_nan(a) || is_nan(b)) ? a + b : (a < b ? a : b);
+    case TD_BINARY_ATAN2: return atan2(a, b);
+    case TD_BINARY_HYPOT: return hypot(a, b);
+    case TD_BINARY_COPYSIGN: return copysign(a, b);
+    case TD_BINARY_FMOD: return fmod(a, b);
+    case TD_BINARY_LOGADDEXP:
+      if (isinf(a) && a == b) return a;
+      return (is_nan(a) || is_nan(b)) ? a + b : (a > b ? a : b) + log1p(exp(-fabs(a - b)));
+    case TD_BINARY_XLOGY: return is_nan(b) ? b : a == 0 ? (A)0 : a * log(b);
     default: return (is_nan(a) || is_nan(b)) ? a + b : (a > b ? a : b); /* MAXIMUM */
   }
 }
@@ -96,6 +104,9 @@ template <class A> __device__ A int_binary(int32_t op, A a, A b, int32_t *zero) 
     case TD_BINARY_FLOOR_DIVIDE: return int_floor_div<A>(a, b, zero);
     case TD_BINARY_REMAINDER: return int_rem<A>(a, b, zero);
     case TD_BINARY_POW: return int_pow<A>(a, b);
+    case TD_BINARY_FMOD:
+      if (b == 0) return (A)(*zero = 1, 0);
+      return is_neg(b) && b == (A)-1 ? (A)0 : (A)(a % b); /* MIN % -1 traps */
     case TD_BINARY_MINIMUM: return a < b ? a : b;
     default: return a > b ? a : b; /* MAXIMUM; DIV never runs in integers */
   }
@@ -238,7 +249,8 @@ static bool run_binary(const char *call, int32_t op, int32_t c, td_tensor *out,
   if (n == 0) return true;
   td_tensor *flag = NULL; /* set by a kernel that divided an integer by zero */
   int32_t *zero = NULL;
-  const bool int_division = (op == TD_BINARY_FLOOR_DIVIDE || op == TD_BINARY_REMAINDER) &&
+  const bool int_division = (op == TD_BINARY_FLOOR_DIVIDE || op == TD_BINARY_REMAINDER ||
+                             op == TD_BINARY_FMOD) &&
                             !td_dtype_is_floating(c);
   if (int_division) {
     flag = tdc_empty(call, td_tensor_device_index(out), 0, NULL, TD_INT32);

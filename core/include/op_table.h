@@ -39,7 +39,13 @@
   X(__VA_ARGS__, GE, "ge", COMPARE)                       \
   X(__VA_ARGS__, LOGICAL_AND, "logical_and", LOGICAL)     \
   X(__VA_ARGS__, LOGICAL_OR, "logical_or", LOGICAL)       \
-  X(__VA_ARGS__, LOGICAL_XOR, "logical_xor", LOGICAL)
+  X(__VA_ARGS__, LOGICAL_XOR, "logical_xor", LOGICAL)     \
+  X(__VA_ARGS__, ATAN2, "atan2", FLOAT)                   \
+  X(__VA_ARGS__, HYPOT, "hypot", FLOAT)                   \
+  X(__VA_ARGS__, LOGADDEXP, "logaddexp", FLOAT)           \
+  X(__VA_ARGS__, XLOGY, "xlogy", FLOAT)                   \
+  X(__VA_ARGS__, COPYSIGN, "copysign", FLOAT)             \
+  X(__VA_ARGS__, FMOD, "fmod", ARITH)
 
 #define TD_UNARY_OPS(X, ...)                              \
   X(__VA_ARGS__, NEG, "neg", ARITH)                       \

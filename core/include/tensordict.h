@@ -307,7 +307,13 @@ enum td_binary_op {
   TD_BINARY_LOGICAL_AND = 15, /* logical ops give bool */
   TD_BINARY_LOGICAL_OR = 16,
   TD_BINARY_LOGICAL_XOR = 17,
-  TD_BINARY_COUNT = 18        /* how many there are (new ops take the next codes) */
+  TD_BINARY_ATAN2 = 18,       /* atan2 .. copysign: integers give float32; hypot and */
+  TD_BINARY_HYPOT = 19,       /* logaddexp refuse them (torch: not implemented for 'Int') */
+  TD_BINARY_LOGADDEXP = 20,
+  TD_BINARY_XLOGY = 21,       /* x * log(y), 0 where x is 0 (NaN where y is NaN) */
+  TD_BINARY_COPYSIGN = 22,
+  TD_BINARY_FMOD = 23,        /* C's truncated remainder; integer zero division raises */
+  TD_BINARY_COUNT = 24        /* how many there are (new ops take the next codes) */
 };
 
 /* a op b with broadcasting and promotion: a new tensor. */

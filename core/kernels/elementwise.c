@@ -99,10 +99,15 @@ static int32_t compute_dtype(const char *call, int32_t op, td_operand x, td_oper
     return td_fail(TD_EDTYPE, "%s: subtraction with a bool tensor is not supported; to "
                               "invert a mask use logical_not instead", call);
   }
+  if ((op == TD_BINARY_HYPOT || op == TD_BINARY_LOGADDEXP) &&
+      td_dtype_category(promoted) != TD_CAT_FLOAT) /* torch: not implemented for 'Int' */
+    return td_fail(TD_EDTYPE, "%s: not supported for %s tensors (it takes floating point ones)",
+                   call, td_dtype_name(promoted));
   if (td_binary_rows[op].category == TD_OPCAT_FLOAT) /* div: integers give float32 */
     return td_dtype_category(promoted) == TD_CAT_FLOAT ? promoted : TD_FLOAT32;
   /* bool ** a bool scalar is allowed: torch fills or copies before looking at dtypes */
-  if ((op == TD_BINARY_FLOOR_DIVIDE || op == TD_BINARY_REMAINDER || op == TD_BINARY_POW) &&
+  if ((op == TD_BINARY_FLOOR_DIVIDE || op == TD_BINARY_REMAINDER || op == TD_BINARY_POW ||
+       op == TD_BINARY_FMOD) &&
       promoted == TD_BOOL && !(op == TD_BINARY_POW && !y.t))
     return td_fail(TD_EDTYPE, "%s: not supported for bool tensors", call);
   if (op == TD_BINARY_POW && !y.t && promoted != TD_BOOL) {
@@ -169,7 +174,8 @@ static int32_t binary_impl(const char *call, int32_t op, td_operand x, td_operan
   }
   /* Write straight into a when the result has its dtype and nothing can fail midway;
    * otherwise into a temporary, copied (and cast) into a at the end. */
-  const bool int_division = (op == TD_BINARY_FLOOR_DIVIDE || op == TD_BINARY_REMAINDER) &&
+  const bool int_division = (op == TD_BINARY_FLOOR_DIVIDE || op == TD_BINARY_REMAINDER ||
+                             op == TD_BINARY_FMOD) &&
                             td_dtype_category(c) != TD_CAT_FLOAT;
   const bool direct = a && o == a->dtype && !int_division;
   out = direct ? a : td_tensor_empty(ndim, shape, o);
@@ -231,7 +237,7 @@ static bool check_op(const char *call, int32_t op) {
 static bool binary_same_layout(const char *call, int32_t op, const td_tensor *a,
                                const td_tensor *b, td_tensor **result) {
   if (a->dtype != b->dtype || a->ndim != b->ndim || op == TD_BINARY_POW ||
-      op == TD_BINARY_FLOOR_DIVIDE || op == TD_BINARY_REMAINDER)
+      op == TD_BINARY_FLOOR_DIVIDE || op == TD_BINARY_REMAINDER || op == TD_BINARY_FMOD)
     return false;
   for (int32_t d = 0; d < a->ndim; d++)
     if (a->shape[d] != b->shape[d]) return false;

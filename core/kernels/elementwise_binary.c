@@ -53,7 +53,11 @@ static inline uint8_t e_maximum_BOOL(uint8_t x, uint8_t y, int *z) { (void)z; re
     if (y == 0) return (T)(*z = 1, 0);                                                    \
     return (T)(x % y);                                                                    \
   }                                                                                       \
-  static inline T e_pow_##FAM(T x, T y, int *z) { (void)z; return pow_nonneg_##FAM(x, y); }
+  static inline T e_pow_##FAM(T x, T y, int *z) { (void)z; return pow_nonneg_##FAM(x, y); } \
+  static inline T e_fmod_##FAM(T x, T y, int *z) {                                        \
+    if (y == 0) return (T)(*z = 1, 0);                                                    \
+    return (T)(x % y);                                                                    \
+  }
 
 /* Signed: Python's floor semantics. y == -1 is taken apart because MIN / -1 overflows
  * (SIGFPE on x86); its wrapped result, MIN, is torch's. Negative exponents follow torch:
@@ -80,6 +84,12 @@ static inline uint8_t e_maximum_BOOL(uint8_t x, uint8_t y, int *z) { (void)z; re
     if (x == 1) return 1;                                                                 \
     if (x == -1) return (T)((y & 1) ? -1 : 1);                                            \
     return 0;                                                                             \
+  }                                                                                       \
+  /* C's truncated remainder; MIN % -1 overflows (SIGFPE), its value is 0 */              \
+  static inline T e_fmod_##FAM(T x, T y, int *z) {                                        \
+    if (y == 0) return (T)(*z = 1, 0);                                                    \
+    if (y == -1) return 0;                                                                \
+    return (T)(x % y);                                                                    \
   }
 
 DEF_UINT_OPS(UINT8, uint8_t, uint32_t)
@@ -123,6 +133,24 @@ DEF_SINT_OPS(INT64, int64_t, uint64_t)
   static inline T e_maximum_##FAM(T x, T y, int *z) {                                     \
     (void)z;                                                                              \
     return (x != x || y != y) ? x + y : (x < y ? y : x);                                  \
+  }                                                                                       \
+  static inline T e_atan2_##FAM(T x, T y, int *z) { (void)z; return atan2##SUF(x, y); }   \
+  static inline T e_hypot_##FAM(T x, T y, int *z) { (void)z; return hypot##SUF(x, y); }   \
+  static inline T e_copysign_##FAM(T x, T y, int *z) { (void)z; return copysign##SUF(x, y); } \
+  static inline T e_fmod_##FAM(T x, T y, int *z) { (void)z; return fmod##SUF(x, y); }     \
+  /* torch's: equal infinities give themselves (inf - inf would be NaN), NaN propagates */ \
+  static inline T e_logaddexp_##FAM(T x, T y, int *z) {                                   \
+    (void)z;                                                                              \
+    if (isinf(x) && x == y) return x;                                                     \
+    const T m = x < y ? y : x;                                                            \
+    return (x != x || y != y) ? x + y : m + log1p##SUF(exp##SUF(-fabs##SUF(x - y)));      \
+  }                                                                                       \
+  /* torch's: NaN where y is NaN, else 0 where x is 0, else x * log(y) */                  \
+  static inline T e_xlogy_##FAM(T x, T y, int *z) {                                       \
+    (void)z;                                                                              \
+    if (y != y) return y;                                                                 \
+    if (x == 0) return 0;                                                                 \
+    return x * log##SUF(y);                                                               \
   }
 
 DEF_FLOAT_OPS(FL, float, f)
@@ -249,6 +277,12 @@ TD_DTYPES_ALL(DEF_PRED, ge)
 TD_DTYPES_ALL(DEF_PRED, logical_and)
 TD_DTYPES_ALL(DEF_PRED, logical_or)
 TD_DTYPES_ALL(DEF_PRED, logical_xor)
+TD_DTYPES_FLOAT(DEF_ARITH_SCALAR, atan2)
+TD_DTYPES_FLOAT(DEF_ARITH_SCALAR, hypot)
+TD_DTYPES_FLOAT(DEF_ARITH_SCALAR, logaddexp)
+TD_DTYPES_FLOAT(DEF_ARITH_SCALAR, xlogy)
+TD_DTYPES_FLOAT(DEF_ARITH, copysign)
+TD_DTYPES_NUM(DEF_ARITH_SCALAR, fmod)
 
 #define ENTRY(OP, DN, ...) [TD_##DN] = bin_##OP##_##DN,
 /* loops[op][dtype] */
@@ -271,6 +305,12 @@ static const td_inner_loop loops[TD_BINARY_COUNT][TD_NUM_DTYPES] = {
     [TD_BINARY_LOGICAL_AND] = {TD_DTYPES_ALL(ENTRY, logical_and)},
     [TD_BINARY_LOGICAL_OR] = {TD_DTYPES_ALL(ENTRY, logical_or)},
     [TD_BINARY_LOGICAL_XOR] = {TD_DTYPES_ALL(ENTRY, logical_xor)},
+    [TD_BINARY_ATAN2] = {TD_DTYPES_FLOAT(ENTRY, atan2)},
+    [TD_BINARY_HYPOT] = {TD_DTYPES_FLOAT(ENTRY, hypot)},
+    [TD_BINARY_LOGADDEXP] = {TD_DTYPES_FLOAT(ENTRY, logaddexp)},
+    [TD_BINARY_XLOGY] = {TD_DTYPES_FLOAT(ENTRY, xlogy)},
+    [TD_BINARY_COPYSIGN] = {TD_DTYPES_FLOAT(ENTRY, copysign)},
+    [TD_BINARY_FMOD] = {TD_DTYPES_NUM(ENTRY, fmod)},
 };
 
 td_inner_loop td_ew_binary_loop(int32_t op, int32_t dtype) { return loops[op][dtype]; }

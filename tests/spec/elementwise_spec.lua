@@ -9,6 +9,16 @@ local floor, huge = math.floor, math.huge
 local function num(v) return type(v) == "boolean" and (v and 1 or 0) or v end
 local function truthy(v) return num(v) ~= 0 end
 
+-- libm's double functions Lua's math lacks: the models of the float ops below
+local ffi = require("ffi")
+ffi.cdef([[
+double asinh(double); double acosh(double); double atanh(double); double log2(double);
+double exp2(double); double erf(double); double erfc(double); double lgamma(double);
+double trunc(double); double copysign(double, double); double hypot(double, double);
+double log1p(double);
+]])
+local libm = ffi.C
+
 -- name -> model of x op y on numbers (or nil to skip a pair, e.g. a zero divisor)
 local BINARY = {
   add = function(x, y) return x + y end,
@@ -40,7 +50,29 @@ local BINARY = {
   pow = function(x, y, float) if not float and y < 0 then return nil end return x ^ y end,
   minimum = function(x, y) if x ~= x or y ~= y then return 0 / 0 end return math.min(x, y) end,
   maximum = function(x, y) if x ~= x or y ~= y then return 0 / 0 end return math.max(x, y) end,
+  atan2 = math.atan2,
+  hypot = function(x, y) return libm.hypot(x, y) end,
+  -- (a NaN's sign does not survive the model's trip through Lua: ref.store canonicalises
+  -- it; the specs of signbit check NaN signs)
+  copysign = function(x, y) if y ~= y then return nil end return libm.copysign(x, y) end,
+  fmod = function(x, y, float)
+    if not float and y == 0 then return nil end
+    return math.fmod(x, y) -- C's: the dividend's sign
+  end,
+  logaddexp = function(x, y)
+    if x ~= x or y ~= y then return 0 / 0 end
+    if (x == huge or x == -huge) and x == y then return x end
+    return math.max(x, y) + libm.log1p(math.exp(-math.abs(x - y)))
+  end,
+  xlogy = function(x, y)
+    if y ~= y then return y end
+    if x == 0 then return 0 end
+    return x * math.log(y)
+  end,
 }
+-- Ops that compute integers and bool in float32 (div too), and ops that refuse them.
+local TO_FLOAT = { div = true, atan2 = true, copysign = true, xlogy = true }
+local FLOAT_OPERANDS = { hypot = true, logaddexp = true }
 local COMPARE = {
   eq = function(x, y) return x == y end, ne = function(x, y) return x ~= y end,
   lt = function(x, y) return x < y end, le = function(x, y) return x <= y end,
@@ -53,15 +85,16 @@ local COMPARE = {
 -- The dtype torch gives a binary op on these dtypes and shapes.
 local function result_dtype(name, a, b, sa, sb)
   local d = ref.result_type(a, sa, b, sb)
-  if name == "div" and not ref.is_float(d) then return "float32" end
+  if TO_FLOAT[name] and not ref.is_float(d) then return "float32" end
   return d
 end
 
 -- Ops torch refuses on bool results: floor_divide, remainder, pow; sub refuses any
 -- bool operand (use logical_xor or logical_not).
-local BOOL_REFUSED = { floor_divide = true, remainder = true, pow = true }
+local BOOL_REFUSED = { floor_divide = true, remainder = true, pow = true, fmod = true }
 local function refused(name, dtype, da, db)
   if name == "sub" then return da == "bool" or db == "bool" end
+  if FLOAT_OPERANDS[name] then return not ref.is_float(dtype) end
   return dtype == "bool" and BOOL_REFUSED[name]
 end
 
@@ -107,6 +140,24 @@ describe("binary ops", function()
         end
       end
     end
+  end)
+
+  it("fmod, logaddexp, xlogy: torch's edge cases and refusals", function()
+    local i = T.tensor({ -7, 7, -128 }, "int8")
+    assert.are.same({ -1, 1, 0 }, i:fmod(T.tensor({ 2, -2, -1 }, "int8")):totable())
+    assert.are.same({ 0 }, T.tensor({ -128 }, "int8"):fmod(-1):totable()) -- MIN % -1, no trap
+    H.raises(function() i:fmod(T.tensor({ 1, 0, 1 }, "int8")) end, "fmod: integer division by zero")
+    H.raises(function() T.tensor({ true }):fmod(T.tensor({ true })) end, "fmod: not supported for bool tensors")
+    H.raises(function() i:hypot(i) end, "hypot: not supported for int8 tensors (it takes floating point ones)")
+    H.raises(function() i:logaddexp(i) end, "logaddexp: not supported for int8 tensors")
+    local inf = 1 / 0
+    assert.are.same({ inf, -inf }, T.tensor({ inf, -inf }):logaddexp(T.tensor({ inf, -inf })):totable())
+    local x = T.tensor({ 0, 0, 2, -1 }, "float64"):xlogy(T.tensor({ 0, 0 / 0, 3, 2 }, "float64")):totable()
+    assert.are.equal(0, x[1])
+    assert.is_true(x[2] ~= x[2])
+    H.assert_near({ 2 * math.log(3), -math.log(2) }, { x[3], x[4] }, 1e-15)
+    assert.are.equal("float32", T.tensor({ 1 }, "int32"):atan2(T.tensor({ 1 }, "int32")):dtype())
+    assert.are.same({ -3, 2 }, T.tensor({ 3, 2 }):copysign(T.tensor({ -1, 0 })):totable())
   end)
 
   it("integer pow matches the model and refuses negative exponents", function()
@@ -176,14 +227,6 @@ describe("binary ops", function()
   end)
 end)
 
--- libm's double functions Lua's math lacks: the models of the float ops below
-local ffi = require("ffi")
-ffi.cdef([[
-double asinh(double); double acosh(double); double atanh(double); double log2(double);
-double exp2(double); double erf(double); double erfc(double); double lgamma(double);
-double trunc(double);
-]])
-local libm = ffi.C
 
 local UNARY = {
   neg = function(x) return -x end, abs = math.abs, exp = math.exp, log = math.log,

@@ -1,9 +1,10 @@
--- torch_unary_spec.lua: every unary op of the op table against torch on the same inputs
--- (seeded values and the special ones: signed zeros, infinities, NaN, huge and tiny),
--- every dtype torch takes for it: the result dtype, the refusals, and the values (bool
--- results exactly, floats within a few ulp of the dtype). Inputs go to Python as raw
--- files, results come back so. Skipped and counted when TD_TORCH_PYTHON (else
--- TD_PYTHON, else python3) has no torch.
+-- torch_ops_spec.lua: every unary and binary op of the op table against torch on the
+-- same inputs (seeded values and the special ones: signed zeros, infinities, NaN, huge
+-- and tiny; a binary op takes them against the same values reversed), every dtype: the
+-- result dtype, the refusals, and the values (integer and bool results exactly, floats
+-- within a few ulp of the dtype). Inputs go to Python as raw files, results come back
+-- so. Skipped and counted when TD_TORCH_PYTHON (else TD_PYTHON, else python3) has no
+-- torch.
 local T = require("tensordict")
 local helpers = require("helpers")
 local json = require("tensordict.json")
@@ -31,7 +32,7 @@ local function inputs(dtype)
   return T.tensor(v, dtype)
 end
 
-describe("unary ops against torch", function()
+describe("elementwise ops against torch", function()
   local py = os.getenv("TD_TORCH_PYTHON") or os.getenv("TD_PYTHON") or "python3"
   it("give torch's dtypes, refusals and values on every dtype", function()
     if not helpers.sh(py .. " -c 'import torch' >/dev/null 2>&1") then
@@ -40,16 +41,19 @@ describe("unary ops against torch", function()
     end
     math.randomseed(30)
     local dir = helpers.tmpdir()
-    local names = {}
-    for name in pairs(ops.UNARY) do names[#names + 1] = name end
+    local names, arity = {}, {}
+    for name in pairs(ops.UNARY) do names[#names + 1], arity[name] = name, 1 end
+    for name in pairs(ops.BINARY) do names[#names + 1], arity[name] = name, 2 end
     table.sort(names)
-    local manifest = { ops = names, inputs = {} }
-    local xs = {}
+    local manifest = { ops = names, arity = arity, inputs = {} }
+    local xs, ys = {}, {}
     for _, dtype in ipairs(DTYPES) do
       local x = inputs(dtype)
-      xs[dtype] = x
-      -- a memmap folder's leaf file is the raw bytes
-      T.TensorDict({ x = x }, { x:numel() }):memmap(("%s/in_%s"):format(dir, dtype))
+      local v, r = x:totable(), {}
+      for i = #v, 1, -1 do r[#r + 1] = v[i] end
+      xs[dtype], ys[dtype] = x, T.tensor(r, dtype)
+      -- a memmap folder's leaf files are the raw bytes
+      T.TensorDict({ x = x, y = ys[dtype] }, { x:numel() }):memmap(("%s/in_%s"):format(dir, dtype))
       manifest.inputs[#manifest.inputs + 1] = { dtype = dtype, n = x:numel() }
     end
     helpers.write(dir .. "/manifest.json", json.encode(manifest))
@@ -60,12 +64,12 @@ m = json.load(open(d + "/manifest.json"))
 out = {}
 for inp in m["inputs"]:
     dt = getattr(torch, inp["dtype"])
-    raw = np.fromfile(f"{d}/in_{inp['dtype']}/x.memmap", dtype=np.uint8)
-    x = torch.from_numpy(raw.copy()).view(dt)
+    x, y = [torch.from_numpy(np.fromfile(f"{d}/in_{inp['dtype']}/{k}.memmap", dtype=np.uint8)).view(dt)
+            for k in ("x", "y")]
     for op in m["ops"]:
         key = f"{op}_{inp['dtype']}"
         try:
-            r = getattr(torch, op)(x)
+            r = getattr(torch, op)(x) if m["arity"][op] == 1 else getattr(torch, op)(x, y)
         except Exception as e:
             out[key] = {"error": str(e).splitlines()[0]}
             continue
@@ -82,7 +86,11 @@ print("ok")
       for _, op in ipairs(names) do
         local key = op .. "_" .. dtype
         local want = results[key]
-        local ok, r = pcall(function() return xs[dtype][op](xs[dtype]) end)
+        local x, y = xs[dtype], ys[dtype]
+        local ok, r = pcall(function()
+          if arity[op] == 1 then return x[op](x) end
+          return x[op](x, y)
+        end)
         if want.error then
           if ok then
             problems[#problems + 1] = ("%s: torch refuses (%s), we give %s"):format(key, want.error, r:dtype())
@@ -108,9 +116,9 @@ print("ok")
                 or math.abs(a - b) <= 1e-30
             end
             if not same then
-              local x = xs[dtype]:to("float64"):totable()[i]
-              problems[#problems + 1] = ("%s: element %d (x = %.17g): ours %s, torch's %s"):format(
-                key, i, tonumber(x) or 0, tostring(a), tostring(b))
+              local xv, yv = x:to("float64"):totable()[i], y:to("float64"):totable()[i]
+              problems[#problems + 1] = ("%s: element %d (x = %.17g, y = %.17g): ours %s, torch's %s"):format(
+                key, i, xv, yv, tostring(a), tostring(b))
               break
             end
           end
@@ -119,7 +127,7 @@ print("ok")
       end
     end
     assert.are.same({}, problems)
-    assert.truthy(checked > 200, "cases compared: " .. checked)
+    assert.truthy(checked > 350, "cases compared: " .. checked)
     helpers.rmtree(dir)
   end)
 end)
