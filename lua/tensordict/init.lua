@@ -43,6 +43,24 @@ T.ones = create.ones
 T.full = create.full
 T.arange = create.arange
 T.from_file = create.from_file
+T.linspace = create.linspace
+T.logspace = create.logspace
+T.eye = create.eye
+
+-- torch's *_like constructors: x's shape, and its dtype unless one is given.
+local function like(call, x, dtype)
+  if not tensor.is_tensor(x) then util.fail(("%s: expected a tensor, got %s"):format(call, util.describe(x))) end
+  return x:size(), dtype or x:dtype()
+end
+function T.empty_like(x, dtype) return (create.empty(like("empty_like", x, dtype))) end
+function T.zeros_like(x, dtype) return (create.zeros(like("zeros_like", x, dtype))) end
+function T.ones_like(x, dtype) return (create.ones(like("ones_like", x, dtype))) end
+function T.full_like(x, value, dtype)
+  local shape, d = like("full_like", x, dtype)
+  return (create.full(shape, value, d))
+end
+function T.rand_like(x, dtype) return (random.rand(like("rand_like", x, dtype))) end
+function T.randn_like(x, dtype) return (random.randn(like("randn_like", x, dtype))) end
 
 T.newaxis = index.newaxis
 T.ellipsis = index.ellipsis

@@ -268,6 +268,77 @@ function Tensor.transpose(self, a, b)
   return view_of(self, C.td_tensor_transpose(h, dim0("transpose", a, h.ndim), dim0("transpose", b, h.ndim), out), out)
 end
 
+-- torch's other views, in Lua's 1-based manners (torch7's narrow and select).
+-- narrow(dim, start, length): length elements of dim from start (1-based, negative
+-- from the end), a view.
+function Tensor.narrow(self, d, start, length)
+  local h = header(self)
+  local dim = dim0("narrow", d, h.ndim)
+  local size = tonumber(h.shape[dim])
+  if not util.is_int(start) or not util.is_int(length) or length < 0 then
+    fail(("narrow: start and length must be integers (length >= 0), got %s and %s")
+      :format(describe(start), describe(length)))
+  end
+  local s = start < 0 and size + start + 1 or start
+  if s < 1 or s + length - 1 > size or (start == 0) then
+    fail(("narrow: start %d and length %d do not fit dim %d of size %d (start in 1..%d or -%d..-1)")
+      :format(start, length, d, size, size, size))
+  end
+  local out = Header()
+  return view_of(self, C.td_tensor_slice(h, dim, s - 1, s - 1 + length, 1, out), out)
+end
+
+-- select(dim, index): the slice at index (1-based, negative from the end), dim removed.
+function Tensor.select(self, d, i)
+  local h = header(self)
+  local dim = dim0("select", d, h.ndim)
+  local size = tonumber(h.shape[dim])
+  if not util.is_int(i) or i == 0 or i > size or i < -size then
+    fail(("select: index %s is out of range for dim %d of size %d (valid: 1..%d or -%d..-1)")
+      :format(describe(i), d, size, size, size))
+  end
+  local out = Header()
+  return view_of(self, C.td_tensor_select(h, dim, i > 0 and i - 1 or size + i, out), out)
+end
+
+-- movedim(source, destination): dims (one, or lists of the same length) moved to the
+-- new places, the others keeping their order (a permute).
+function Tensor.movedim(self, src, dst)
+  local h = header(self)
+  local ndim = h.ndim
+  local s = type(src) == "table" and src or { src }
+  local t = type(dst) == "table" and dst or { dst }
+  if #s ~= #t then
+    fail(("movedim: %d source dims but %d destinations"):format(#s, #t))
+  end
+  local order, taken, placed = {}, {}, {}
+  for i = 1, #s do
+    local a, b = dim0("movedim", s[i], ndim), dim0("movedim", t[i], ndim)
+    if taken[a] then fail(("movedim: source dim %d appears twice"):format(s[i])) end
+    if placed[b] then fail(("movedim: destination dim %d appears twice"):format(t[i])) end
+    taken[a], placed[b], order[b] = true, true, a
+  end
+  local rest = {}
+  for a = 0, ndim - 1 do if not taken[a] then rest[#rest + 1] = a end end
+  local k = 1
+  for b = 0, ndim - 1 do
+    if order[b] == nil then order[b], k = rest[k], k + 1 end
+    dims_buf[b] = order[b]
+  end
+  local out = Header()
+  return view_of(self, C.td_tensor_permute(h, dims_buf, out), out)
+end
+Tensor.moveaxis = Tensor.movedim
+Tensor.swapaxes = Tensor.transpose
+Tensor.swapdims = Tensor.transpose
+
+-- broadcast_to(shape): expand to shape (torch's name); view_as(other): view to other's shape.
+function Tensor.broadcast_to(self, ...) return (Tensor.expand(self, ...)) end
+function Tensor.view_as(self, other)
+  if not is_tensor(other) then fail(("view_as: expected a tensor, got %s"):format(describe(other))) end
+  return (Tensor.view(self, other:size()))
+end
+
 function Tensor.squeeze(self, d)
   local h = header(self)
   local out = Header()

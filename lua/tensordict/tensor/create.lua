@@ -160,6 +160,65 @@ function M.arange(...)
   return adopt(C.td_tensor_arange(a, step, n, code))
 end
 
+-- T.linspace(start, stop, steps [, dtype]): steps values from start to stop, both
+-- included, evenly spaced (float32 by default). As torch: the first half counts up from
+-- start and the second down from stop, so both ends are exact.
+function M.linspace(start, stop, steps, dtype)
+  for _, v in ipairs({ start, stop }) do
+    if type(v) ~= "number" or v ~= v or v == math.huge or v == -math.huge then
+      fail(("linspace: start and stop must be finite numbers, got %s"):format(describe(v)))
+    end
+  end
+  if not util.is_int(steps) or steps < 0 then
+    fail(("linspace: steps must be an integer >= 0, got %s"):format(describe(steps)))
+  end
+  local code = dtype_or(FLOAT32, dtype, "linspace")
+  if steps <= 1 then
+    shape_buf[0] = steps
+    return adopt(C.td_tensor_full(1, shape_buf, code, start))
+  end
+  local step = (stop - start) / (steps - 1)
+  local half = math.floor(steps / 2)
+  -- i = 0 .. steps - 1: start + step * i below half, stop - step * (steps - 1 - i) above
+  local out = adopt(C.td_tensor_arange(0, 1, steps, C.TD_FLOAT64))
+  local lo, hi = out[{ { 1, half } }], out[{ { half + 1, steps } }]
+  lo:mul_(step):add_(start)
+  hi:mul_(-1):add_(steps - 1):mul_(-step):add_(stop)
+  if code == C.TD_FLOAT64 then return out end
+  return out:to(dtypes.name(code))
+end
+
+-- T.logspace(start, stop, steps [, base [, dtype]]): base ^ linspace(start, stop, steps)
+-- (base 10 by default).
+function M.logspace(start, stop, steps, base, dtype)
+  if type(base) == "string" then base, dtype = nil, base end
+  base = base == nil and 10 or base
+  if type(base) ~= "number" or base ~= base then
+    fail(("logspace: base must be a number, got %s"):format(describe(base)))
+  end
+  local exps = M.linspace(start, stop, steps, "float64")
+  shape_buf[0] = exps:numel()
+  local b = adopt(C.td_tensor_full(1, shape_buf, C.TD_FLOAT64, base))
+  local out = b:pow(exps)
+  local code = dtype_or(FLOAT32, dtype, "logspace")
+  if code == C.TD_FLOAT64 then return out end
+  return out:to(dtypes.name(code))
+end
+
+-- T.eye(n [, m] [, dtype]): n x m (m defaults to n) with ones on the diagonal.
+function M.eye(n, m, dtype)
+  if type(m) == "string" then m, dtype = nil, m end
+  m = m == nil and n or m
+  for _, v in ipairs({ n, m }) do
+    if not util.is_int(v) or v < 0 then fail(("eye: sizes must be integers >= 0, got %s"):format(describe(v))) end
+  end
+  shape_buf[0], shape_buf[1] = n, m
+  local t = adopt(C.td_tensor_full(2, shape_buf, dtype_or(FLOAT32, dtype, "eye"), 0))
+  local k = math.min(n, m)
+  if k > 0 then t:view(n * m)[{ { 1, (k - 1) * (m + 1) + 1, m + 1 } }]:fill_(1) end
+  return t
+end
+
 local MAP_MODES = { r = C.TD_MAP_READ, ["r+"] = C.TD_MAP_READWRITE, ["w+"] = C.TD_MAP_CREATE }
 
 -- T.from_file(path, shape, dtype [, mode]): a tensor over a file's bytes (raw,
