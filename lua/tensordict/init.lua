@@ -101,7 +101,8 @@ end
 T.matmul = linalg.matmul
 
 -- torch's function forms of the elementwise ops of C's op table (T.exp(x), T.add(a, b),
--- T.isfinite(x), T.atan(td)): the first argument's method, on a tensor, a TensorDict, a
+-- T.isfinite(x), T.atan(td)) and of a few other methods (T.flip(x, dims)): the first
+-- argument's method, on a tensor, a TensorDict, a
 -- lazy stack or a record. A name T has already (T.where, ...) keeps its own function.
 local function op_function(name)
   return function(x, ...)
@@ -113,7 +114,13 @@ local function op_function(name)
     return (method(x, ...))
   end
 end
-for _, names in ipairs({ ops.UNARY, ops.BINARY }) do
+-- and torch's other functions of a tensor that are methods here
+local METHOD_FUNCTIONS = {}
+for _, name in ipairs({ "isclose", "allclose", "equal", "nan_to_num", "nansum", "nanmean", "flip", "roll",
+  "tril", "triu", "narrow", "movedim", "moveaxis", "swapaxes", "swapdims", "broadcast_to" }) do
+  METHOD_FUNCTIONS[name] = true
+end
+for _, names in ipairs({ ops.UNARY, ops.BINARY, METHOD_FUNCTIONS }) do
   for name in pairs(names) do
     if T[name] == nil then T[name] = op_function(name) end
   end

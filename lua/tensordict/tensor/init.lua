@@ -14,5 +14,7 @@ require("tensordict.tensor.linalg")
 require("tensordict.tensor.reduce") -- methods only
 require("tensordict.tensor.tile") -- expand_as, repeat, repeat_interleave
 require("tensordict.tensor.gather") -- methods only
+require("tensordict.tensor.closeness") -- methods only: isclose, allclose, equal, nan_to_num, nansum, nanmean
+require("tensordict.tensor.rearrange") -- methods only: flip, roll, tril, triu
 require("tensordict.tensor.cuda")
 return core
