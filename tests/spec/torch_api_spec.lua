@@ -178,3 +178,67 @@ describe("flip, roll, tril, triu", function()
     H.raises(function() T.ones(3):tril() end, "tril: expected a tensor of 2 or more dims, got 1")
   end)
 end)
+
+describe("against torch", function()
+  local py = os.getenv("TD_TORCH_PYTHON") or os.getenv("TD_PYTHON") or "python3"
+  it("gives torch's results for the same calls (0-based dims and indices on torch's side)", function()
+    if not H.sh(py .. " -c 'import torch' >/dev/null 2>&1") then
+      pending("torch not installed (TD_TORCH_PYTHON): these functions are not cross-checked")
+      return
+    end
+    local inf = 1 / 0
+    local x = T.tensor({ { 0.5, -1.25, 0 / 0, 3 }, { inf, 2, -inf, -0.75 }, { 1, 1e-9, -4, 8 } }, "float64")
+    local g = T.arange(1, 24):view(2, 3, 4)
+    -- name -> our result; the same names in the Python below compute torch's
+    local ours = {
+      linspace = T.linspace(-2, 3, 7, "float64"), linspace32 = T.linspace(0, 1, 11),
+      logspace = T.logspace(-1, 2, 5, "float64"), eye = T.eye(3, 5),
+      isclose = x:isclose(x + 1e-6), isclose_nan = x:isclose(x, 1e-3, 0, true),
+      nan_to_num = x:nan_to_num(), nan_to_num3 = x:nan_to_num(1, 2, 3),
+      nansum = x:nansum(2), nanmean = x:nanmean(1),
+      flip = g:flip({ 1, 3 }), roll = g:roll({ 2, -1 }, { 2, 3 }), roll_flat = g:roll(5),
+      tril = g:tril(1), triu = g:triu(-1),
+      narrow = g:narrow(3, 2, 2):contiguous(), select = g:select(2, -1):contiguous(),
+      movedim = g:movedim({ 1, 3 }, { 3, 1 }):contiguous(),
+    }
+    local dir = H.tmpdir()
+    T.TensorDict(ours, {}):memmap(dir .. "/ours")
+    H.write(dir .. "/check.py", [==[
+import json, sys, numpy as np, torch
+d = sys.argv[1]
+meta = json.load(open(d + "/ours/meta.json"))
+inf, nan = float("inf"), float("nan")
+x = torch.tensor([[0.5, -1.25, nan, 3], [inf, 2, -inf, -0.75], [1, 1e-9, -4, 8]], dtype=torch.float64)
+g = torch.arange(1, 25).view(2, 3, 4)
+theirs = {
+    "linspace": torch.linspace(-2, 3, 7, dtype=torch.float64), "linspace32": torch.linspace(0, 1, 11),
+    "logspace": torch.logspace(-1, 2, 5, dtype=torch.float64), "eye": torch.eye(3, 5),
+    "isclose": torch.isclose(x, x + 1e-6), "isclose_nan": torch.isclose(x, x, 1e-3, 0, True),
+    "nan_to_num": torch.nan_to_num(x), "nan_to_num3": torch.nan_to_num(x, 1, 2, 3),
+    "nansum": torch.nansum(x, 1), "nanmean": torch.nanmean(x, 0),
+    "flip": g.flip((0, 2)), "roll": g.roll((2, -1), (1, 2)), "roll_flat": g.roll(5),
+    "tril": g.tril(1), "triu": g.triu(-1),
+    "narrow": g.narrow(2, 1, 2), "select": g.select(1, -1), "movedim": g.movedim((0, 2), (2, 0)),
+}
+bad = []
+for k, t in theirs.items():
+    m = meta[k]
+    if m["dtype"] != str(t.dtype) or m["shape"] != list(t.shape):
+        bad.append(f"{k}: ours {m['dtype']} {m['shape']}, torch's {t.dtype} {list(t.shape)}")
+        continue
+    raw = np.fromfile(f"{d}/ours/{k}.memmap", dtype=np.uint8)
+    o = torch.from_numpy(raw.copy()).view(t.dtype).view(t.shape)
+    if t.dtype.is_floating_point:
+        same = torch.allclose(o, t, rtol=1e-6, atol=0, equal_nan=True)
+    else:
+        same = torch.equal(o, t)
+    if not same:
+        bad.append(f"{k}: ours {o.tolist()}, torch's {t.tolist()}")
+print(json.dumps(bad))
+]==])
+    local out = H.output_lines(("%s %s/check.py %s 2>&1"):format(py, dir, dir))
+    assert.are.equal(1, #out, table.concat(out, "\n"))
+    assert.are.same({}, require("tensordict.json").decode(out[1]))
+    H.rmtree(dir)
+  end)
+end)
