@@ -82,6 +82,28 @@ function T.cat(list, dim)
   if first_is_record(list) then return record.cat(list, dim) end
   return join.cat(list, dim)
 end
+-- T.vstack(list): rows stacked (1-D tensors as rows); T.hstack(list): joined along
+-- dim 2 (dim 1 for 1-D tensors).
+local function tensor_list(call, list)
+  if type(list) ~= "table" then
+    util.fail(("%s: expected a list of tensors, got %s"):format(call, util.describe(list)))
+  end
+  for i, t in ipairs(list) do
+    if not tensor.is_tensor(t) then
+      util.fail(("%s: element %d is %s, not a tensor"):format(call, i, util.describe(t)))
+    end
+  end
+  return list
+end
+function T.vstack(list)
+  local rows = {}
+  for i, t in ipairs(tensor_list("vstack", list)) do rows[i] = t:dim() < 2 and t:reshape(1, t:numel()) or t end
+  return (join.cat(rows, 1))
+end
+function T.hstack(list)
+  tensor_list("hstack", list)
+  return (join.cat(list, list[1] and list[1]:dim() <= 1 and 1 or 2))
+end
 function T.pad(x, pads, value)
   if td_core.is_td(x) then return td_join.pad(x, pads, value) end
   return join.pad(x, pads, value)
@@ -117,7 +139,9 @@ end
 -- and torch's other functions of a tensor that are methods here
 local METHOD_FUNCTIONS = {}
 for _, name in ipairs({ "isclose", "allclose", "equal", "nan_to_num", "nansum", "nanmean", "flip", "roll",
-  "tril", "triu", "narrow", "movedim", "moveaxis", "swapaxes", "swapdims", "broadcast_to" }) do
+  "tril", "triu", "narrow", "movedim", "moveaxis", "swapaxes", "swapdims", "broadcast_to", "scatter",
+  "index_add", "index_fill", "index_copy", "take", "take_along_dim", "outer", "diff", "addcmul", "addcdiv",
+  "addmm", "tile" }) do
   METHOD_FUNCTIONS[name] = true
 end
 for _, names in ipairs({ ops.UNARY, ops.BINARY, METHOD_FUNCTIONS }) do

@@ -179,6 +179,50 @@ describe("flip, roll, tril, triu", function()
   end)
 end)
 
+describe("gathers, scatters and combinations", function()
+  it("scatter, index_add, index_fill, index_copy (out of place and in place), take, take_along_dim", function()
+    local t = T.arange(1, 6):view(2, 3)
+    local i = T.tensor({ 1, 3 }, "int64")
+    assert.are.same({ { 0, 2, 0 }, { 0, 5, 0 } }, t:index_fill(2, i, 0):totable())
+    local rows = T.tensor({ { 9, 9, 9 } }, "int64")
+    assert.are.same({ { 1, 2, 3 }, { 9, 9, 9 } }, t:index_copy(1, T.tensor({ 2 }, "int64"), rows):totable())
+    assert.are.same({ { 1, 2, 3 }, { 4, 5, 6 } }, t:totable()) -- the out-of-place forms copy
+    local u = t:clone()
+    assert.are.equal(u, u:index_fill_(1, T.tensor({ 1 }, "int64"), -1))
+    assert.are.same({ -1, -1, -1 }, u[1]:totable())
+    assert.are.same({ { 0, 2, 3 }, { 4, 0, 6 } }, t:scatter(2, T.tensor({ { 1 }, { 2 } }, "int64"), 0):totable())
+    local added = T.zeros(3):index_add(1, T.tensor({ 1, 1, 3 }, "int64"), T.tensor({ 1, 2, 3 }))
+    assert.are.same({ 3, 0, 3 }, added:totable())
+    assert.are.same({ { 1, 6 } }, t:take(T.tensor({ { 1, 6 } }, "int64")):totable())
+    assert.are.same({ { 3 }, { 4 } }, t:take_along_dim(T.tensor({ { 3 }, { 1 } }, "int64"), 2):totable())
+    assert.are.same({ 6, 1 }, t:take_along_dim(T.tensor({ 6, 1 }, "int64")):totable())
+    H.raises(function() t:index_fill(2, T.tensor({ { 1 } }, "int64"), 0) end,
+      "index_fill_: index must be a 1-D integer tensor")
+    H.raises(function() t:index_fill(2, i, "x") end, "index_fill_: value must be a number or boolean, got 'x'")
+    H.raises(function() t:take(3) end, "take: index must be an integer tensor, got 3")
+  end)
+
+  it("outer, diff, addcmul, addcdiv, addmm, tile, vstack, hstack", function()
+    assert.are.same({ { 1, 10 }, { 2, 20 }, { 3, 30 } }, T.tensor({ 1, 2, 3 }):outer(T.tensor({ 1, 10 })):totable())
+    local t = T.tensor({ { 1, 4, 9 }, { 16, 25, 36 } }, "int64")
+    assert.are.same({ { 3, 5 }, { 9, 11 } }, t:diff():totable())
+    assert.are.same({ { 2 }, { 2 } }, t:diff(2):totable())
+    assert.are.same({ { 15, 21, 27 } }, t:diff(1, 1):totable())
+    assert.are.same({ true, false }, T.tensor({ true, false, false }):diff():totable())
+    assert.are.same({ 5, 8.5 }, T.ones(2):addcmul(T.tensor({ 2, 3 }), T.tensor({ 4, 5 }), 0.5):totable())
+    assert.are.same({ 1.5, 1.5 }, T.ones(2):addcdiv(T.tensor({ 2, 3 }), T.tensor({ 4, 6 })):totable())
+    assert.are.same({ { 3.5, 3.5 }, { 3.5, 3.5 } },
+      T.ones(2, 2):addmm(T.ones(2, 3), T.ones(3, 2), { beta = 2, alpha = 0.5 }):totable())
+    assert.are.same({ { 1, 2, 1, 2 }, { 1, 2, 1, 2 } }, T.tensor({ 1, 2 }):tile(2, 2):totable())
+    assert.are.same({ { 1, 2 }, { 3, 4 } }, T.vstack({ T.tensor({ 1, 2 }), T.tensor({ 3, 4 }) }):totable())
+    assert.are.same({ 1, 2, 3 }, T.hstack({ T.tensor({ 1, 2 }), T.tensor({ 3 }) }):totable())
+    H.raises(function() T.ones(2, 2):outer(T.ones(2)) end, "outer: expected two 1-D tensors, got 2 and 1 dims")
+    H.raises(function() t:diff(-1) end, "diff: n must be an integer >= 0, got -1")
+    H.raises(function() T.ones(2):addmm(T.ones(2), T.ones(2)) end, "addmm: mat1 and mat2 must be matrices")
+    H.raises(function() T.vstack({ 1 }) end, "vstack: element 1 is 1, not a tensor")
+  end)
+end)
+
 describe("against torch", function()
   local py = os.getenv("TD_TORCH_PYTHON") or os.getenv("TD_PYTHON") or "python3"
   it("gives torch's results for the same calls (0-based dims and indices on torch's side)", function()
@@ -200,6 +244,14 @@ describe("against torch", function()
       tril = g:tril(1), triu = g:triu(-1),
       narrow = g:narrow(3, 2, 2):contiguous(), select = g:select(2, -1):contiguous(),
       movedim = g:movedim({ 1, 3 }, { 3, 1 }):contiguous(),
+      index_fill = g:index_fill(3, T.tensor({ 1, 4 }, "int64"), -5),
+      take = g:take(T.tensor({ { 1, 24 }, { 7, 12 } }, "int64")),
+      take_along_dim = g:take_along_dim(T.tensor({ { { 4, 1 } } }, "int64"), 3),
+      outer = T.tensor({ 1, 2, 3 }):outer(T.tensor({ 0.5, -1 })),
+      diff = g:diff(2, 3), diff_dim = g:diff(1, 1),
+      addcmul = x:addcmul(x, x, 0.25), addmm = T.ones(2, 2):addmm(T.arange(1, 6):view(2, 3):float(),
+        T.arange(1, 6):view(3, 2):float(), { beta = 0.5, alpha = 2 }),
+      tile = g:tile(2, 1, 1, 2), vstack = T.vstack({ T.tensor({ 1, 2 }), T.tensor({ { 3, 4 }, { 5, 6 } }) }),
     }
     local dir = H.tmpdir()
     T.TensorDict(ours, {}):memmap(dir .. "/ours")
@@ -219,6 +271,15 @@ theirs = {
     "flip": g.flip((0, 2)), "roll": g.roll((2, -1), (1, 2)), "roll_flat": g.roll(5),
     "tril": g.tril(1), "triu": g.triu(-1),
     "narrow": g.narrow(2, 1, 2), "select": g.select(1, -1), "movedim": g.movedim((0, 2), (2, 0)),
+    "index_fill": g.index_fill(2, torch.tensor([0, 3]), -5),
+    "take": g.take(torch.tensor([[0, 23], [6, 11]])),
+    "take_along_dim": torch.take_along_dim(g, torch.tensor([[[3, 0]]]), 2),
+    "outer": torch.outer(torch.tensor([1., 2, 3]), torch.tensor([0.5, -1])),
+    "diff": torch.diff(g, 2, 2), "diff_dim": torch.diff(g, 1, 0),
+    "addcmul": torch.addcmul(x, x, x, value=0.25),
+    "addmm": torch.addmm(torch.ones(2, 2), torch.arange(1., 7).view(2, 3), torch.arange(1., 7).view(3, 2),
+                         beta=0.5, alpha=2),
+    "tile": g.tile((2, 1, 1, 2)), "vstack": torch.vstack([torch.tensor([1., 2]), torch.tensor([[3., 4], [5, 6]])]),
 }
 bad = []
 for k, t in theirs.items():

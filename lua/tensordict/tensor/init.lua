@@ -16,5 +16,7 @@ require("tensordict.tensor.tile") -- expand_as, repeat, repeat_interleave
 require("tensordict.tensor.gather") -- methods only
 require("tensordict.tensor.closeness") -- methods only: isclose, allclose, equal, nan_to_num, nansum, nanmean
 require("tensordict.tensor.rearrange") -- methods only: flip, roll, tril, triu
+require("tensordict.tensor.index_forms") -- methods only: scatter, index_add, index_fill, index_copy, take, ...
+require("tensordict.tensor.combine") -- methods only: outer, diff, addcmul, addcdiv, addmm, tile
 require("tensordict.tensor.cuda")
 return core

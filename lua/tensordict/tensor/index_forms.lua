@@ -1,0 +1,80 @@
+-- tensor/index_forms.lua: torch's other forms of the gathers and scatters, on the C
+-- gathers and the index grammar's assignments (indices 1-based, as everywhere here):
+-- the out-of-place scatter and index_add, index_fill(_), index_copy(_), take and
+-- take_along_dim. Methods only.
+local util = require("tensordict.util")
+local tensor = require("tensordict.tensor.core")
+
+local fail, describe, dim0 = util.fail, util.describe, util.dim0
+local Tensor, is_tensor = tensor.Tensor, tensor.is_tensor
+
+-- scatter(dim, index, src) and index_add(dim, index, src): the in-place forms on a copy.
+function Tensor.scatter(self, dim, index, src) return (self:clone():scatter_(dim, index, src)) end
+function Tensor.index_add(self, dim, index, src) return (self:clone():index_add_(dim, index, src)) end
+
+-- The index key selecting positions index (a 1-D integer tensor) along dim.
+local function along(call, self, dim, index)
+  local d = dim0(call, dim, self:dim())
+  if not is_tensor(index) or index:dim() ~= 1 then
+    fail(("%s: index must be a 1-D integer tensor, got %s"):format(call, describe(index)))
+  end
+  local key = {}
+  for k = 1, d do key[k] = {} end
+  key[d + 1] = index
+  return key
+end
+
+-- index_fill_(dim, index, value): value at those positions along dim (every other dim
+-- whole); index_copy_(dim, index, src): src's slices there, src shaped like the selection.
+function Tensor.index_fill_(self, dim, index, value)
+  if type(value) ~= "number" and type(value) ~= "boolean" then
+    fail(("index_fill_: value must be a number or boolean, got %s"):format(describe(value)))
+  end
+  self[along("index_fill_", self, dim, index)] = value
+  return self
+end
+function Tensor.index_copy_(self, dim, index, src)
+  if not is_tensor(src) then fail(("index_copy_: src must be a tensor, got %s"):format(describe(src))) end
+  self[along("index_copy_", self, dim, index)] = src
+  return self
+end
+function Tensor.index_fill(self, dim, index, value) return (self:clone():index_fill_(dim, index, value)) end
+function Tensor.index_copy(self, dim, index, src) return (self:clone():index_copy_(dim, index, src)) end
+
+-- take(index): the elements at index (1-based, negative from the end) of the flattened
+-- tensor, shaped like index.
+function Tensor.take(self, index)
+  if not is_tensor(index) then fail(("take: index must be an integer tensor, got %s"):format(describe(index))) end
+  local flat = self:flatten()
+  if index:dim() == 0 then return (flat:index_select(1, index:view(1)):view()) end
+  return (flat:index_select(1, index:flatten()):view(index:size()))
+end
+
+-- take_along_dim(indices, dim): gather along dim, indices broadcast against self on the
+-- other dims (torch's); without dim, take of the flattened tensor.
+function Tensor.take_along_dim(self, indices, dim)
+  if not is_tensor(indices) then
+    fail(("take_along_dim: indices must be an integer tensor, got %s"):format(describe(indices)))
+  end
+  if dim == nil then return (self:flatten():gather(1, indices:flatten())) end
+  local d = dim0("take_along_dim", dim, self:dim())
+  if indices:dim() ~= self:dim() then
+    fail(("take_along_dim: indices have %d dims, the tensor %d"):format(indices:dim(), self:dim()))
+  end
+  local shape_s, shape_i = {}, {}
+  for k = 1, self:dim() do
+    local a, b = self:size(k), indices:size(k)
+    if k - 1 == d then
+      shape_s[k], shape_i[k] = a, b
+    else
+      local m = a == 1 and b or (b == 1 and a or a)
+      if a ~= b and a ~= 1 and b ~= 1 then
+        fail(("take_along_dim: dim %d: sizes %d and %d do not broadcast"):format(k, a, b))
+      end
+      shape_s[k], shape_i[k] = m, m
+    end
+  end
+  return (self:expand(shape_s):gather(dim, indices:expand(shape_i)))
+end
+
+return {}
