@@ -332,6 +332,12 @@ int32_t td_binary_dtypes(int32_t op, const td_tensor *a, const td_tensor *b, dou
                          int32_t scalar_kind, int32_t scalar_first, int32_t *compute,
                          int32_t *result);
 
+/* t sorted along dim (0-based; a 0-dim tensor as one element), ascending unless
+ * descending, as torch.sort: NaN greatest, ties in their first order (stable), every
+ * dtype; *indices receives where each value came from (int64, 0-based). Both results are
+ * new contiguous tensors of t's shape. (core/kernels/sort.c) */
+td_tensor *td_sort(const td_tensor *t, int32_t dim, int32_t descending, td_tensor **indices);
+
 enum td_unary_op {
   TD_UNARY_NEG = 0,
   TD_UNARY_ABS = 1,

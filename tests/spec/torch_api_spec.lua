@@ -223,6 +223,52 @@ describe("gathers, scatters and combinations", function()
   end)
 end)
 
+describe("sort, argsort, topk, kthvalue", function()
+  it("sort: NaN greatest, stable, every dtype, any dim; indices 1-based", function()
+    local t = T.tensor({ { 3, 1, 0 / 0, 2 }, { 5, 5, -1, 0 } })
+    local v, i = t:sort()
+    H.assert_near({ { 1, 2, 3, 0 / 0 }, { -1, 0, 5, 5 } }, v:totable(), 0)
+    assert.are.same({ { 2, 4, 1, 3 }, { 3, 4, 1, 2 } }, i:totable())
+    assert.are.equal("int64", i:dtype())
+    v, i = t:sort(2, true)
+    H.assert_near({ { 0 / 0, 3, 2, 1 }, { 5, 5, 0, -1 } }, v:totable(), 0)
+    assert.are.same({ { 3, 1, 4, 2 }, { 1, 2, 4, 3 } }, i:totable()) -- equal 5s keep their order
+    assert.are.same({ { 1, 1, 2, 2 }, { 2, 2, 1, 1 } }, t:argsort(1):totable())
+    for _, dtype in ipairs({ "bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float64" }) do
+      local x = T.tensor({ 1, 0, 1, 0 }, dtype)
+      local sv, si = x:sort()
+      assert.are.equal(dtype, sv:dtype())
+      assert.are.same({ 2, 4, 1, 3 }, si:totable(), dtype)
+    end
+    -- past 2^53 (no double tells them apart): compared as int64
+    local big = T.tensor({ 2 ^ 53, 2 ^ 53 }, "int64") + T.tensor({ 1, 0 }, "int64")
+    assert.are.same({ 2, 1 }, big:argsort():totable())
+    local s0, i0 = T.tensor(5):sort()
+    assert.are.same({ 5, 1 }, { s0:item(), i0:item() })
+    local e = T.zeros(0, 3):sort(1)
+    assert.are.same({ 0, 3 }, { e:size(1), e:size(2) })
+    H.raises(function() t:sort(3) end, "sort")
+  end)
+
+  it("topk and kthvalue", function()
+    local t = T.tensor({ { 3, 1, 4, 2 }, { 8, 6, 7, 5 } })
+    local v, i = t:topk(2)
+    assert.are.same({ { 4, 3 }, { 8, 7 } }, v:totable())
+    assert.are.same({ { 3, 1 }, { 1, 3 } }, i:totable())
+    v, i = t:topk(1, 1, false)
+    assert.are.same({ { 3, 1, 4, 2 } }, v:totable())
+    assert.are.same({ { 1, 1, 1, 1 } }, i:totable())
+    v, i = t:kthvalue(2)
+    assert.are.same({ 2, 6 }, v:totable())
+    assert.are.same({ 4, 2 }, i:totable())
+    v = t:kthvalue(1, 1, true)
+    assert.are.same({ { 3, 1, 4, 2 } }, v:totable())
+    assert.are.same({ 2, 0 }, { t:topk(0):size(1), t:topk(0):size(2) })
+    H.raises(function() t:topk(5) end, "topk: k must be an integer in 0..4 (the size of the dim), got 5")
+    H.raises(function() t:kthvalue(0) end, "kthvalue: k must be an integer in 1..4, got 0")
+  end)
+end)
+
 describe("against torch", function()
   local py = os.getenv("TD_TORCH_PYTHON") or os.getenv("TD_PYTHON") or "python3"
   it("gives torch's results for the same calls (0-based dims and indices on torch's side)", function()
@@ -233,6 +279,7 @@ describe("against torch", function()
     local inf = 1 / 0
     local x = T.tensor({ { 0.5, -1.25, 0 / 0, 3 }, { inf, 2, -inf, -0.75 }, { 1, 1e-9, -4, 8 } }, "float64")
     local g = T.arange(1, 24):view(2, 3, 4)
+    local r = T.tensor({ { 0.5, -3, 7, 2.25, 1 }, { 9, 4, -8, 6, 0 } })
     -- name -> our result; the same names in the Python below compute torch's
     local ours = {
       linspace = T.linspace(-2, 3, 7, "float64"), linspace32 = T.linspace(0, 1, 11),
@@ -252,6 +299,10 @@ describe("against torch", function()
       addcmul = x:addcmul(x, x, 0.25), addmm = T.ones(2, 2):addmm(T.arange(1, 6):view(2, 3):float(),
         T.arange(1, 6):view(3, 2):float(), { beta = 0.5, alpha = 2 }),
       tile = g:tile(2, 1, 1, 2), vstack = T.vstack({ T.tensor({ 1, 2 }), T.tensor({ { 3, 4 }, { 5, 6 } }) }),
+      sort_values = x:sort(1), sort_indices = select(2, x:sort(1)),
+      sort_desc = (g % 5):sort(3, true), argsort = (g % 5):argsort(2),
+      topk = r:topk(3), topk_indices = select(2, r:topk(3)), kthvalue = r:kthvalue(2, 1),
+      kth_indices = select(2, r:kthvalue(2, 1)),
     }
     local dir = H.tmpdir()
     T.TensorDict(ours, {}):memmap(dir .. "/ours")
@@ -262,6 +313,7 @@ meta = json.load(open(d + "/ours/meta.json"))
 inf, nan = float("inf"), float("nan")
 x = torch.tensor([[0.5, -1.25, nan, 3], [inf, 2, -inf, -0.75], [1, 1e-9, -4, 8]], dtype=torch.float64)
 g = torch.arange(1, 25).view(2, 3, 4)
+r = torch.tensor([[0.5, -3, 7, 2.25, 1], [9, 4, -8, 6, 0]])
 theirs = {
     "linspace": torch.linspace(-2, 3, 7, dtype=torch.float64), "linspace32": torch.linspace(0, 1, 11),
     "logspace": torch.logspace(-1, 2, 5, dtype=torch.float64), "eye": torch.eye(3, 5),
@@ -279,6 +331,12 @@ theirs = {
     "addcmul": torch.addcmul(x, x, x, value=0.25),
     "addmm": torch.addmm(torch.ones(2, 2), torch.arange(1., 7).view(2, 3), torch.arange(1., 7).view(3, 2),
                          beta=0.5, alpha=2),
+    "sort_values": torch.sort(x, dim=0, stable=True).values,
+    "sort_indices": torch.sort(x, dim=0, stable=True).indices + 1,
+    "sort_desc": torch.sort(g % 5, dim=2, descending=True, stable=True).values,
+    "argsort": torch.argsort(g % 5, dim=1, stable=True) + 1,
+    "topk": torch.topk(r, 3).values, "topk_indices": torch.topk(r, 3).indices + 1,
+    "kthvalue": torch.kthvalue(r, 2, 0).values, "kth_indices": torch.kthvalue(r, 2, 0).indices + 1,
     "tile": g.tile((2, 1, 1, 2)), "vstack": torch.vstack([torch.tensor([1., 2]), torch.tensor([[3., 4], [5, 6]])]),
 }
 bad = []
