@@ -76,6 +76,9 @@ const char *td_dtype_name(int32_t dtype);
 /* Bytes per element; 0 for an unknown code. */
 int64_t td_dtype_itemsize(int32_t dtype);
 int32_t td_dtype_is_floating(int32_t dtype);
+/* The largest value of a dtype (the largest finite one of a floating dtype: 65504 for
+ * float16), from the dtype table; 0 for an unknown code. */
+double td_dtype_max(int32_t dtype);
 
 /* IEEE half and bfloat16 bit patterns, round-to-nearest-even, NaN and Inf kept. */
 uint16_t td_float_to_half(float value);

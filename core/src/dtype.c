@@ -48,7 +48,9 @@ static const struct {
 } int_ranges[TD_NUM_DTYPES] = {TD_DTYPES_INTEGRAL(INT_RANGE, _)};
 
 double td_dtype_lowest(int32_t dtype) { return ranges[dtype].lowest; }
-double td_dtype_max(int32_t dtype) { return ranges[dtype].max; }
+TD_EXPORT double td_dtype_max(int32_t dtype) {
+  return dtype >= 0 && dtype < TD_NUM_DTYPES ? ranges[dtype].max : 0; /* exported: Lua asks */
+}
 
 void td_dtype_exact_range(int32_t dtype, int64_t *lo, int64_t *hi) {
   if (td_dtype_is_floating(dtype)) {

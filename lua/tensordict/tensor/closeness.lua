@@ -4,6 +4,7 @@
 local util = require("tensordict.util")
 local tensor = require("tensordict.tensor.core")
 local create = require("tensordict.tensor.create")
+local dtypes = require("tensordict.tensor.dtype")
 
 local fail, describe = util.fail, util.describe
 local Tensor, is_tensor = tensor.Tensor, tensor.is_tensor
@@ -54,9 +55,12 @@ function Tensor.equal(self, other)
   return (self:eq(other):all())
 end
 
--- The largest finite value of a floating dtype (nan_to_num's default for infinities).
-local FINITE_MAX = { float16 = 65504, bfloat16 = 3.3895313892515355e38, float32 = 3.4028234663852886e38,
-  float64 = 1.7976931348623157e308 }
+-- The largest finite value of a floating dtype (nan_to_num's default for infinities),
+-- nil for the others.
+local function finite_max(name)
+  local code = dtypes.code(name, "nan_to_num")
+  return dtypes.is_floating(code) and dtypes.max_value(code) or nil
+end
 
 -- nan_to_num([nan = 0 [, posinf [, neginf]]]): NaN, +inf and -inf replaced (by default
 -- with 0 and the dtype's largest and lowest finite values); integers come back copied.
@@ -66,7 +70,7 @@ function Tensor.nan_to_num(self, nan, posinf, neginf)
       fail(("nan_to_num: replacements must be numbers, got %s"):format(describe(v)))
     end
   end
-  local big = FINITE_MAX[self:dtype()]
+  local big = finite_max(self:dtype())
   local out = self:clone()
   if not big then return out end
   local inf = math.huge
@@ -79,12 +83,12 @@ end
 -- nansum([dims [, keepdim]]) and nanmean: sum and mean with NaN left out (nanmean of
 -- only NaN is NaN, as torch's).
 function Tensor.nansum(self, ...)
-  if not FINITE_MAX[self:dtype()] then return self:sum(...) end
+  if not finite_max(self:dtype()) then return self:sum(...) end
   return self:masked_fill(self:isnan(), 0):sum(...)
 end
 
 function Tensor.nanmean(self, ...)
-  if not FINITE_MAX[self:dtype()] then
+  if not finite_max(self:dtype()) then
     fail(("nanmean: not supported for %s tensors (it takes floating point ones)"):format(self:dtype()))
   end
   local nan = self:isnan()

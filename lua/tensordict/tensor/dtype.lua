@@ -33,6 +33,8 @@ end
 function M.name(code) return names[code] end
 
 function M.is_floating(code) return C.td_dtype_is_floating(code) ~= 0 end
+-- The largest value of a dtype (finite for the floating ones), from the dtype table.
+function M.max_value(code) return (tonumber(C.td_dtype_max(code))) end
 
 -- Bytes per element of a dtype name.
 function M.itemsize(name) return (tonumber(C.td_dtype_itemsize(M.code(name, "itemsize")))) end
