@@ -85,7 +85,7 @@ end
 -- T.vstack(list): rows stacked (1-D tensors as rows); T.hstack(list): joined along
 -- dim 2 (dim 1 for 1-D tensors).
 local function tensor_list(call, list)
-  if type(list) ~= "table" then
+  if type(list) ~= "table" or tensor.is_tensor(list) or list[1] == nil then
     util.fail(("%s: expected a list of tensors, got %s"):format(call, util.describe(list)))
   end
   for i, t in ipairs(list) do
@@ -102,7 +102,7 @@ function T.vstack(list)
 end
 function T.hstack(list)
   tensor_list("hstack", list)
-  return (join.cat(list, list[1] and list[1]:dim() <= 1 and 1 or 2))
+  return (join.cat(list, list[1]:dim() <= 1 and 1 or 2))
 end
 function T.pad(x, pads, value)
   if td_core.is_td(x) then return td_join.pad(x, pads, value) end

@@ -7,6 +7,7 @@ local create = require("tensordict.tensor.create")
 local dtypes = require("tensordict.tensor.dtype")
 
 local fail, describe = util.fail, util.describe
+local header = tensor.handle -- raises, naming the method, for a self that is no live tensor
 local Tensor, is_tensor = tensor.Tensor, tensor.is_tensor
 
 -- other as a tensor (a number or boolean becomes a 0-dim one of self's dtype).
@@ -29,6 +30,7 @@ end
 -- a == b (infinities of one sign included), or |a - b| <= atol + rtol * |b| where b is
 -- finite, computed in float64; NaN is close to NaN only with equal_nan.
 function Tensor.isclose(self, other, rtol, atol, equal_nan)
+  header(self)
   rtol, atol = tolerances("isclose", rtol, atol)
   local b = operand("isclose", self, other)
   local x, y = self:to("float64"), b:to("float64")
@@ -46,6 +48,7 @@ end
 
 -- equal(other): the same shape and the same values (after promotion; NaN is unequal).
 function Tensor.equal(self, other)
+  header(self)
   if not is_tensor(other) then fail(("equal: expected a tensor, got %s"):format(describe(other))) end
   local a, b = self:size(), other:size()
   if #a ~= #b then return false end
@@ -65,6 +68,7 @@ end
 -- nan_to_num([nan = 0 [, posinf [, neginf]]]): NaN, +inf and -inf replaced (by default
 -- with 0 and the dtype's largest and lowest finite values); integers come back copied.
 function Tensor.nan_to_num(self, nan, posinf, neginf)
+  header(self)
   for _, v in ipairs({ nan or 0, posinf or 0, neginf or 0 }) do
     if type(v) ~= "number" then
       fail(("nan_to_num: replacements must be numbers, got %s"):format(describe(v)))
@@ -83,11 +87,13 @@ end
 -- nansum([dims [, keepdim]]) and nanmean: sum and mean with NaN left out (nanmean of
 -- only NaN is NaN, as torch's).
 function Tensor.nansum(self, ...)
+  header(self)
   if not finite_max(self:dtype()) then return self:sum(...) end
   return self:masked_fill(self:isnan(), 0):sum(...)
 end
 
 function Tensor.nanmean(self, ...)
+  header(self)
   if not finite_max(self:dtype()) then
     fail(("nanmean: not supported for %s tensors (it takes floating point ones)"):format(self:dtype()))
   end

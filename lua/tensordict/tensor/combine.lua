@@ -5,6 +5,7 @@ local util = require("tensordict.util")
 local tensor = require("tensordict.tensor.core")
 
 local fail, describe, dim0 = util.fail, util.describe, util.dim0
+local header = tensor.handle -- raises, naming the method, for a self that is no live tensor
 local Tensor, is_tensor = tensor.Tensor, tensor.is_tensor
 
 local function tensor_arg(call, x, what)
@@ -14,6 +15,7 @@ end
 
 -- outer(other): self (n) times other (m), n x m.
 function Tensor.outer(self, other)
+  header(self)
   tensor_arg("outer", other, "other")
   if self:dim() ~= 1 or other:dim() ~= 1 then
     fail(("outer: expected two 1-D tensors, got %d and %d dims"):format(self:dim(), other:dim()))
@@ -24,6 +26,7 @@ end
 -- diff([n = 1 [, dim = -1]]): the n-th forward difference along dim (n fewer elements;
 -- bool gives the logical xor of neighbours, as torch).
 function Tensor.diff(self, n, dim)
+  header(self)
   n = n == nil and 1 or n
   if not util.is_int(n) or n < 0 then fail(("diff: n must be an integer >= 0, got %s"):format(describe(n))) end
   if self:dim() == 0 then fail("diff: expected a tensor of at least 1 dim, got a 0-dim one") end
@@ -40,12 +43,14 @@ end
 
 -- addcmul(t1, t2 [, value = 1]): self + value * t1 * t2; addcdiv: self + value * t1 / t2.
 function Tensor.addcmul(self, t1, t2, value)
+  header(self)
   tensor_arg("addcmul", t1, "tensor1")
   tensor_arg("addcmul", t2, "tensor2")
   if value == nil or value == 1 then return self + t1 * t2 end
   return self + t1 * t2 * value
 end
 function Tensor.addcdiv(self, t1, t2, value)
+  header(self)
   tensor_arg("addcdiv", t1, "tensor1")
   tensor_arg("addcdiv", t2, "tensor2")
   if value == nil or value == 1 then return self + t1 / t2 end
@@ -54,6 +59,7 @@ end
 
 -- addmm(mat1, mat2 [, {beta =, alpha =}]): beta * self + alpha * (mat1 @ mat2).
 function Tensor.addmm(self, mat1, mat2, opts)
+  header(self)
   tensor_arg("addmm", mat1, "mat1")
   tensor_arg("addmm", mat2, "mat2")
   if mat1:dim() ~= 2 or mat2:dim() ~= 2 then
@@ -69,6 +75,7 @@ end
 
 -- tile(reps): repeat with reps padded with leading ones to the tensor's dims (torch's).
 function Tensor.tile(self, ...)
+  header(self)
   local reps = select("#", ...) == 1 and type((...)) == "table" and (...) or { ... }
   for _, r in ipairs(reps) do
     if not util.is_int(r) or r < 0 then fail(("tile: repeats must be integers >= 0, got %s"):format(describe(r))) end

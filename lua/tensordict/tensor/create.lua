@@ -164,10 +164,13 @@ end
 -- included, evenly spaced (float32 by default). As torch: the first half counts up from
 -- start and the second down from stop, so both ends are exact.
 function M.linspace(start, stop, steps, dtype)
-  for _, v in ipairs({ start, stop }) do
-    if type(v) ~= "number" or v ~= v or v == math.huge or v == -math.huge then
+  for _, v in pairs({ start, stop, false }) do -- (pairs: a nil must not end the loop)
+    if v ~= false and (type(v) ~= "number" or v ~= v or v == math.huge or v == -math.huge) then
       fail(("linspace: start and stop must be finite numbers, got %s"):format(describe(v)))
     end
+  end
+  if start == nil or stop == nil then
+    fail(("linspace: start and stop must be finite numbers, got %s and %s"):format(describe(start), describe(stop)))
   end
   if not util.is_int(steps) or steps < 0 then
     fail(("linspace: steps must be an integer >= 0, got %s"):format(describe(steps)))
@@ -209,8 +212,8 @@ end
 function M.eye(n, m, dtype)
   if type(m) == "string" then m, dtype = nil, m end
   m = m == nil and n or m
-  for _, v in ipairs({ n, m }) do
-    if not util.is_int(v) or v < 0 then fail(("eye: sizes must be integers >= 0, got %s"):format(describe(v))) end
+  if not util.is_int(n) or n < 0 or not util.is_int(m) or m < 0 then
+    fail(("eye: sizes must be integers >= 0, got %s and %s"):format(describe(n), describe(m)))
   end
   shape_buf[0], shape_buf[1] = n, m
   local t = adopt(C.td_tensor_full(2, shape_buf, dtype_or(FLOAT32, dtype, "eye"), 0))

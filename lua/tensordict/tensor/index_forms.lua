@@ -6,11 +6,18 @@ local util = require("tensordict.util")
 local tensor = require("tensordict.tensor.core")
 
 local fail, describe, dim0 = util.fail, util.describe, util.dim0
+local header = tensor.handle -- raises, naming the method, for a self that is no live tensor
 local Tensor, is_tensor = tensor.Tensor, tensor.is_tensor
 
 -- scatter(dim, index, src) and index_add(dim, index, src): the in-place forms on a copy.
-function Tensor.scatter(self, dim, index, src) return (self:clone():scatter_(dim, index, src)) end
-function Tensor.index_add(self, dim, index, src) return (self:clone():index_add_(dim, index, src)) end
+function Tensor.scatter(self, dim, index, src)
+  header(self)
+  return (self:clone():scatter_(dim, index, src))
+end
+function Tensor.index_add(self, dim, index, src)
+  header(self)
+  return (self:clone():index_add_(dim, index, src))
+end
 
 -- The index key selecting positions index (a 1-D integer tensor) along dim.
 local function along(call, self, dim, index)
@@ -27,6 +34,7 @@ end
 -- index_fill_(dim, index, value): value at those positions along dim (every other dim
 -- whole); index_copy_(dim, index, src): src's slices there, src shaped like the selection.
 function Tensor.index_fill_(self, dim, index, value)
+  header(self)
   if type(value) ~= "number" and type(value) ~= "boolean" then
     fail(("index_fill_: value must be a number or boolean, got %s"):format(describe(value)))
   end
@@ -34,16 +42,24 @@ function Tensor.index_fill_(self, dim, index, value)
   return self
 end
 function Tensor.index_copy_(self, dim, index, src)
+  header(self)
   if not is_tensor(src) then fail(("index_copy_: src must be a tensor, got %s"):format(describe(src))) end
   self[along("index_copy_", self, dim, index)] = src
   return self
 end
-function Tensor.index_fill(self, dim, index, value) return (self:clone():index_fill_(dim, index, value)) end
-function Tensor.index_copy(self, dim, index, src) return (self:clone():index_copy_(dim, index, src)) end
+function Tensor.index_fill(self, dim, index, value)
+  header(self)
+  return (self:clone():index_fill_(dim, index, value))
+end
+function Tensor.index_copy(self, dim, index, src)
+  header(self)
+  return (self:clone():index_copy_(dim, index, src))
+end
 
 -- take(index): the elements at index (1-based, negative from the end) of the flattened
 -- tensor, shaped like index.
 function Tensor.take(self, index)
+  header(self)
   if not is_tensor(index) then fail(("take: index must be an integer tensor, got %s"):format(describe(index))) end
   local flat = self:flatten()
   if index:dim() == 0 then return (flat:index_select(1, index:view(1)):view()) end
@@ -53,6 +69,7 @@ end
 -- take_along_dim(indices, dim): gather along dim, indices broadcast against self on the
 -- other dims (torch's); without dim, take of the flattened tensor.
 function Tensor.take_along_dim(self, indices, dim)
+  header(self)
   if not is_tensor(indices) then
     fail(("take_along_dim: indices must be an integer tensor, got %s"):format(describe(indices)))
   end

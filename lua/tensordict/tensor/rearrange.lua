@@ -7,6 +7,7 @@ local create = require("tensordict.tensor.create")
 local join = require("tensordict.tensor.join")
 
 local fail, describe, dim0 = util.fail, util.describe, util.dim0
+local header = tensor.handle -- raises, naming the method, for a self that is no live tensor
 local Tensor = tensor.Tensor
 
 -- A list of dims from one dim or a table of them, 0-based and checked (none twice).
@@ -23,6 +24,7 @@ end
 
 -- flip(dims): a copy with the order of the elements along dims reversed.
 function Tensor.flip(self, dims)
+  header(self)
   if dims == nil then fail("flip: expected the dims to flip (a dim or a table of dims)") end
   local out = self
   for _, d in ipairs(dim_list("flip", dims, self:dim())) do
@@ -41,6 +43,7 @@ end
 -- one end coming back at the other; without dims the flattened tensor rolls and keeps
 -- its shape.
 function Tensor.roll(self, shifts, dims)
+  header(self)
   if dims == nil then
     if type(shifts) ~= "number" then
       fail(("roll: without dims shifts must be one integer, got %s"):format(describe(shifts)))
@@ -64,6 +67,7 @@ end
 
 -- The mask of a triangle over the last two dims: column - row <= k (lower) or >= k.
 local function triangle(call, self, k, lower)
+  header(self)
   if self:dim() < 2 then fail(("%s: expected a tensor of 2 or more dims, got %d"):format(call, self:dim())) end
   k = k == nil and 0 or k
   if not util.is_int(k) then fail(("%s: diagonal must be an integer, got %s"):format(call, describe(k))) end

@@ -22,6 +22,7 @@ local function sorted(self, d, descending)
 end
 
 local function dim_arg(call, self, dim)
+  header(self) -- raises, naming the method, for a self that is no live tensor
   local nd = self:dim()
   return dim0(call, dim == nil and -1 or dim, nd == 0 and 1 or nd)
 end
