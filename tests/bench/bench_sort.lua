@@ -4,18 +4,13 @@
 package.path = "lua/?.lua;lua/?/init.lua;tests/bench/?.lua;" .. package.path
 local T = require("tensordict")
 local json = require("tensordict.json")
-local now = require("clock")
+local best_of = require("best")
 
 local SIZES = { 1e3, 1e5, 1e7 }
 
+-- Best of 3 runs of reps calls of fn, seconds per call.
 local function best(reps, fn)
-  local b = math.huge
-  for _ = 1, 3 do
-    local t0 = now()
-    for _ = 1, reps do fn() end
-    b = math.min(b, (now() - t0) / reps)
-  end
-  return b
+  return best_of(3, function() for _ = 1, reps do fn() end end) / reps
 end
 
 local function reps_for(n) return n <= 1e3 and 200 or n <= 1e5 and 10 or 1 end

@@ -10,7 +10,7 @@ local T = require("tensordict")
 local ffi = require("ffi")
 local json = require("tensordict.json")
 local ops = require("tensordict.tensor.ops")
-local now = require("clock")
+local best_of = require("best")
 
 local N = 1000000
 local ONE_INSTRUCTION = { neg = true, abs = true, sqrt = true, rsqrt = true, relu = true, floor = true,
@@ -23,13 +23,7 @@ table.sort(names)
 
 -- Best seconds of reps calls of fn, over 5 tries.
 local function best(reps, fn)
-  local b = math.huge
-  for _ = 1, 5 do
-    local t0 = now()
-    for _ = 1, reps do fn() end
-    b = math.min(b, (now() - t0) / reps)
-  end
-  return b
+  return best_of(5, function() for _ = 1, reps do fn() end end) / reps
 end
 
 local function torch_times(py, threads)
