@@ -321,16 +321,19 @@ TD_EXPORT int32_t td_dict_check_rows_like(const td_dict *ref, const td_dict *bat
   return td_append_check_like(ref, batch, NULL, what ? what : "the reference");
 }
 
-/* The files of the first batch's leaves, made in the temporary folder (walk order). */
-static int32_t count_leaves(const td_dict *d) {
+/* The tensor leaves of d's entries before entry j, nested ones included, in walk order
+ * (j = the key count: all of them). */
+int32_t td_append_leaves_before(const td_dict *d, int32_t j) {
   int32_t n = 0;
-  for (int32_t i = 0; i < d->keys->n; i++) {
+  for (int32_t i = 0; i < j; i++) {
     const td_entry *e = &d->entries[i];
-    if (e->kind == TD_ENTRY_DICT) n += count_leaves(e->child);
+    if (e->kind == TD_ENTRY_DICT) n += td_append_leaves_before(e->child, e->child->keys->n);
     else if (e->kind == TD_ENTRY_TENSOR) n++;
   }
   return n;
 }
+
+/* The files of the first batch's leaves, made in the temporary folder (walk order). */
 
 /* Walks d as the plan did (its marks: one per nested container and per tensor leaf),
  * opening each leaf's file: a new one, or (resume: keep >= 0) the one a checkpointed
@@ -387,7 +390,7 @@ int32_t td_append_start(td_memmap_append *a, const td_dict *batch, int64_t keep)
   td_dict_release(one);
   if (!st && keep < 0) st = a->shared ? td_append_make_dirs_shared(a) : td_mm_make_dirs(&a->stage, 1);
   if (st) return st;
-  a->nleaves = count_leaves(batch);
+  a->nleaves = td_append_leaves_before(batch, batch->keys->n);
   a->leaves = calloc((size_t)a->nleaves + 1, sizeof *a->leaves);
   if (!a->leaves) return td_fail(TD_ENOMEM, "append: out of memory");
   for (int32_t i = 0; i < a->nleaves; i++) a->leaves[i].fd = -1;

@@ -55,6 +55,8 @@ int32_t td_append_start(td_memmap_append *a, const td_dict *batch, int64_t keep)
 int32_t td_append_check_like(const td_dict *f, const td_dict *b, const td_key_path *at,
                              const char *what);
 void td_append_close_leaves(td_memmap_append *a);
+/* The tensor leaves of d's entries before entry j (walk order: an append's leaf index). */
+int32_t td_append_leaves_before(const td_dict *d, int32_t j);
 /* Room in the files for rows rows (capacity doubles; a shared append's files grow by
  * its writes). */
 int32_t td_append_reserve(td_memmap_append *a, int64_t rows);

@@ -85,16 +85,6 @@ TD_EXPORT td_memmap_append *td_memmap_append_join(const char *folder, const char
 
 /* ------------------------------------------------------------------- row copies */
 
-/* Leaves of d before its entry j, in walk order (the order of an append's leaves). */
-static int32_t leaves_before(const td_dict *d, int32_t j) {
-  int32_t n = 0;
-  for (int32_t i = 0; i < j; i++) {
-    const td_entry *e = &d->entries[i];
-    if (e->kind == TD_ENTRY_DICT) n += leaves_before(e->child, e->child->keys->n);
-    else if (e->kind == TD_ENTRY_TENSOR) n++;
-  }
-  return n;
-}
 
 /* bytes from src at soff to dst at doff: copy_file_range (in the kernel; a reflink or a
  * server-side copy where the file system has one), else read and write. */
@@ -143,14 +133,14 @@ static int32_t copy_leaves(td_memmap_append *dst, const td_dict *dd, int32_t dba
     const td_entry *e = &dd->entries[i];
     if (e->kind != TD_ENTRY_DICT && e->kind != TD_ENTRY_TENSOR) continue;
     int32_t j = td_dict_find_like(sd, dd, i); /* present: check_like passed */
-    int32_t sl = sbase + leaves_before(sd, j);
+    int32_t sl = sbase + td_append_leaves_before(sd, j);
     if (e->kind == TD_ENTRY_DICT) {
-      int32_t st = copy_leaves(dst, e->child, dbase + leaves_before(dd, i), src,
+      int32_t st = copy_leaves(dst, e->child, dbase + td_append_leaves_before(dd, i), src,
                                sd->entries[j].child, sl, dst_row, src_row, rows);
       if (st) return st;
       continue;
     }
-    append_leaf *dl = &dst->leaves[dbase + leaves_before(dd, i)];
+    append_leaf *dl = &dst->leaves[dbase + td_append_leaves_before(dd, i)];
     const append_leaf *s = &src->leaves[sl];
     if (dl->fd < 0 || s->fd < 0) continue;
     if (!copy_bytes(dl->fd, dst_row * dl->row_bytes, s->fd, src_row * s->row_bytes,
