@@ -5,6 +5,7 @@ package.path = "lua/?.lua;lua/?/init.lua;tests/bench/?.lua;" .. package.path
 local T = require("tensordict")
 local json = require("tensordict.json")
 local best_of = require("best")
+local torch_side = require("torch_side")
 
 local SIZES = { 1e3, 1e5, 1e7 }
 
@@ -16,9 +17,7 @@ end
 local function reps_for(n) return n <= 1e3 and 200 or n <= 1e5 and 10 or 1 end
 
 local function torch_times(py, threads)
-  local script = os.tmpname()
-  local f = assert(io.open(script, "wb"))
-  f:write(([[
+  return torch_side.run(py, ([[
 import json, time, torch
 torch.set_num_threads(%d)
 torch.manual_seed(0)
@@ -37,17 +36,10 @@ for n in %s:
         out[f"{name} {n}"] = best
 print(json.dumps(out))
 ]]):format(threads, json.encode(SIZES)))
-  f:close()
-  local p = io.popen(("%s %s 2>/dev/null"):format(py, script))
-  local text = p:read("*a")
-  p:close()
-  os.remove(script)
-  local ok, t = pcall(json.decode, text)
-  return ok and t or {}
 end
 
-local py = os.getenv("TD_TORCH_PYTHON") or os.getenv("TD_PYTHON") or "python3"
-local has_torch = os.execute(py .. " -c 'import torch' >/dev/null 2>&1") == 0
+local py = torch_side.python()
+local has_torch = py ~= nil
 print(("sort and topk(10) of float32 (results dropped; ms per call; torch %s)"):format(
   has_torch and "in the same run" or "absent"))
 for _, threads in ipairs({ 1, 2 }) do

@@ -11,6 +11,7 @@ local ffi = require("ffi")
 local json = require("tensordict.json")
 local ops = require("tensordict.tensor.ops")
 local best_of = require("best")
+local torch_side = require("torch_side")
 
 local N = 1000000
 local ONE_INSTRUCTION = { neg = true, abs = true, sqrt = true, rsqrt = true, relu = true, floor = true,
@@ -27,9 +28,7 @@ local function best(reps, fn)
 end
 
 local function torch_times(py, threads)
-  local script = os.tmpname()
-  local f = assert(io.open(script, "wb"))
-  f:write(([[
+  return torch_side.run(py, ([[
 import json, time, torch
 torch.set_num_threads(%d)
 torch.manual_seed(0)
@@ -52,17 +51,10 @@ for op in %s:
     out[op] = best
 print(json.dumps(out))
 ]]):format(threads, N, json.encode(names)))
-  f:close()
-  local p = io.popen(("%s %s 2>/dev/null"):format(py, script))
-  local text = p:read("*a")
-  p:close()
-  os.remove(script)
-  local ok, t = pcall(json.decode, text)
-  return ok and t or nil
 end
 
-local py = os.getenv("TD_TORCH_PYTHON") or os.getenv("TD_PYTHON") or "python3"
-local has_torch = os.execute(py .. " -c 'import torch' >/dev/null 2>&1") == 0
+local py = torch_side.python()
+local has_torch = py ~= nil
 local a = T.rand(N) * 0.9 + 0.05
 local b = a + 1
 ffi.cdef("void *memcpy(void *, const void *, size_t);")

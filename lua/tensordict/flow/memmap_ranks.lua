@@ -17,6 +17,7 @@
 -- meta.json, rename) and tells the others the outcome. With a right hint nothing is
 -- copied: every row is written once, where it stays.
 local append = require("tensordict.dict.append")
+local is_tensor = require("tensordict.tensor").is_tensor
 
 local M = {}
 
@@ -37,7 +38,7 @@ local function structure_text(td)
   for _, k in ipairs(td:keys({ include_nested = true, leaves_only = true, sort = true })) do
     local v = td:get(k)
     local name = type(k) == "table" and table.concat(k, ".") or k
-    if type(v) == "cdata" or type(v) == "table" and v.dtype then
+    if is_tensor(v) then
       lines[#lines + 1] = ("%s: %s %s"):format(name, v:dtype(), tostring(v:size()):gsub("^%[%d+", "[*"))
     else
       lines[#lines + 1] = ("%s = %s"):format(name, tostring(v))
@@ -264,10 +265,10 @@ function M.finish_own(sink, d, own, opts)
   end
 end
 
+M.own_path, M.structure_text = own_path, structure_text -- (replay_ranks.lua's too)
+
 -- Removes this rank's own folders and, on rank 0, the shared one (the path keeps what
 -- it held); a joined append only closes. Idempotent.
-M.own_path, M.structure_text, M.first_difference = own_path, structure_text, first_difference
-
 function M.abort(w)
   for _, k in ipairs({ "direct", "spill", "moved" }) do
     local a = w[k]
