@@ -53,6 +53,35 @@ describe("flow.Map", function()
     assert.same({ 3, 4, 7, 8 }, xs(out))
   end)
 
+  it("keeps at most two batches per worker ahead of the one whose turn it is (a stalled batch holds back)", function()
+    -- batch 1 stalls in its worker while the other worker could take every other batch:
+    -- the source is pulled no further than 2 per worker past batch 1 before it is written
+    pcall(ffi.cdef, "int usleep(unsigned int usec);")
+    local pulled, pulled_at_first_write = 0, nil
+    local td = data(60)
+    local source = { iter = function()
+      local i = 0
+      return function()
+        if i >= 30 then return nil end
+        i, pulled = i + 1, pulled + 1
+        return td[{ { 2 * i - 1, 2 * i } }]
+      end
+    end }
+    local sink = { rows = {}, write = function(self, b)
+      pulled_at_first_write = pulled_at_first_write or pulled
+      for _, x in ipairs(b.x:totable()) do self.rows[#self.rows + 1] = x end
+    end, finish = function(self) return self.rows end, abort = function() end }
+    local stall = function(b)
+      if b.x[1] == 1 then ffi.C.usleep(400000) end
+      return b
+    end
+    local got = flow.run(source, Map { fn = stall, workers = 2 }, sink)
+    assert.equals(60, #got)
+    assert.same(T.arange(1, 60, "float32"):totable(), got)
+    assert.is_true(pulled_at_first_write <= 6, "pulled " .. tostring(pulled_at_first_write) .. " batches")
+    assert.same({}, children())
+  end)
+
   it("passes 0-row batches through", function()
     local node = Map { fn = square, workers = 2 }
     node:open({ seed = 0 })

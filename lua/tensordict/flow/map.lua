@@ -107,6 +107,8 @@ local function failed(self, err)
   self:fail("%s", err)
 end
 
+local AHEAD = 2 -- batches per worker submitted and not yet emitted, in order
+
 -- Emits the results whose turn has come (all of them when not ordered).
 local function emit_ready(self, emit)
   while self.ready[self.next_out] ~= nil do
@@ -150,6 +152,12 @@ function Map:push(td, emit)
     return
   end
   while self.pool:idle() == 0 do collect(self, emit) end
+  -- Ordered results wait for their turn, at most AHEAD per worker (torch's DataLoader
+  -- keeps prefetch_factor = 2): a stalled batch holds the stream back rather than let the
+  -- others pile up in memory, so what is in flight stays bounded whatever the timing.
+  while self.p.ordered and k - self.next_out >= AHEAD * self.pool.n do
+    if not collect(self, emit) then break end
+  end
   self.held[k] = td
   local ok, err = pcall(self.pool.submit, self.pool, k, ship)
   if not ok then failed(self, err) end
