@@ -224,6 +224,11 @@ int32_t td_tensor_expand(const td_tensor *t, int32_t ndim, const int64_t *shape,
  * forbid it. */
 int32_t td_tensor_view(const td_tensor *t, int32_t ndim, const int64_t *shape,
                        td_tensor *out);
+/* The elements [.., i, .., i + offset, ..] of dims dim1 and dim2 (distinct; offset > 0
+ * above the main diagonal, < 0 below) as the last dim, the other dims in their order:
+ * torch.diagonal's view (empty when the offset passes the matrix). */
+int32_t td_tensor_diagonal(const td_tensor *t, int64_t offset, int32_t dim1, int32_t dim2,
+                           td_tensor *out);
 /* Splits dim into n dims of the given sizes (one may be -1). */
 int32_t td_tensor_unflatten(const td_tensor *t, int32_t dim, int32_t n, const int64_t *sizes,
                             td_tensor *out);
@@ -431,6 +436,13 @@ int32_t td_reduce_with_index(int32_t op, const td_tensor *a, int32_t dim, int32_
 td_tensor *td_cumsum(const td_tensor *a, int32_t dim);
 /* Running product along dim (bool and integers give int64, wrapping). */
 td_tensor *td_cumprod(const td_tensor *a, int32_t dim);
+/* The running maximum (minimum) along dim and the 0-based index it came from (int64,
+ * into *indices): torch.cummax's semantics (an equal value takes the place, NaN stays
+ * once met), values of the input's dtype. */
+td_tensor *td_cummax(const td_tensor *t, int32_t dim, td_tensor **indices);
+td_tensor *td_cummin(const td_tensor *t, int32_t dim, td_tensor **indices);
+/* log(cumsum(exp(t))) along dim of a floating tensor, accumulated in double. */
+td_tensor *td_logcumsumexp(const td_tensor *t, int32_t dim);
 /* softmax (log = 0) or log_softmax (log = 1) along dim of a floating tensor; the result
  * has a's dtype (float16 and bfloat16 compute in float32). */
 td_tensor *td_softmax(const td_tensor *a, int32_t dim, int32_t log);
@@ -453,6 +465,13 @@ td_tensor *td_gather(const td_tensor *a, int32_t dim, const td_tensor *index);
 td_tensor *td_index_select_one_based(const td_tensor *a, int32_t dim, const td_tensor *index);
 td_tensor *td_gather_one_based(const td_tensor *a, int32_t dim, const td_tensor *index);
 int32_t td_scatter_(td_tensor *a, int32_t dim, const td_tensor *index, const td_tensor *src);
+/* scatter_ that reduces src into the element at each index instead of overwriting it
+ * (mode: sum, product, maximum, minimum, in the stored dtype; float maxima and minima
+ * keep NaN), in increasing order along dim, so the result never depends on the thread
+ * count. TD_SCATTER_SET is scatter_ itself. */
+enum { TD_SCATTER_SET = 0, TD_SCATTER_SUM = 1, TD_SCATTER_PROD = 2, TD_SCATTER_AMAX = 3, TD_SCATTER_AMIN = 4 };
+int32_t td_scatter_reduce_(td_tensor *a, int32_t dim, const td_tensor *index, const td_tensor *src,
+                           int32_t mode);
 int32_t td_index_add_(td_tensor *a, int32_t dim, const td_tensor *index, const td_tensor *src);
 /* A bool mask over a's leading mask->ndim dims: the rows where it is true, as a
  * copy of shape [count, rest...]; the _put_ form writes value (broadcast) there. */

@@ -125,10 +125,12 @@ TD_EXPORT td_tensor *td_gather_one_based(const td_tensor *a, int32_t dim, const 
   return gather(a, dim, index, true);
 }
 
-TD_EXPORT int32_t td_scatter_(td_tensor *a, int32_t dim, const td_tensor *index,
-                              const td_tensor *src) {
-  const char *call = "scatter_";
+TD_EXPORT int32_t td_scatter_reduce_(td_tensor *a, int32_t dim, const td_tensor *index,
+                                     const td_tensor *src, int32_t mode) {
+  const char *call = mode == TD_SCATTER_SET ? "scatter_" : "scatter_reduce_";
   int32_t d;
+  if (mode < TD_SCATTER_SET || mode > TD_SCATTER_AMIN)
+    return td_fail(TD_EINVAL, "%s: unknown mode %d (TD_SCATTER_SET..TD_SCATTER_AMIN)", call, (int)mode);
   if (!a || !index || !src)
     return td_fail(TD_EINVAL, "%s: the %s is NULL", call, !a ? "tensor" : !index ? "index" : "source");
   if (!td_check_cpu(call, a, "tensor") || !td_check_cpu(call, index, "index") ||
@@ -161,10 +163,15 @@ TD_EXPORT int32_t td_scatter_(td_tensor *a, int32_t dim, const td_tensor *index,
   td_as_1d_at_least(source, &srcv);
   td_view_set(&srcv, &srcv, srcv.offset, srcv.ndim, i1.shape, srcv.strides); /* index's extent */
   td_as_1d_at_least(offs, &offv);
-  td_put_run(&dst, &srcv, &offv, d, false);
+  td_put_run(&dst, &srcv, &offv, d, mode);
   td_tensor_release(source);
   td_tensor_release(offs);
   return TD_OK;
+}
+
+TD_EXPORT int32_t td_scatter_(td_tensor *a, int32_t dim, const td_tensor *index,
+                              const td_tensor *src) {
+  return td_scatter_reduce_(a, dim, index, src, TD_SCATTER_SET);
 }
 
 /* The part index_add_ and index_put_ share: src (already a's dtype, not sharing its
@@ -176,7 +183,7 @@ static int32_t put_along(const char *call, td_tensor *a1, int32_t d, const td_te
   td_tensor dst, offv;
   along_dim(a1, d, src1->shape, &dst);
   offsets_along(offs, a1->ndim, d, src1->shape, &offv);
-  td_put_run(&dst, src1, &offv, d, accumulate);
+  td_put_run(&dst, src1, &offv, d, accumulate ? TD_SCATTER_SUM : TD_SCATTER_SET);
   td_tensor_release(offs);
   return TD_OK;
 }

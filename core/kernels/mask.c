@@ -351,7 +351,7 @@ TD_EXPORT int32_t td_mask_rows_put_(td_tensor *a, const td_tensor *mask, const t
                      "shape %s", call, td_format_shape(sv, sizeof sv, value->ndim, value->shape),
                      td_format_shape(ss, sizeof ss, nd, shape));
   } else if (source) {
-    td_put_run(&rows, &valx, &offv, 0, false);
+    td_put_run(&rows, &valx, &offv, 0, TD_SCATTER_SET);
   }
   td_tensor_release(source);
   td_tensor_release(offs);

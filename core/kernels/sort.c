@@ -14,6 +14,7 @@
 #include "../src/internal.h"
 #include "../src/parallel.h"
 #include "dtypes.h"
+#include "row_keys.h"
 
 typedef struct sort_job {
   const td_tensor *src; /* contiguous, dim last */
@@ -48,23 +49,6 @@ static int cmp_int64(const void *pa, const void *pb, void *arg) {
   return r ? r : (ia > ib) - (ia < ib);
 }
 
-/* Row r's keys into d (every dtype but int64) or i (int64). */
-static void load_keys(const td_tensor *t, int64_t r, int64_t n, double *d, int64_t *i) {
-  const char *row = td_tensor_ptr(t) + r * n * t->itemsize;
-#define LOAD_ROW(ARG, DN, IT, K, ...)                                              \
-  case TD_##DN:                                                                    \
-    for (int64_t j = 0; j < n; j++) d[j] = (double)LOAD_##K(((const IT *)row)[j]); \
-    return;
-  if (t->dtype == TD_INT64) {
-    memcpy(i, row, (size_t)n * sizeof *i);
-    return;
-  }
-  switch (t->dtype) {
-    TD_DTYPES_ALL(LOAD_ROW, _)
-    default: break;
-  }
-#undef LOAD_ROW
-}
 
 static void sort_rows(int64_t begin, int64_t end, void *arg) {
   sort_job *job = arg;
@@ -82,7 +66,7 @@ static void sort_rows(int64_t begin, int64_t end, void *arg) {
   char *vals = td_tensor_ptr(job->values);
   int64_t *idx = (int64_t *)td_tensor_ptr(job->indices);
   for (int64_t r = begin; r < end; r++) {
-    load_keys(job->src, r, n, keys, keys);
+    td_row_keys(job->src, r, n, keys, keys);
     for (int64_t j = 0; j < n; j++) order[j] = j;
     qsort_r(order, (size_t)n, sizeof *order, ints ? cmp_int64 : cmp_double, &c);
     const char *row = src + r * n * isz;

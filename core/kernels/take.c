@@ -348,7 +348,7 @@ void td_take_run(const td_tensor *out, const td_tensor *src, const td_tensor *of
                   &job);
 }
 
-/* ---- put: *(dst + offs[p]) = src[p], or += ------------------------------------------
+/* ---- put: *(dst + offs[p]) = src[p], or reduced into it ------------------------------------------
  * The iterator walks the dims other than the put dim (lines); the inner loop applies a
  * line's len positions in order for n neighbouring lines at once, so a put along an
  * outer dim still moves whole rows. */
@@ -384,35 +384,67 @@ DEF_PUT(2, uint16_t)
 DEF_PUT(4, uint32_t)
 DEF_PUT(8, uint64_t)
 
-/* Sums in the stored type, as torch does: bool ORs, integers wrap (added as unsigned,
- * which is defined), half and bfloat16 round once per addition. */
+/* Reductions in the stored type, as torch does: integers wrap (added and multiplied as
+ * unsigned, which is defined), half and bfloat16 round once per step; bool sums and
+ * maxima OR, products and minima AND. Maxima and minima of floats keep NaN (torch's
+ * scatter_reduce amax/amin propagate it). */
 #define SUM_B(DT, x, y) ((uint8_t)(((x) | (y)) != 0))
 #define SUM_I(DT, x, y) ((DT)((uint64_t)(x) + (uint64_t)(y)))
 #define SUM_H(DT, x, y) td_float_to_half(td_half_to_float(x) + td_half_to_float(y))
 #define SUM_BF(DT, x, y) td_float_to_bfloat16(td_bfloat16_to_float(x) + td_bfloat16_to_float(y))
 #define SUM_F(DT, x, y) ((x) + (y))
+#define PROD_B(DT, x, y) ((uint8_t)((x) != 0 && (y) != 0))
+#define PROD_I(DT, x, y) ((DT)((uint64_t)(x) * (uint64_t)(y)))
+#define PROD_H(DT, x, y) td_float_to_half(td_half_to_float(x) * td_half_to_float(y))
+#define PROD_BF(DT, x, y) td_float_to_bfloat16(td_bfloat16_to_float(x) * td_bfloat16_to_float(y))
+#define PROD_F(DT, x, y) ((x) * (y))
+#define NAN_OR(x, y, pick) ((x) != (x) ? (x) : (y) != (y) ? (y) : (pick))
+#define AMAX_B(DT, x, y) SUM_B(DT, x, y)
+#define AMAX_I(DT, x, y) ((x) > (y) ? (x) : (y))
+#define AMAX_F(DT, x, y) NAN_OR(x, y, (x) > (y) ? (x) : (y))
+#define AMAX_H(DT, x, y) (td_half_to_float(x) != td_half_to_float(x) || \
+                          td_half_to_float(x) > td_half_to_float(y) ? (x) : (y))
+#define AMAX_BF(DT, x, y) (td_bfloat16_to_float(x) != td_bfloat16_to_float(x) || \
+                           td_bfloat16_to_float(x) > td_bfloat16_to_float(y) ? (x) : (y))
+#define AMIN_B(DT, x, y) PROD_B(DT, x, y)
+#define AMIN_I(DT, x, y) ((x) < (y) ? (x) : (y))
+#define AMIN_F(DT, x, y) NAN_OR(x, y, (x) < (y) ? (x) : (y))
+#define AMIN_H(DT, x, y) (td_half_to_float(x) != td_half_to_float(x) || \
+                          td_half_to_float(x) < td_half_to_float(y) ? (x) : (y))
+#define AMIN_BF(DT, x, y) (td_bfloat16_to_float(x) != td_bfloat16_to_float(x) || \
+                           td_bfloat16_to_float(x) < td_bfloat16_to_float(y) ? (x) : (y))
 
-#define DEF_ADD(_, DN, DT, DK, ...)                                                \
-  static void add_##DN(char **p, const int64_t *s, int64_t n, void *vctx) {        \
+/* One loop per reduction and dtype: *(dst + offs[p]) = RED(*(dst + offs[p]), src[p]). */
+#define DEF_REDUCE(RED, DN, DT, DK, ...)                                           \
+  static void RED##_##DN(char **p, const int64_t *s, int64_t n, void *vctx) {      \
     const put_ctx *c = vctx;                                                       \
     for (int64_t i = 0; i < c->len; i++) {                                         \
       const char *a = p[1] + i * c->src_step, *o = p[2] + i * c->offs_step;        \
       if (s[2] == 0 && s[0] == sizeof(DT) && s[1] == sizeof(DT)) {                 \
         DT *restrict dd = (DT *)(p[0] + *(const int64_t *)o);                      \
         const DT *restrict aa = (const DT *)a;                                     \
-        for (int64_t k = 0; k < n; k++) dd[k] = SUM_##DK(DT, dd[k], aa[k]);        \
+        for (int64_t k = 0; k < n; k++) dd[k] = RED##_##DK(DT, dd[k], aa[k]);      \
       } else {                                                                     \
         for (int64_t k = 0; k < n; k++) {                                          \
           DT *q = (DT *)(p[0] + k * s[0] + *(const int64_t *)(o + k * s[2]));      \
-          *q = SUM_##DK(DT, *q, *(const DT *)(a + k * s[1]));                      \
+          *q = RED##_##DK(DT, *q, *(const DT *)(a + k * s[1]));                    \
         }                                                                          \
       }                                                                            \
     }                                                                              \
   }
-TD_DTYPES_ALL(DEF_ADD, _)
+TD_DTYPES_ALL(DEF_REDUCE, SUM)
+TD_DTYPES_ALL(DEF_REDUCE, PROD)
+TD_DTYPES_ALL(DEF_REDUCE, AMAX)
+TD_DTYPES_ALL(DEF_REDUCE, AMIN)
 
-#define ADD_ENTRY(_, DN, ...) [TD_##DN] = add_##DN,
-static const td_inner_loop add_loops[TD_NUM_DTYPES] = {TD_DTYPES_ALL(ADD_ENTRY, _)};
+#define REDUCE_ENTRY(RED, DN, ...) [TD_##DN] = RED##_##DN,
+/* reduce_loops[mode][dtype], TD_SCATTER_SUM.. (TD_SCATTER_SET takes put_loop) */
+static const td_inner_loop reduce_loops[TD_SCATTER_AMIN + 1][TD_NUM_DTYPES] = {
+    [TD_SCATTER_SUM] = {TD_DTYPES_ALL(REDUCE_ENTRY, SUM)},
+    [TD_SCATTER_PROD] = {TD_DTYPES_ALL(REDUCE_ENTRY, PROD)},
+    [TD_SCATTER_AMAX] = {TD_DTYPES_ALL(REDUCE_ENTRY, AMAX)},
+    [TD_SCATTER_AMIN] = {TD_DTYPES_ALL(REDUCE_ENTRY, AMIN)},
+};
 
 static td_inner_loop put_loop(int64_t itemsize) {
   switch (itemsize) {
@@ -435,7 +467,7 @@ static void put_chunk(int64_t begin, int64_t end, void *arg) {
 }
 
 void td_put_run(const td_tensor *dst, const td_tensor *src, const td_tensor *offs,
-                int32_t dim, bool accumulate) {
+                int32_t dim, int32_t mode) {
   const int64_t len = src->shape[dim];
   td_tensor lines[3]; /* the operands with the put dim folded away */
   const td_tensor *in[3] = {dst, src, offs};
@@ -448,7 +480,7 @@ void td_put_run(const td_tensor *dst, const td_tensor *src, const td_tensor *off
   td_iter it;
   td_iter_init(&it, 3, ops);
   if (it.numel == 0 || len == 0) return;
-  put_job job = {&it, accumulate ? add_loops[dst->dtype] : put_loop(dst->itemsize),
+  put_job job = {&it, mode == TD_SCATTER_SET ? put_loop(dst->itemsize) : reduce_loops[mode][dst->dtype],
                  {len, src->strides[dim] * src->itemsize, offs->strides[dim] * offs->itemsize}};
   /* Lines never share an element, so any split is deterministic. A chunk holds about
    * TD_GRAIN elements, but at least a stretch of neighbouring lines, so that a put along

@@ -38,13 +38,13 @@ td_tensor *td_take_1d_one_based(const char *call, const td_tensor *src, const td
  * offs (int64) already have out's shape. Split over the thread pool. */
 void td_take_run(const td_tensor *out, const td_tensor *src, const td_tensor *offs);
 
-/* *(dst + offs[p]) = src[p] (or += when accumulate) for every p of src's shape; dst
+/* *(dst + offs[p]) = src[p] (or reduced into it: mode is a TD_SCATTER_* of tensordict.h) for every p of src's shape; dst
  * (src's dtype) and offs have src's shape, dst with stride 0 along dim. Positions
  * that may land on one element must differ only along dim: they are applied in
  * increasing order along dim (last write wins; sums in a fixed order), and the other
  * dims are split over the thread pool, so results never depend on the thread count. */
 void td_put_run(const td_tensor *dst, const td_tensor *src, const td_tensor *offs,
-                int32_t dim, bool accumulate);
+                int32_t dim, int32_t mode);
 
 /* Shared argument checks; each sets the error (naming call) and returns false. */
 /* Writes are refused into read-only storage and into broadcast tensors (a stride-0

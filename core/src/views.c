@@ -153,6 +153,28 @@ TD_EXPORT int32_t td_tensor_transpose(const td_tensor *t, int32_t dim0, int32_t 
   return td_tensor_permute(t, dims, out);
 }
 
+TD_EXPORT int32_t td_tensor_diagonal(const td_tensor *t, int64_t offset, int32_t dim1, int32_t dim2,
+                                     td_tensor *out) {
+  if (!td_check_dim("diagonal", t, dim1, t->ndim) || !td_check_dim("diagonal", t, dim2, t->ndim))
+    return TD_EINDEX;
+  if (dim1 == dim2) return td_fail(TD_EINVAL, "diagonal: dim1 and dim2 are both %d", (int)dim1);
+  int64_t shape[TD_MAX_DIMS], strides[TD_MAX_DIMS];
+  int32_t k = 0;
+  for (int32_t i = 0; i < t->ndim; i++) {
+    if (i == dim1 || i == dim2) continue;
+    shape[k] = t->shape[i];
+    strides[k++] = t->strides[i];
+  }
+  const int64_t n1 = t->shape[dim1], n2 = t->shape[dim2];
+  int64_t len = offset >= 0 ? (n1 < n2 - offset ? n1 : n2 - offset) : (n1 + offset < n2 ? n1 + offset : n2);
+  int64_t start = t->offset;
+  if (len <= 0) len = 0; /* an offset past the matrix: an empty diagonal at the start */
+  else start += offset >= 0 ? offset * t->strides[dim2] : -offset * t->strides[dim1];
+  shape[k] = len;
+  strides[k++] = t->strides[dim1] + t->strides[dim2];
+  return derive(out, t, start, k, shape, strides);
+}
+
 TD_EXPORT int32_t td_tensor_expand(const td_tensor *t, int32_t ndim, const int64_t *shape,
                                    td_tensor *out) {
   char from[TD_SHAPE_STR], to[TD_SHAPE_STR];

@@ -141,7 +141,8 @@ local METHOD_FUNCTIONS = {}
 for _, name in ipairs({ "isclose", "allclose", "equal", "nan_to_num", "nansum", "nanmean", "flip", "roll",
   "tril", "triu", "narrow", "movedim", "moveaxis", "swapaxes", "swapdims", "broadcast_to", "scatter",
   "index_add", "index_fill", "index_copy", "take", "take_along_dim", "outer", "diff", "addcmul", "addcdiv",
-  "addmm", "tile" }) do
+  "addmm", "tile", "diagonal", "diag", "trace", "kron", "cross", "tensor_split", "scatter_add", "scatter_reduce",
+  "cummax", "cummin", "logcumsumexp", "bernoulli", "multinomial", "masked_scatter", "baddbmm" }) do
   METHOD_FUNCTIONS[name] = true
 end
 for _, names in ipairs({ ops.UNARY, ops.BINARY, METHOD_FUNCTIONS }) do
@@ -158,6 +159,8 @@ T.rand = random.rand
 T.randn = random.randn
 T.randint = random.randint
 T.randperm = random.randperm
+T.normal = require("tensordict.tensor.sampling").normal
+T.einsum = require("tensordict.tensor.einsum").einsum
 
 -- T.TensorDict(source, batch_size, opts) and T.TensorDict.fromkeys(keys, value).
 T.TensorDict = setmetatable({ methods = td_core.methods }, {

@@ -305,7 +305,21 @@ describe("against torch", function()
       sort_desc = (g % 5):sort(3, true), argsort = (g % 5):argsort(2),
       topk = r:topk(3), topk_indices = select(2, r:topk(3)), kthvalue = r:kthvalue(2, 1),
       kth_indices = select(2, r:kthvalue(2, 1)),
+      diagonal = g:diagonal(1, 2, 3):contiguous(), diag = r:diag(-1), diag_vec = T.tensor({ 1, 2, 3 }):diag(1),
+      kron = T.kron(T.arange(1, 4):view(2, 2), T.tensor({ { 1, -1, 0 } }, "int64")),
+      cross = T.cross(x:narrow(2, 1, 3), x:narrow(2, 2, 3), 2),
+      baddbmm = T.ones(2, 1, 1):baddbmm(r:view(2, 1, 5), r:view(2, 5, 1), { beta = 2, alpha = 0.5 }),
+      masked_scatter = g:masked_scatter(g:gt(12), -g),
+      scatter_add = g:scatter_add(3, (g % 4 + 1):to("int64"), g * 10),
+      scatter_prod = r:scatter_reduce(2, T.tensor({ { 1, 1, 2, 2, 3 } }, "int64"), r, "prod"),
+      scatter_mean = r:scatter_reduce(2, T.tensor({ { 1, 1, 2, 2, 3 } }, "int64"), r, "mean", { include_self = false }),
+      scatter_amin = g:scatter_reduce(1, T.tensor({ { { 2, 1, 2, 1 } } }, "int64"), -g, "amin"),
+      cummax = x:cummax(2), cummax_i = select(2, x:cummax(2)), cummin = g:cummin(3),
+      cummin_i = select(2, (g % 3):cummin(3)), logcumsumexp = x:logcumsumexp(1),
+      einsum = T.einsum("bij,bjk->bik", g:to("float64"):view(2, 3, 4), g:to("float64"):view(2, 4, 3)),
+      einsum_int = T.einsum("ijk,ik->j", g, g:sum(2)), einsum_diag = T.einsum("ii->i", r:narrow(2, 1, 2)),
     }
+    for i, p in ipairs(g:tensor_split({ 2, 3 }, 2)) do ours["tensor_split" .. i] = p:contiguous() end
     local dir = H.tmpdir()
     T.TensorDict(ours, {}):memmap(dir .. "/ours")
     H.write(dir .. "/check.py", [==[
@@ -340,7 +354,22 @@ theirs = {
     "topk": torch.topk(r, 3).values, "topk_indices": torch.topk(r, 3).indices + 1,
     "kthvalue": torch.kthvalue(r, 2, 0).values, "kth_indices": torch.kthvalue(r, 2, 0).indices + 1,
     "tile": g.tile((2, 1, 1, 2)), "vstack": torch.vstack([torch.tensor([1., 2]), torch.tensor([[3., 4], [5, 6]])]),
+    "diagonal": g.diagonal(1, 1, 2), "diag": r.diag(-1), "diag_vec": torch.tensor([1., 2, 3]).diag(1),
+    "kron": torch.kron(torch.arange(1, 5).view(2, 2), torch.tensor([[1, -1, 0]])),
+    "cross": torch.cross(x[:, 0:3], x[:, 1:4], dim=1),
+    "baddbmm": torch.baddbmm(torch.ones(2, 1, 1), r.view(2, 1, 5), r.view(2, 5, 1), beta=2, alpha=0.5),
+    "masked_scatter": g.masked_scatter(g > 12, -g),
+    "scatter_add": g.scatter_add(2, g % 4, g * 10),
+    "scatter_prod": r.scatter_reduce(1, torch.tensor([[0, 0, 1, 1, 2]]), r, "prod"),
+    "scatter_mean": r.scatter_reduce(1, torch.tensor([[0, 0, 1, 1, 2]]), r, "mean", include_self=False),
+    "scatter_amin": g.scatter_reduce(0, torch.tensor([[[1, 0, 1, 0]]]), -g, "amin"),
+    "cummax": x.cummax(1).values, "cummax_i": x.cummax(1).indices + 1, "cummin": g.cummin(2).values,
+    "cummin_i": (g % 3).cummin(2).indices + 1, "logcumsumexp": x.logcumsumexp(0),
+    "einsum": torch.einsum("bij,bjk->bik", g.double().view(2, 3, 4), g.double().view(2, 4, 3)),
+    "einsum_int": torch.einsum("ijk,ik->j", g, g.sum(1)), "einsum_diag": torch.einsum("ii->i", r[:, 0:2]),
 }
+for i, p in enumerate(torch.tensor_split(g, [1, 2], 1)):
+    theirs[f"tensor_split{i + 1}"] = p
 bad = []
 for k, t in theirs.items():
     m = meta[k]

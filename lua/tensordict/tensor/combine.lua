@@ -1,5 +1,5 @@
 -- tensor/combine.lua: torch's functions that combine tensors, composed of the kernels
--- (elementwise ops, matmul, cat): outer, diff, addcmul, addcdiv, addmm, tile. Methods
+-- (elementwise ops, matmul, cat): outer, diff, addcmul, addcdiv, addmm, baddbmm, tile. Methods
 -- only; T.vstack and T.hstack are in the facade.
 local util = require("tensordict.util")
 local tensor = require("tensordict.tensor.core")
@@ -57,6 +57,16 @@ function Tensor.addcdiv(self, t1, t2, value)
   return self + t1 / t2 * value
 end
 
+-- beta * self + alpha * prod, torch's addmm/baddbmm: with beta 0 self is ignored (NaN
+-- in it too).
+local function scaled_sum(call, self, prod, opts)
+  opts = util.options(call, opts, { beta = "number", alpha = "number" })
+  local beta, alpha = opts.beta or 1, opts.alpha or 1
+  if alpha ~= 1 then prod = prod * alpha end
+  if beta == 0 then return prod end
+  return (beta == 1 and self or self * beta) + prod
+end
+
 -- addmm(mat1, mat2 [, {beta =, alpha =}]): beta * self + alpha * (mat1 @ mat2).
 function Tensor.addmm(self, mat1, mat2, opts)
   header(self)
@@ -65,12 +75,18 @@ function Tensor.addmm(self, mat1, mat2, opts)
   if mat1:dim() ~= 2 or mat2:dim() ~= 2 then
     fail(("addmm: mat1 and mat2 must be matrices, got %d and %d dims"):format(mat1:dim(), mat2:dim()))
   end
-  opts = util.options("addmm", opts, { beta = "number", alpha = "number" })
-  local beta, alpha = opts.beta or 1, opts.alpha or 1
-  local prod = mat1:matmul(mat2)
-  if alpha ~= 1 then prod = prod * alpha end
-  if beta == 0 then return prod end -- torch: self is ignored, NaN in it too
-  return (beta == 1 and self or self * beta) + prod
+  return scaled_sum("addmm", self, mat1:matmul(mat2), opts)
+end
+
+-- baddbmm(batch1, batch2 [, {beta =, alpha =}]): beta * self + alpha * bmm(batch1, batch2).
+function Tensor.baddbmm(self, b1, b2, opts)
+  header(self)
+  tensor_arg("baddbmm", b1, "batch1")
+  tensor_arg("baddbmm", b2, "batch2")
+  if b1:dim() ~= 3 or b2:dim() ~= 3 then
+    fail(("baddbmm: batch1 and batch2 must have 3 dims, got %d and %d"):format(b1:dim(), b2:dim()))
+  end
+  return scaled_sum("baddbmm", self, b1:bmm(b2), opts)
 end
 
 -- tile(reps): repeat with reps padded with leading ones to the tensor's dims (torch's).

@@ -268,6 +268,21 @@ function Tensor.transpose(self, a, b)
   return view_of(self, C.td_tensor_transpose(h, dim0("transpose", a, h.ndim), dim0("transpose", b, h.ndim), out), out)
 end
 
+-- diagonal([offset = 0 [, dim1 = 1 [, dim2 = 2]]]): the diagonal of dims dim1 and dim2
+-- as the last dim (offset > 0 above the main one, < 0 below), a view.
+function Tensor.diagonal(self, offset, d1, d2)
+  local h = header(self)
+  offset = offset == nil and 0 or offset
+  if not util.is_int(offset) then
+    fail(("diagonal: offset must be an integer, got %s"):format(util.describe(offset)))
+  end
+  if h.ndim < 2 then fail(("diagonal: expected a tensor of at least 2 dims, got %d"):format(h.ndim)) end
+  local a, b = dim0("diagonal", d1 == nil and 1 or d1, h.ndim), dim0("diagonal", d2 == nil and 2 or d2, h.ndim)
+  if a == b then fail(("diagonal: dim1 and dim2 must be different dims, both are %d"):format(a + 1)) end
+  local out = Header()
+  return view_of(self, C.td_tensor_diagonal(h, offset, a, b, out), out)
+end
+
 -- torch's other views, in Lua's 1-based manners (torch7's narrow and select).
 -- narrow(dim, start, length): length elements of dim from start (1-based, negative
 -- from the end), a view.

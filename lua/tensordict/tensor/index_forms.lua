@@ -1,7 +1,7 @@
 -- tensor/index_forms.lua: torch's other forms of the gathers and scatters, on the C
 -- gathers and the index grammar's assignments (indices 1-based, as everywhere here):
 -- the out-of-place scatter and index_add, index_fill(_), index_copy(_), take and
--- take_along_dim. Methods only.
+-- take_along_dim, masked_scatter(_). Methods only.
 local util = require("tensordict.util")
 local tensor = require("tensordict.tensor.core")
 
@@ -54,6 +54,27 @@ end
 function Tensor.index_copy(self, dim, index, src)
   header(self)
   return (self:clone():index_copy_(dim, index, src))
+end
+
+-- masked_scatter_(mask, source): source's first elements, in order, written where mask
+-- (bool, broadcast to self's shape) is true; masked_scatter: on a copy.
+function Tensor.masked_scatter_(self, mask, source)
+  header(self)
+  if not is_tensor(mask) or mask:dtype() ~= "bool" then
+    fail(("masked_scatter_: mask must be a bool tensor, got %s"):format(describe(mask)))
+  end
+  if not is_tensor(source) then fail(("masked_scatter_: source must be a tensor, got %s"):format(describe(source))) end
+  local m = mask:broadcast_to(self:shape())
+  local n = m:sum()
+  if n > source:numel() then
+    fail(("masked_scatter_: the mask selects %d elements, source has %d"):format(n, source:numel()))
+  end
+  if n > 0 then self[m:contiguous()] = source:reshape(-1):narrow(1, 1, n) end
+  return self
+end
+function Tensor.masked_scatter(self, mask, source)
+  header(self)
+  return (self:clone():masked_scatter_(mask, source))
 end
 
 -- take(index): the elements at index (1-based, negative from the end) of the flattened

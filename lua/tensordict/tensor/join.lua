@@ -99,6 +99,46 @@ function Tensor.chunk(self, n, dim)
   return slices(self, split_rule.chunk(n, tonumber(h.shape[d])), d)
 end
 
+-- tensor_split(sections [, dim = 1]): sections views whose sizes differ by at most one
+-- (the first ones larger), as torch; tensor_split({starts} [, dim]): a piece begins at
+-- each 1-based start (negative from the end; past the end: empty pieces), so {2, 6}
+-- is torch's [1, 5]. Starts need not grow: a piece that would end before it begins is
+-- empty (torch's slices).
+function Tensor.tensor_split(self, what, dim)
+  local h = header(self)
+  if h.ndim == 0 then fail("tensor_split: expected a tensor of at least 1 dim, got a 0-dim one") end
+  local d = dim0("tensor_split", dim or 1, h.ndim)
+  local total = tonumber(h.shape[d])
+  local bounds = { 0 }
+  if util.is_int(what) then
+    if what < 1 then fail(("tensor_split: sections must be an integer >= 1, got %d"):format(what)) end
+    local q, r = math.floor(total / what), total % what
+    for i = 1, what do bounds[i + 1] = bounds[i] + q + (i <= r and 1 or 0) end
+  else
+    local starts = is_tensor(what) and what:dim() == 1 and what:totable() or what
+    if type(starts) ~= "table" or is_tensor(starts) then
+      fail(("tensor_split: expected a number of sections or a list of 1-based starts, got %s"):format(describe(what)))
+    end
+    for i, s in ipairs(starts) do
+      if not util.is_int(s) or s == 0 then
+        fail(("tensor_split: start %d is %s; starts are 1-based integers (negative from the end)")
+          :format(i, describe(s)))
+      end
+      local b = s > 0 and s - 1 or total + s
+      bounds[i + 1] = math.max(0, math.min(total, b))
+    end
+    bounds[#bounds + 1] = total
+  end
+  local views = {}
+  for i = 1, #bounds - 1 do
+    local out = tensor.Header()
+    local from = bounds[i]
+    tensor.check(C.td_tensor_slice(h, d, from, math.max(from, bounds[i + 1]), 1, out))
+    views[i] = tensor.new_tensor(out, self.o)
+  end
+  return views
+end
+
 -- unbind(dim): the slices along dim with that dim removed.
 function Tensor.unbind(self, dim)
   local h = header(self)

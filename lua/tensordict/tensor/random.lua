@@ -81,6 +81,9 @@ end
 function M.get_rng_state() return state_text(nil) end
 function M.set_rng_state(state) set_state("set_rng_state", nil, state) end
 
+-- Whether g is a T.Generator (the sampling functions take one last, optionally).
+function M.is_generator(g) return getmetatable(g) == Generator end
+
 local function gen_arg(g, call)
   if g == nil then return nil end
   if getmetatable(g) ~= Generator then fail(("%s: expected a T.Generator, got %s"):format(call, describe(g))) end

@@ -191,6 +191,25 @@ end
 Tensor.cumsum = running("cumsum")
 Tensor.cumprod = running("cumprod")
 
+-- cummax(dim) and cummin(dim): the running extreme and its 1-based index (int64);
+-- logcumsumexp(dim): log(cumsum(exp(self))) without overflow (core/kernels/scan.c).
+local scan_indices = ffi.new("td_tensor *[1]")
+local function running_extreme(call)
+  local fn = "td_" .. call
+  return function(self, dim)
+    local h = header(self)
+    local v = C[fn](h, line_dim(call, h, dim), scan_indices)
+    if v == nil then util.c_fail() end
+    return adopt(v), adopt(scan_indices[0]):add_(1)
+  end
+end
+Tensor.cummax = running_extreme("cummax")
+Tensor.cummin = running_extreme("cummin")
+function Tensor.logcumsumexp(self, dim)
+  local h = header(self)
+  return adopt(C.td_logcumsumexp(h, line_dim("logcumsumexp", h, dim)))
+end
+
 -- softmax(dim [, dtype]) and log_softmax: floating tensors only, as torch; dtype casts
 -- first (torch's dtype= argument), which is how an integer tensor gets one.
 local function softmax(log, call)
