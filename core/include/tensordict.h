@@ -175,6 +175,13 @@ td_tensor *td_tensor_empty_shared(int32_t ndim, const int64_t *shape, int32_t dt
 td_tensor *td_tensor_full(int32_t ndim, const int64_t *shape, int32_t dtype, double value);
 /* n values start, start + step, ... cast to dtype. */
 td_tensor *td_tensor_arange(double start, double step, int64_t n, int32_t dtype);
+/* steps values from start to stop, both included, evenly spaced (torch.linspace: the
+ * first half counts up from start, the second down from stop, so both ends are exact),
+ * computed in double and cast to dtype. */
+td_tensor *td_tensor_linspace(double start, double stop, int64_t steps, int32_t dtype);
+/* A copy of t with the elements off a triangle of its last two dims zeroed: lower keeps
+ * column - row <= k (torch.tril), otherwise column - row >= k (torch.triu). */
+td_tensor *td_tensor_triangle(const td_tensor *t, int64_t k, int32_t lower);
 /* An owned tensor over existing storage; strides NULL means contiguous. Every
  * reachable element must lie inside the storage. */
 td_tensor *td_tensor_from_storage(td_storage *s, int64_t offset, int32_t ndim,

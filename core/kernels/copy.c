@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "../src/parallel.h"
 #include "dtypes.h"
 #include "iter.h"
 #include "widest.h"
@@ -362,26 +363,63 @@ TD_EXPORT td_tensor *td_tensor_full(int32_t ndim, const int64_t *shape, int32_t 
   return t;
 }
 
+/* A ramp of n values computed in double and cast a chunk at a time: start + i * step
+ * (no accumulated error), or for i >= half stop - (n - 1 - i) * step, so that linspace
+ * ends exactly at stop as torch's does. Chunks are split between the pool's threads;
+ * each value depends only on i, so the thread count does not change the result. */
+typedef struct ramp_job {
+  char *out;
+  int64_t itemsize, n, half;
+  double start, step, stop;
+  td_inner_loop cast;
+} ramp_job;
+
+enum { RAMP_CHUNK = 256 };
+
+static void ramp_range(int64_t begin, int64_t end, void *arg) {
+  const ramp_job *j = arg;
+  /* locals: buf's address escapes to cast, so the fields would be reloaded per value */
+  const double start = j->start, step = j->step, stop = j->stop;
+  const int64_t half = j->half, last = j->n - 1;
+  /* i as double is base + offs[k], exactly (integers below 2^53): a form that vectorises
+   * where converting int64 to double would not without AVX-512 */
+  double buf[RAMP_CHUNK], offs[RAMP_CHUNK];
+  for (int k = 0; k < RAMP_CHUNK; k++) offs[k] = k;
+  const int64_t strides[2] = {j->itemsize, (int64_t)sizeof(double)};
+  for (int64_t i0 = begin; i0 < end; i0 += RAMP_CHUNK) {
+    const int64_t m = end - i0 < RAMP_CHUNK ? end - i0 : RAMP_CHUNK;
+    const int64_t up = half - i0 < 0 ? 0 : half - i0 < m ? half - i0 : m; /* values below half */
+    const double base = (double)i0, back = (double)(last - i0);
+    for (int64_t k = 0; k < up; k++) buf[k] = start + (base + offs[k]) * step;
+    for (int64_t k = up; k < m; k++) buf[k] = stop - (back - offs[k]) * step;
+    char *ptrs[2] = {j->out + i0 * j->itemsize, (char *)buf};
+    j->cast(ptrs, strides, m, NULL);
+  }
+}
+
+static td_tensor *ramp(int64_t n, int32_t dtype, double start, double step, double stop, int64_t half) {
+  td_tensor *t = td_tensor_empty(1, &n, dtype);
+  if (!t) return NULL;
+  ramp_job job = {td_tensor_ptr(t), t->itemsize, n, half, start, step, stop, cast_loops[dtype][TD_FLOAT64]};
+  td_parallel_for(n, TD_GRAIN, ramp_range, &job);
+  return t;
+}
+
 TD_EXPORT td_tensor *td_tensor_arange(double start, double step, int64_t n, int32_t dtype) {
   if (!td_check_dtype("arange", dtype)) return NULL;
   if (n < 0) return td_fail_null(TD_EINVAL, "arange: count %lld is negative", (long long)n);
   if (!isfinite(start) || !isfinite(step))
     return td_fail_null(TD_EINVAL, "arange: start %g and step %g must be finite", start, step);
-  td_tensor *t = td_tensor_empty(1, &n, dtype);
-  if (!t) return NULL;
-  /* Values are start + i * step (no accumulated error), cast a chunk at a time. */
-  enum { CHUNK = 256 };
-  double buf[CHUNK];
-  const td_inner_loop cast = cast_loops[dtype][TD_FLOAT64];
-  const int64_t strides[2] = {t->itemsize, (int64_t)sizeof(double)};
-  char *out = td_tensor_ptr(t);
-  for (int64_t i0 = 0; i0 < n; i0 += CHUNK) {
-    int64_t m = n - i0 < CHUNK ? n - i0 : CHUNK;
-    for (int64_t k = 0; k < m; k++) buf[k] = start + (double)(i0 + k) * step;
-    char *ptrs[2] = {out + i0 * t->itemsize, (char *)buf};
-    cast(ptrs, strides, m, NULL);
-  }
-  return t;
+  return ramp(n, dtype, start, step, 0, n);
+}
+
+TD_EXPORT td_tensor *td_tensor_linspace(double start, double stop, int64_t steps, int32_t dtype) {
+  if (!td_check_dtype("linspace", dtype)) return NULL;
+  if (steps < 0) return td_fail_null(TD_EINVAL, "linspace: steps %lld is negative", (long long)steps);
+  if (!isfinite(start) || !isfinite(stop))
+    return td_fail_null(TD_EINVAL, "linspace: start %g and stop %g must be finite", start, stop);
+  if (steps <= 1) return ramp(steps, dtype, start, 0, start, steps);
+  return ramp(steps, dtype, start, (stop - start) / (double)(steps - 1), stop, steps / 2);
 }
 
 /* Address of t[index], or NULL after td_fail naming the offending index. */

@@ -31,44 +31,35 @@ typedef struct scan_job {
 } scan_job;
 
 
-/* Whether x takes the running extreme's place (NaN keeps it; a later NaN moves it). */
-static inline bool takes_double(double x, double best, bool minimum) {
-  if (x != x) return true;
-  if (best != best) return false;
-  return minimum ? x <= best : x >= best;
-}
+/* The running extreme of one row, in the row's own type (LOAD_<kind> gives a value that
+ * compares exactly: int64 as int64, float16 as float): x takes the extreme's place when
+ * it is NaN, or when the extreme is not NaN and x >= it (<= for the minimum). */
+#define DEF_EXTREME(ARG, DN, IT, K, ...)                                                     \
+  static void extreme_##DN(const char *row, char *out, int64_t *where, int64_t n, bool minimum) { \
+    const IT *x = (const IT *)(const void *)row;                                           \
+    IT *y = (IT *)(void *)out;                                                             \
+    int64_t at = 0;                                                                        \
+    for (int64_t j = 0; j < n; j++) {                                                      \
+      const __typeof__(LOAD_##K(x[0])) v = LOAD_##K(x[j]), best = LOAD_##K(x[at]);        \
+      if (v != v || (best == best && (minimum ? v <= best : v >= best))) at = j;           \
+      y[j] = x[at];                                                                        \
+      where[j] = at;                                                                       \
+    }                                                                                      \
+  }
+TD_DTYPES_ALL(DEF_EXTREME, _)
+#define EXTREME_ENTRY(ARG, DN, ...) [TD_##DN] = extreme_##DN,
+typedef void (*extreme_fn)(const char *, char *, int64_t *, int64_t, bool);
+static const extreme_fn extreme_loops[TD_NUM_DTYPES] = {TD_DTYPES_ALL(EXTREME_ENTRY, _)};
 
 static void extreme_rows(int64_t begin, int64_t end, void *arg) {
   scan_job *job = arg;
   const int64_t n = job->n, isz = job->src->itemsize;
-  const bool ints = job->src->dtype == TD_INT64, minimum = job->minimum != 0;
-  void *keys = malloc((size_t)(n ? n : 1) * 8);
-  if (!keys) {
-    job->failed = 1;
-    return;
-  }
+  const extreme_fn loop = extreme_loops[job->src->dtype];
   const char *src = td_tensor_ptr(job->src);
   char *vals = td_tensor_ptr(job->values);
   int64_t *idx = (int64_t *)td_tensor_ptr(job->indices);
-  for (int64_t r = begin; r < end; r++) {
-    td_row_keys(job->src, r, n, keys, keys);
-    const char *row = src + r * n * isz;
-    char *out = vals + r * n * isz;
-    int64_t *where = idx + r * n, at = 0;
-    for (int64_t j = 0; j < n; j++) {
-      bool take;
-      if (ints) {
-        const int64_t x = ((const int64_t *)keys)[j], best = ((const int64_t *)keys)[at];
-        take = minimum ? x <= best : x >= best;
-      } else {
-        take = takes_double(((const double *)keys)[j], ((const double *)keys)[at], minimum);
-      }
-      if (take) at = j;
-      memcpy(out + j * isz, row + at * isz, (size_t)isz);
-      where[j] = at;
-    }
-  }
-  free(keys);
+  for (int64_t r = begin; r < end; r++)
+    loop(src + r * n * isz, vals + r * n * isz, idx + r * n, n, job->minimum != 0);
 }
 
 /* log(exp(a) + exp(b)), exact when either is infinite or both are the same infinity. */

@@ -365,3 +365,31 @@ describe("sampling functions", function()
     H.raises(function() T.ones(2):multinomial(1, "yes") end, "multinomial: replacement must be a boolean")
   end)
 end)
+
+describe("the one-pass kernels behind linspace, tril and triu", function()
+  it("give the same values for any layout and thread count", function()
+    local m = T.arange(1, 30, "float64"):view(5, 6)
+    local t = m:t() -- non-contiguous, 6 x 5
+    local want = t:contiguous()
+    for _, k in ipairs({ -7, -2, 0, 1, 4, 9 }) do
+      local lower, upper = t:tril(k), t:triu(k)
+      for i = 1, 6 do
+        for j = 1, 5 do
+          assert.are.equal(j - i <= k and want[i][j] or 0, lower[i][j])
+          assert.are.equal(j - i >= k and want[i][j] or 0, upper[i][j])
+        end
+      end
+    end
+    assert.are.same({ 2, 0, 3 }, dims(T.zeros(2, 0, 3):tril()))
+    assert.are.equal("bool", T.ones(2, 2, "bool"):triu():dtype())
+    local threads = T.get_num_threads()
+    T.set_num_threads(1)
+    local one, ramp1 = T.linspace(-3, 7, 1000001, "float64"), T.arange(0, 999999, "float32")
+    T.set_num_threads(2)
+    local two, ramp2 = T.linspace(-3, 7, 1000001, "float64"), T.arange(0, 999999, "float32")
+    T.set_num_threads(threads)
+    assert.is_true(one:equal(two) and ramp1:equal(ramp2))
+    assert.are.same({ -3, 7 }, { one[1], one[1000001] })
+    assert.are.equal(2, one[500001])
+  end)
+end)

@@ -175,20 +175,7 @@ function M.linspace(start, stop, steps, dtype)
   if not util.is_int(steps) or steps < 0 then
     fail(("linspace: steps must be an integer >= 0, got %s"):format(describe(steps)))
   end
-  local code = dtype_or(FLOAT32, dtype, "linspace")
-  if steps <= 1 then
-    shape_buf[0] = steps
-    return adopt(C.td_tensor_full(1, shape_buf, code, start))
-  end
-  local step = (stop - start) / (steps - 1)
-  local half = math.floor(steps / 2)
-  -- i = 0 .. steps - 1: start + step * i below half, stop - step * (steps - 1 - i) above
-  local out = adopt(C.td_tensor_arange(0, 1, steps, C.TD_FLOAT64))
-  local lo, hi = out[{ { 1, half } }], out[{ { half + 1, steps } }]
-  lo:mul_(step):add_(start)
-  hi:mul_(-1):add_(steps - 1):mul_(-step):add_(stop)
-  if code == C.TD_FLOAT64 then return out end
-  return out:to(dtypes.name(code))
+  return adopt(C.td_tensor_linspace(start, stop, steps, dtype_or(FLOAT32, dtype, "linspace")))
 end
 
 -- T.logspace(start, stop, steps [, base [, dtype]]): base ^ linspace(start, stop, steps)

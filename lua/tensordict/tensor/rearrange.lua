@@ -1,11 +1,13 @@
--- tensor/rearrange.lua: torch's copies that move elements around: flip, roll, tril,
--- triu. Each is composed of the library's C gathers, joins and masked fills (no
--- per-element Lua). Methods only.
+-- tensor/rearrange.lua: torch's copies that move elements around: flip, roll (composed
+-- of the library's C gathers and joins, no per-element Lua), tril, triu (one C pass,
+-- core/kernels/triangle.c). Methods only.
+local lib = require("tensordict.lib")
 local util = require("tensordict.util")
 local tensor = require("tensordict.tensor.core")
 local create = require("tensordict.tensor.create")
 local join = require("tensordict.tensor.join")
 
+local C = lib.C
 local fail, describe, dim0 = util.fail, util.describe, util.dim0
 local header = tensor.handle -- raises, naming the method, for a self that is no live tensor
 local Tensor = tensor.Tensor
@@ -65,16 +67,13 @@ function Tensor.roll(self, shifts, dims)
   return out == self and self:clone() or out
 end
 
--- The mask of a triangle over the last two dims: column - row <= k (lower) or >= k.
+-- The triangle of the last two dims (core/kernels/triangle.c), the rest zero.
 local function triangle(call, self, k, lower)
-  header(self)
-  if self:dim() < 2 then fail(("%s: expected a tensor of 2 or more dims, got %d"):format(call, self:dim())) end
+  local h = header(self)
+  if h.ndim < 2 then fail(("%s: expected a tensor of 2 or more dims, got %d"):format(call, h.ndim)) end
   k = k == nil and 0 or k
   if not util.is_int(k) then fail(("%s: diagonal must be an integer, got %s"):format(call, describe(k))) end
-  local rows, cols = self:size(-2), self:size(-1)
-  local offset = create.arange(0, cols - 1, "int64"):view(1, cols) - create.arange(0, rows - 1, "int64"):view(rows, 1)
-  local outside = lower and offset:gt(k) or offset:lt(k)
-  return (self:masked_fill(outside, 0))
+  return (tensor.adopt(C.td_tensor_triangle(h, k, lower and 1 or 0)))
 end
 
 -- tril([k]) and triu([k]): the lower (upper) triangle of the last two dims, from the k-th
