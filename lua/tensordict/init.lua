@@ -142,7 +142,12 @@ for _, name in ipairs({ "isclose", "allclose", "equal", "nan_to_num", "nansum", 
   "tril", "triu", "narrow", "movedim", "moveaxis", "swapaxes", "swapdims", "broadcast_to", "scatter",
   "index_add", "index_fill", "index_copy", "take", "take_along_dim", "outer", "diff", "addcmul", "addcdiv",
   "addmm", "tile", "diagonal", "diag", "trace", "kron", "cross", "tensor_split", "scatter_add", "scatter_reduce",
-  "cummax", "cummin", "logcumsumexp", "bernoulli", "multinomial", "masked_scatter", "baddbmm" }) do
+  "cummax", "cummin", "logcumsumexp", "bernoulli", "multinomial", "masked_scatter", "baddbmm", "tensordot", "inner",
+  "vdot", "square", "positive", "absolute", "negative", "clip", "fix", "true_divide", "multiply", "subtract", "divide",
+  "arccos", "arcsin", "arctan", "arccosh", "arcsinh", "arctanh", "arctan2", "greater", "greater_equal", "less",
+  "less_equal", "not_equal", "argwhere", "count_nonzero", "aminmax", "std_mean", "var_mean", "logit", "sinc",
+  "heaviside", "rad2deg", "deg2rad", "float_power", "fliplr", "flipud", "rot90", "diag_embed", "diagflat", "cov",
+  "corrcoef", "cdist", "is_floating_point", "numel" }) do -- (not dist: T.dist is the MPI module)
   METHOD_FUNCTIONS[name] = true
 end
 for _, names in ipairs({ ops.UNARY, ops.BINARY, METHOD_FUNCTIONS }) do
@@ -161,6 +166,8 @@ T.randint = random.randint
 T.randperm = random.randperm
 T.normal = require("tensordict.tensor.sampling").normal
 T.einsum = require("tensordict.tensor.einsum").einsum
+for name, fn in pairs(require("tensordict.tensor.assemble")) do T[name] = fn end
+T.row_stack = T.vstack -- torch's alias
 
 -- T.TensorDict(source, batch_size, opts) and T.TensorDict.fromkeys(keys, value).
 T.TensorDict = setmetatable({ methods = td_core.methods }, {

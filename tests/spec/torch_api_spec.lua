@@ -320,6 +320,18 @@ describe("against torch", function()
       einsum_int = T.einsum("ijk,ik->j", g, g:sum(2)), einsum_diag = T.einsum("ii->i", r:narrow(2, 1, 2)),
     }
     for i, p in ipairs(g:tensor_split({ 2, 3 }, 2)) do ours["tensor_split" .. i] = p:contiguous() end
+    local gf = g:to("float64")
+    local more = {
+      square = g:square(), logit = (gf / 25):logit(), sinc = (x / 3):sinc(), heaviside = x:heaviside(x * 0 + 0.5),
+      rot90 = g:rot90(1, { 2, 3 }):contiguous(), diag_embed = r:diag_embed(1), tril_indices = T.tril_indices(3, 4, 1),
+      cartesian_prod = T.cartesian_prod(T.tensor({ 1, 2 }, "int64"), T.tensor({ 3, 4, 5 }, "int64")),
+      block_diag = T.block_diag(r, T.tensor({ { 1 } }, "float64")),
+      tensordot = gf:tensordot(gf, { { 1, 2 }, { 1, 2 } }),
+      inner = gf:inner(gf), cov = r:cov(), corrcoef = r:corrcoef(), cdist = r:view(2, 5, 1):cdist(r:view(2, 5, 1), 1),
+      count_nonzero = (g % 3):count_nonzero(2), float_power = g:float_power(0.5),
+      column_stack = T.column_stack({ r[1], r[2] }), dstack = T.dstack({ r, r }), diagflat = r:diagflat(-1),
+    }
+    for k, v in pairs(more) do ours[k] = v end
     local dir = H.tmpdir()
     T.TensorDict(ours, {}):memmap(dir .. "/ours")
     H.write(dir .. "/check.py", [==[
@@ -368,6 +380,18 @@ theirs = {
     "einsum": torch.einsum("bij,bjk->bik", g.double().view(2, 3, 4), g.double().view(2, 4, 3)),
     "einsum_int": torch.einsum("ijk,ik->j", g, g.sum(1)), "einsum_diag": torch.einsum("ii->i", r[:, 0:2]),
 }
+gf = g.double()
+theirs.update({
+    "square": g.square(), "logit": (gf / 25).logit(), "sinc": (x / 3).sinc(),
+    "heaviside": x.heaviside(torch.full_like(x, 0.5)), "rot90": g.rot90(1, (1, 2)), "diag_embed": r.diag_embed(1),
+    "tril_indices": torch.tril_indices(3, 4, 1) + 1,
+    "cartesian_prod": torch.cartesian_prod(torch.tensor([1, 2]), torch.tensor([3, 4, 5])),
+    "block_diag": torch.block_diag(r, torch.tensor([[1.]], dtype=torch.float64)),
+    "tensordot": torch.tensordot(gf, gf, ([0, 1], [0, 1])), "inner": torch.inner(gf, gf), "cov": r.cov(),
+    "corrcoef": r.corrcoef(), "cdist": torch.cdist(r.view(2, 5, 1), r.view(2, 5, 1), 1),
+    "count_nonzero": (g % 3).count_nonzero(1), "float_power": g.float_power(0.5),
+    "column_stack": torch.column_stack([r[0], r[1]]), "dstack": torch.dstack([r, r]), "diagflat": r.diagflat(-1),
+})
 for i, p in enumerate(torch.tensor_split(g, [1, 2], 1)):
     theirs[f"tensor_split{i + 1}"] = p
 bad = []

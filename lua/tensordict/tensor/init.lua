@@ -22,5 +22,7 @@ require("tensordict.tensor.sorting") -- methods only: sort, argsort, topk, kthva
 require("tensordict.tensor.scatter_reduce") -- methods only: scatter_add(_), scatter_reduce(_)
 require("tensordict.tensor.matrix_forms") -- methods only: diag, trace, kron, cross
 require("tensordict.tensor.sampling") -- bernoulli, multinomial (methods); normal (the facade's T.normal)
+require("tensordict.tensor.method_forms") -- methods only: torch's other spellings and small forms
+require("tensordict.tensor.statistics") -- methods only: cov, corrcoef, dist, cdist
 require("tensordict.tensor.cuda")
 return core

@@ -1,5 +1,6 @@
 -- tensor/matrix_forms.lua: torch's functions over matrices and their diagonals, composed
--- of views (diagonal), the elementwise ops and cat: diag, trace, kron, cross. Methods
+-- of views (diagonal), the elementwise ops, cat and matmul: diag, trace, kron, cross,
+-- tensordot, inner, vdot. Methods
 -- only (T.<name> functions come from the facade's METHOD_FUNCTIONS).
 local util = require("tensordict.util")
 local tensor = require("tensordict.tensor.core")
@@ -90,6 +91,67 @@ function Tensor.cross(self, other, dim)
     at(a, 3) * at(b, 1) - at(a, 1) * at(b, 3),
     at(a, 1) * at(b, 2) - at(a, 2) * at(b, 1),
   }, d))
+end
+
+-- tensordot(other [, dims = 2]): the sum over the last dims of self and the first of
+-- other (dims a count), or over the pairs of dims {{self's}, {other's}} (1-based).
+function Tensor.tensordot(self, other, dims)
+  header(self)
+  if not is_tensor(other) then fail(("tensordot: other must be a tensor, got %s"):format(describe(other))) end
+  dims = dims == nil and 2 or dims
+  local da, db = {}, {}
+  if util.is_int(dims) then
+    if dims < 0 or dims > self:dim() or dims > other:dim() then
+      fail(("tensordot: dims %d is out of range for tensors of %d and %d dims"):format(dims, self:dim(), other:dim()))
+    end
+    for i = 1, dims do da[i], db[i] = self:dim() - dims + i, i end
+  elseif type(dims) == "table" and type(dims[1]) == "table" and type(dims[2]) == "table" and #dims[1] == #dims[2] then
+    for i = 1, #dims[1] do
+      da[i], db[i] = dim0("tensordot", dims[1][i], self:dim()) + 1, dim0("tensordot", dims[2][i], other:dim()) + 1
+    end
+  else
+    fail(("tensordot: dims must be a count or two lists of dims of equal length, got %s"):format(describe(dims)))
+  end
+  local function rest(t, contracted)
+    local out, used = {}, {}
+    for _, d in ipairs(contracted) do used[d] = true end
+    for d = 1, t:dim() do if not used[d] then out[#out + 1] = d end end
+    return out
+  end
+  local ra, rb = rest(self, da), rest(other, db)
+  local shape, na, nb, nk = {}, 1, 1, 1
+  for _, d in ipairs(ra) do shape[#shape + 1] = self:size(d); na = na * self:size(d) end
+  for _, d in ipairs(rb) do shape[#shape + 1] = other:size(d); nb = nb * other:size(d) end
+  for i, d in ipairs(da) do
+    if self:size(d) ~= other:size(db[i]) then
+      fail(("tensordot: dim %d of self (size %d) and dim %d of other (size %d) differ"):format(d, self:size(d), db[i],
+        other:size(db[i])))
+    end
+    nk = nk * self:size(d)
+  end
+  local pa, pb = {}, {}
+  for _, d in ipairs(ra) do pa[#pa + 1] = d end
+  for _, d in ipairs(da) do pa[#pa + 1] = d end
+  for _, d in ipairs(db) do pb[#pb + 1] = d end
+  for _, d in ipairs(rb) do pb[#pb + 1] = d end
+  local a = #pa > 0 and self:permute(pa) or self
+  local b = #pb > 0 and other:permute(pb) or other
+  local r = a:reshape(na, nk):matmul(b:reshape(nk, nb))
+  return (r:reshape(shape))
+end
+
+-- inner(other): the sum over the last dims of both (numbers: a product).
+function Tensor.inner(self, other)
+  header(self)
+  if not is_tensor(other) then fail(("inner: other must be a tensor, got %s"):format(describe(other))) end
+  if self:dim() == 0 or other:dim() == 0 then return (self * other) end
+  return (self:tensordot(other, { { -1 }, { -1 } }))
+end
+
+-- vdot(other): the dot product of two 1-D tensors, a Lua number (as dot).
+function Tensor.vdot(self, other)
+  header(self)
+  return (self:dot(other))
 end
 
 return {}

@@ -122,4 +122,58 @@ function Tensor.multinomial(self, n, replacement, g)
   return self:dim() == 1 and out:view(n) or out
 end
 
+-- In-place draws of torch's other distributions, made from uniform draws u in [0, 1)
+-- (float64 for a float64 tensor): exponential_(lambd = 1): -log(1 - u) / lambd;
+-- geometric_(p): the number of trials to the first success, ceil(log(1 - u) / log(1 - p));
+-- cauchy_(median = 0, sigma = 1): median + sigma * tan(pi * (u - 1/2)); log_normal_(mean
+-- = 0, std = 1): exp of a normal draw.
+local function number_arg(call, what, v, default, ok)
+  if v == nil then return default end
+  if type(v) ~= "number" or not ok(v) then
+    fail(("%s: %s must be %s, got %s"):format(call, what, ok(nil), describe(v)))
+  end
+  return v
+end
+local function positive(v) if v == nil then return "a number > 0" end return v > 0 end
+local function probability(v) if v == nil then return "a number in (0, 1]" end return v > 0 and v <= 1 end
+local function finite(v) if v == nil then return "a finite number" end return v == v and math.abs(v) ~= math.huge end
+
+local function fill_from_uniform(call, self, g, fn)
+  header(self)
+  generator_arg(call, g)
+  if not floating(self) then fail(("%s: expected a floating point tensor, got %s"):format(call, self:dtype())) end
+  self:copy_(fn(uniform(self:shape(), self, g)))
+  return self
+end
+
+function Tensor.exponential_(self, lambd, g)
+  if g == nil and random.is_generator(lambd) then lambd, g = nil, lambd end
+  local l = number_arg("exponential_", "lambd", lambd, 1, positive)
+  return fill_from_uniform("exponential_", self, g, function(u) return u:neg():log1p():neg() / l end)
+end
+
+function Tensor.geometric_(self, p, g)
+  local q = number_arg("geometric_", "p", p, nil, probability)
+  if q == nil then fail("geometric_: p must be a number in (0, 1], got nil") end
+  return fill_from_uniform("geometric_", self, g, function(u)
+    if q == 1 then return u:mul(0):add(1) end
+    return (u:neg():log1p() / math.log(1 - q)):ceil():clamp_min(1)
+  end)
+end
+
+function Tensor.cauchy_(self, median, sigma, g)
+  local m = number_arg("cauchy_", "median", median, 0, finite)
+  local s = number_arg("cauchy_", "sigma", sigma, 1, positive)
+  return fill_from_uniform("cauchy_", self, g, function(u) return ((u - 0.5) * math.pi):tan() * s + m end)
+end
+
+function Tensor.log_normal_(self, mean, std, g)
+  local m = number_arg("log_normal_", "mean", mean, 0, finite)
+  local s = number_arg("log_normal_", "std", std, 1, positive)
+  header(self)
+  generator_arg("log_normal_", g)
+  if not floating(self) then fail(("log_normal_: expected a floating point tensor, got %s"):format(self:dtype())) end
+  return (self:normal_(m, s, g):exp_())
+end
+
 return M
