@@ -111,7 +111,9 @@ function Tensor.tensor_split(self, what, dim)
   local total = tonumber(h.shape[d])
   local bounds = { 0 }
   if util.is_int(what) then
-    if what < 1 then fail(("tensor_split: sections must be an integer >= 1, got %d"):format(what)) end
+    if what < 1 or what > split_rule.MAX_PIECES then
+      fail(("tensor_split: sections must be an integer in 1..%d, got %d"):format(split_rule.MAX_PIECES, what))
+    end
     local q, r = math.floor(total / what), total % what
     for i = 1, what do bounds[i + 1] = bounds[i] + q + (i <= r and 1 or 0) end
   else

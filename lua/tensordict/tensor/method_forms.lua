@@ -48,7 +48,7 @@ end
 function Tensor.is_floating_point(self) return floating(self) end
 
 -- element_size(): bytes per element.
-function Tensor.element_size(self) return (dtypes.itemsize(self:dtype())) end
+function Tensor.element_size(self) return (tonumber(header(self).itemsize)) end
 
 -- new_zeros(size [, dtype]), new_ones, new_full(size, value [, dtype]), new_empty: a new
 -- tensor of self's dtype (unless given) and device; new_tensor(data [, dtype]).

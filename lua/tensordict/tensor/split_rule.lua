@@ -42,6 +42,7 @@ function M.split(size, total, where, x, d)
 end
 
 local MAX_PIECES = 2 ^ 26
+M.MAX_PIECES = MAX_PIECES -- the most pieces a split makes (a Lua table holds at most 2^27)
 
 -- The piece lengths of chunk(n) along a dim of `total` elements.
 function M.chunk(n, total)
