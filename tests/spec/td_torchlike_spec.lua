@@ -439,6 +439,46 @@ describe("td:addcmul / addcdiv (and the _ forms)", function()
   end)
 end)
 
+describe("td:nansum / nanmean", function()
+  local nan = 0 / 0
+  local function nans()
+    return T.TensorDict({ a = T.tensor({ { 1, nan, 3 }, { nan, nan, 6 } }),
+      n = { b = T.tensor({ { 1, 2, 3 }, { 4, 5, nan } }, "float64") }, s = "v" }, { 2, 3 })
+  end
+
+  it("reduce each leaf over batch dims skipping NaNs, over all its elements, or all leaves as one", function()
+    local td = nans()
+    local r = td:nansum(2)
+    assert.are.same({ 4, 6 }, r.a:totable())
+    assert.are.same({ 6, 9 }, r.n.b:totable())
+    assert.are.same({ 2 }, r:batch_size())
+    assert.are.equal("v", r.s)
+    assert.are.same({ 2, 1 }, td:nansum(-1, { keepdim = true }):batch_size())
+    assert.are.equal(10, td:nansum({ 1, 2 }).a:item())
+    local m = td:nanmean(1)
+    local means = m.a:totable()
+    assert.are.equal(1, means[1])
+    assert.is_true(means[2] ~= means[2]) -- every value NaN: NaN, as torch
+    assert.are.equal(4.5, means[3])
+    local all = td:nansum()
+    assert.are.same({}, all:batch_size())
+    assert.are.equal(10, all.a:item())
+    assert.are.equal(15, all.n.b:item())
+    local one = td:nansum({ reduce = true })
+    assert.are.equal("float64", one:dtype())
+    assert.are.equal(25, one:item())
+    assert.are.equal(3.125, td:nanmean({ reduce = true }):item())
+    local ints = T.TensorDict({ b = T.tensor({ 1, 2, 3 }, "int64") }, { 3 })
+    assert.are.equal("int64", ints:nansum({ reduce = true }):dtype())
+    assert.are.equal(6, ints:nansum({ reduce = true }):item())
+    H.raises(function() ints:nanmean(1) end, "nanmean: not supported for int64 tensors")
+    H.raises(function() td:nansum(3) end, "nansum: dim 3 is out of range for 2 batch dims")
+    H.raises(function() td:nansum(1, { reduce = true }) end, "nansum: reduce = true takes no dim")
+    H.raises(function() td:nanmean(1, { dtype = "float32" }) end, "nanmean: unknown option 'dtype'")
+    H.raises(function() T.TensorDict.methods.nansum(5) end, "nansum: expected a TensorDict, got 5")
+  end)
+end)
+
 describe("T.from_dict and td:auto_batch_size_", function()
   local function source() return { a = T.zeros(3, 4, 5), b = { c = T.zeros(3, 4) }, s = "x" } end
 
@@ -530,6 +570,9 @@ describe("against Python tensordict", function()
     local fl = T.TensorDict({ a = T.arange(1, 6):view(2, 3):float(), n = { b = T.arange(1, 6):view(2, 3):double() } },
       { 2, 3 })
     local cond = T.tensor({ { true, false, true }, { false, false, true } })
+    local nan = 0 / 0
+    local nans = T.TensorDict({ a = T.tensor({ { 1, nan, 3 }, { nan, nan, 6 } }),
+      n = { b = T.tensor({ { 1, 2, 3 }, { 4, 5, nan } }, "float64") } }, { 2, 3 })
     local results = {
       where0 = td:where(cond, 0), where_frac = td:where(cond, -1.5), where_row = td:where(T.tensor({ false, true }), 7),
       where_td = td:where(cond, td * 3),
@@ -541,6 +584,7 @@ describe("against Python tensordict", function()
       addcmul = td:addcmul(td, td, 2), addcdiv = fl:addcdiv(fl, fl + 1, 0.5),
       stack_out = T.stack({ td, td * 2 }, 2, { out = td:new_zeros(2, 2, 3) }),
       cat_out = T.cat({ td, td + 1 }, 2, { out = td:new_zeros(2, 6) }),
+      nansum = nans:nansum(2), nansum_all = nans:nansum(), nanmean = nans:nanmean({ 1, 2 }, { keepdim = true }),
       apply_default = td:apply(function(x, y) return x + y end, T.TensorDict({ a = T.ones(2, 3, 4) }, { 2, 3 }),
         { default = 10 }),
     }
@@ -568,6 +612,7 @@ describe("against Python tensordict", function()
       { workers = 0, chunk = 4 }) do
       facts.map_iter[#facts.map_iter + 1] = r.a:totable()
     end
+    facts.nansum_reduce = { nans:nansum({ reduce = true }):item(), nans:nanmean({ reduce = true }):item() }
     local dir = H.tmpdir()
     T.TensorDict(ours, {}):memmap(dir .. "/ours")
     H.write(dir .. "/facts.json", json.encode(facts))
@@ -588,6 +633,9 @@ td = TensorDict({"a": torch.arange(1, 25).view(2, 3, 4).float() * 0.5,
 fl = TensorDict({"a": torch.arange(1, 7).view(2, 3).float(), "n": {"b": torch.arange(1, 7).view(2, 3).double()}},
                 [2, 3])
 cond = torch.tensor([[True, False, True], [False, False, True]])
+nan = float("nan")
+nans = TensorDict({"a": torch.tensor([[1, nan, 3], [nan, nan, 6]]),
+                   "n": {"b": torch.tensor([[1, 2, 3], [4, 5, nan]], dtype=torch.float64)}}, [2, 3])
 results = {
     "where0": td.where(cond, 0), "where_frac": td.where(cond, -1.5),
     "where_row": td.where(torch.tensor([False, True]), 7),
@@ -600,6 +648,7 @@ results = {
     "addcmul": td.addcmul(td, td, value=2), "addcdiv": fl.addcdiv(fl, fl + 1, value=0.5),
     "stack_out": torch.stack([td, td * 2], 1, out=td.new_zeros(2, 2, 3)),
     "cat_out": torch.cat([td, td + 1], 1, out=td.new_zeros(2, 6)),
+    "nansum": nans.nansum(1), "nansum_all": nans.nansum(), "nanmean": nans.nanmean((0, 1), keepdim=True),
     "apply_default": td.apply(lambda x, y: x + y, TensorDict({"a": torch.ones(2, 3, 4)}, [2, 3]), default=10),
 }
 theirs = {}
@@ -619,7 +668,7 @@ for k, t in theirs.items():
         continue
     raw = np.fromfile(f"{d}/ours/{k}.memmap", dtype=np.uint8)
     o = torch.from_numpy(raw.copy()).view(t.dtype).view(t.shape)
-    same = torch.allclose(o, t, rtol=1e-6, atol=0) if t.dtype.is_floating_point else torch.equal(o, t)
+    same = torch.allclose(o, t, rtol=1e-6, atol=0, equal_nan=True) if t.dtype.is_floating_point else torch.equal(o, t)
     if not same:
         bad.append(f"{k}: ours {o.tolist()}, tensordict's {t.tolist()}")
 facts = json.load(open(d + "/facts.json"))
@@ -637,6 +686,7 @@ want = {
                         .auto_batch_size_()["b"].batch_size),
     "map_iter": [r["a"].tolist() for r in TensorDict({"a": torch.arange(1., 11)}, [10]).map_iter(
         double, num_workers=1, chunksize=4)],
+    "nansum_reduce": [nans.nansum(reduce=True).item(), nans.nanmean(reduce=True).item()],
 }
 for k, v in want.items():
     if facts.get(k) != v:

@@ -1,12 +1,13 @@
 -- dict/torchlike.lua: torch's tensor methods that Python's TensorDict 0.15 has and
 -- that work on the batch dims or on every leaf: where, flip, roll, the new_* and *_like
--- constructors, is_contiguous, addcmul / addcdiv. Each is the tensor method on every
+-- constructors, is_contiguous, addcmul / addcdiv, nansum / nanmean. Each is the tensor method on every
 -- leaf (nested TensorDicts too); dims are batch dims, 1-based, negative from the end.
 -- Non-tensor values are carried over as they are.
 local C = require("tensordict.lib").C
 local util = require("tensordict.util")
 local tensor = require("tensordict.tensor")
 local create = require("tensordict.tensor.create")
+local join = require("tensordict.tensor.join")
 local random = require("tensordict.tensor.random")
 local dtypes = require("tensordict.tensor.dtype")
 local core = require("tensordict.dict.core")
@@ -288,6 +289,54 @@ for _, name in ipairs({ "addcmul", "addcdiv" }) do
         return r
       end, t1, t2)
     end
+  end
+end
+
+-- td:nansum([dim] [, {keepdim =, reduce =}]), nanmean: the tensor nansum / nanmean of
+-- every leaf over batch dims (a number or a table of them; the batch size loses them,
+-- or keeps them as 1 with keepdim); no dim: each leaf over all its elements (0-dim
+-- leaves, batch size []); reduce = true: one tensor over every element of every leaf
+-- (float64 when a leaf is floating, else int64), as Python's td.nansum(reduce=True).
+-- nanmean of an integer leaf raises, as in Python.
+local NAN_OPTS = { keepdim = "boolean", reduce = "boolean" }
+for _, name in ipairs({ "nansum", "nanmean" }) do
+  TD[name] = function(self, dim, opts)
+    cdict(self)
+    if type(dim) == "table" and dim[1] == nil and not is_tensor(dim) and not is_td(dim) then dim, opts = nil, dim end
+    opts = util.options(name, opts, NAN_OPTS)
+    if opts.reduce then
+      if dim ~= nil then fail(("%s: reduce = true takes no dim"):format(name)) end
+      local parts, floating = {}, false
+      for _, key in ipairs(TD.keys(self, { include_nested = true, leaves_only = true })) do
+        local x = TD.get(self, key)
+        if is_tensor(x) then
+          parts[#parts + 1] = x:reshape(-1)
+          floating = floating or dtypes.is_floating(tensor.handle(x).dtype)
+        end
+      end
+      local dtype = floating and "float64" or "int64"
+      for i, p in ipairs(parts) do parts[i] = p:to(dtype) end
+      local flat = #parts > 0 and join.cat(parts, 1) or create.zeros({ 0 }, dtype)
+      return (flat[name](flat, 1))
+    end
+    if dim == nil then
+      return TD.apply(self, function(x)
+        local flat = x:reshape(-1)
+        return (flat[name](flat, 1))
+      end, { batch_size = {} })
+    end
+    local dims = batch_dims_of(name, self, dim)
+    local gone, leaf_dims = {}, {}
+    for i, d0 in ipairs(dims) do
+      gone[d0 + 1] = true
+      leaf_dims[i] = d0 + 1
+    end
+    local new_batch = {}
+    for i, size in ipairs(TD.batch_size(self)) do
+      if not gone[i] then new_batch[#new_batch + 1] = size elseif opts.keepdim then new_batch[#new_batch + 1] = 1 end
+    end
+    return TD.apply(self, function(x) return x[name](x, leaf_dims, opts.keepdim or false) end,
+      { batch_size = new_batch })
   end
 end
 
