@@ -89,6 +89,22 @@ describe("td:flip(dims) and td:roll(shifts [, dims])", function()
     assert.are.same({ 0, 2 }, shape(empty:roll(3).x))
   end)
 
+  it("move stacked non-tensor values with the rows and keep the dim names, as Python's", function()
+    local td = T.stack({ T.TensorDict({ s = "a", x = T.zeros(1) }, {}), T.TensorDict({ s = "b", x = T.ones(1) }, {}),
+      T.TensorDict({ s = "c", x = T.ones(1) * 2 }, {}) }, 1)
+    assert.are.same({ "c", "b", "a" }, td:flip(1).s)
+    assert.are.same({ "c", "a", "b" }, td:roll(1).s)
+    assert.are.same({ "b", "c", "a" }, td:roll(-1, 1).s)
+    assert.are.same({ { 1 }, { 2 }, { 0 } }, td:roll(-1, 1).x:totable())
+    assert.are.same({ "a", "b", "c" }, td.s)
+    local named = T.TensorDict({ x = T.arange(1, 6):view(2, 3) }, { 2, 3 }, { names = { "r", "c" } })
+    assert.are.same({ "r", "c" }, named:roll(1):names())
+    assert.are.same({ "r", "c" }, named:flip(2):names())
+    assert.are.same({ { 5, 6, 4 }, { 2, 3, 1 } }, named:roll({ 1, -4 }, { 1, 2 }).x:totable())
+    assert.are.same({ 0 }, shape(T.TensorDict({ x = T.zeros(0) }, { 0 }):flip(1).x))
+    assert.are.same({ 3 }, shape(T.TensorDict({ x = T.zeros(3) }, {}):roll(1).x))
+  end)
+
   it("raises for dims outside the batch dims and for shifts that do not match the dims", function()
     local td = sample()
     H.raises(function() td:flip(3) end, "flip: dim 3 is out of range for 2 batch dims (expected 1..2 or -2..-1)")
@@ -160,6 +176,10 @@ describe("new_zeros, new_ones, new_empty, new_full", function()
     H.raises(function() td:new_full({ -2 }, 1) end,
       "new_full: sizes must be non-negative integers, got -2 at position 1")
     H.raises(function() T.TensorDict.methods.new_zeros(5, 2) end, "new_zeros: expected a TensorDict, got 5")
+    local stacked = T.stack({ T.TensorDict({ s = "a" }, {}), T.TensorDict({ s = "b" }, {}) }, 1)
+    H.raises(function() stacked:new_zeros(3) end, "new_zeros: the non-tensor value 's' varies over the batch dims "
+      .. "(a stack of values), so it has no value for batch size [3]")
+    assert.are.same({ "a", "b" }, stacked:new_ones(2).s) -- the same batch size keeps them
   end)
 end)
 

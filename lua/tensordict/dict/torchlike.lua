@@ -17,7 +17,7 @@ local TD = core.methods
 local cdict, wrap, check, is_td = core.cdict, core.wrap, core.check, core.is_td
 local fail, describe = util.fail, util.describe
 local is_tensor = tensor.is_tensor
-local KIND_TENSOR, KIND_DICT = C.TD_ENTRY_TENSOR, C.TD_ENTRY_DICT
+local KIND_TENSOR, KIND_DICT, KIND_VALUES = C.TD_ENTRY_TENSOR, C.TD_ENTRY_DICT, C.TD_ENTRY_VALUES
 
 -- td:where(cond, other): each leaf where cond is true, other's elsewhere, as Python's
 -- td.where (T.where(cond, td, other) with td first). cond: a bool tensor over the
@@ -51,19 +51,38 @@ local function batch_dims_of(call, self, dims)
   return out
 end
 
+-- self with batch dim d (1-based) reordered: position i of the result is position
+-- pick(i, n) of self (n the dim's size). Batch indexing, so every entry follows, stacked
+-- non-tensor values included (as Python's flip and roll move them); a copy.
+local function reorder(self, d, pick)
+  local n = TD.batch_size(self)[d]
+  local idx = {}
+  for i = 1, n do idx[i] = pick(i, n) end
+  local key = {}
+  for j = 1, d - 1 do key[j] = {} end
+  key[d] = create.tensor(idx, "int64")
+  return self[key]
+end
+
+local function flipped(i, n) return n + 1 - i end
+
+-- position i after a roll by shift: the element shift places before it, wrapping
+local function rolled(shift) return function(i, n) return (i - 1 - shift) % n + 1 end end
+
 -- td:flip(dims): the batch dims reversed (a number or a table of them), as Python's
 -- td.flip; a copy.
 function TD.flip(self, dims)
   cdict(self)
-  local leaf_dims = batch_dims_of("flip", self, dims)
-  for i, d0 in ipairs(leaf_dims) do leaf_dims[i] = d0 + 1 end
-  return TD.apply(self, function(x) return x:flip(leaf_dims) end)
+  local r = self
+  for _, d0 in ipairs(batch_dims_of("flip", self, dims)) do r = reorder(r, d0 + 1, flipped) end
+  if r == self then r = TD.clone(self) end
+  return r
 end
 
 -- td:roll(shifts [, dims]): elements shifted along batch dims, those past the end
 -- coming back at the start, as Python's td.roll. dims a number or a table of them,
 -- shifts the same (one shift per dim); without dims, the batch dims are rolled as one
--- flattened dim (each leaf's other dims stay in place) by a single shift.
+-- flattened dim (each leaf's other dims stay in place) by a single shift. A copy.
 function TD.roll(self, shifts, dims)
   cdict(self)
   local shift_list = type(shifts) == "table" and shifts or { shifts }
@@ -80,28 +99,26 @@ function TD.roll(self, shifts, dims)
     if #shift_list ~= 1 then
       fail(("roll: without dims, shifts must be one integer, got %d shifts"):format(#shift_list))
     end
-    local nd, numel, shift = self._td_head.ndim, TD.numel(self), shift_list[1]
-    return TD.apply(self, function(x)
-      if numel == 0 then return x:clone() end
-      local shape = x:shape()
-      local flat = { numel }
-      for j = nd + 1, #shape do flat[#flat + 1] = shape[j] end
-      return x:reshape(flat):roll(shift, 1):reshape(shape)
-    end)
+    if self._td_head.ndim == 0 or TD.numel(self) == 0 then return TD.clone(self) end
+    local r = TD.reshape(reorder(TD.reshape(self, -1), 1, rolled(shift_list[1])), TD.batch_size(self))
+    local names = core.dim_names(self)
+    if names then core.set_names(r, names, "roll") end
+    return r
   end
   local leaf_dims = batch_dims_of("roll", self, dims)
   if #leaf_dims ~= #shift_list then
     fail(("roll: shifts and dims must align: %d shifts for %d dims"):format(#shift_list, #leaf_dims))
   end
-  for i, d0 in ipairs(leaf_dims) do leaf_dims[i] = d0 + 1 end
-  return TD.apply(self, function(x) return x:roll(shift_list, leaf_dims) end)
+  local r = self
+  for i, d0 in ipairs(leaf_dims) do r = reorder(r, d0 + 1, rolled(shift_list[i])) end
+  return r
 end
 
 ------------------------------------------------------------------ new_* constructors
 
 -- A new empty container of batch size `batch` with self's device.
-local function container(self, batch)
-  local n = util.read_shape("new", false, batch)
+local function container(call, self, batch)
+  local n = util.read_shape(call, false, batch)
   local r = wrap(C.td_dict_new(n, util.shape_buf))
   if self._td_head.device_type ~= C.TD_DEVICE_NONE then
     check(C.td_dict_set_device(r._td_p, self._td_head.device_type, self._td_head.device_index))
@@ -122,14 +139,14 @@ end
 -- TensorDicts likewise, each keeping its own extra batch dims), dtype opts.dtype or
 -- its own. Non-tensor values are carried over. Dim names stay aligned on the right,
 -- as Python's.
-local function new_like_size(self, size, dtype, make)
+local function new_like_size(call, self, size, dtype, make)
   local nd = self._td_head.ndim
-  local r = container(self, size)
+  local r = container(call, self, size)
   local names = core.dim_names(self)
   if names and #size > 0 then
     local kept = {}
     for i = 1, #size do kept[i] = names[nd - #size + i] or false end
-    core.set_names(r, kept, "new")
+    core.set_names(r, kept, call)
   end
   local d = cdict(self)
   for i, k in ipairs(core.key_list(self)) do
@@ -138,10 +155,14 @@ local function new_like_size(self, size, dtype, make)
     if kind == KIND_TENSOR then
       local t = make(with_tail(size, v:shape(), nd + 1), dtype or v:dtype())
       if v:device() ~= "cpu" then t = t:to(v:device()) end
-      core.set_string(r, k, t, "new")
+      core.set_string(r, k, t, call)
     elseif kind == KIND_DICT then
-      core.set_string(r, k, new_like_size(v, with_tail(size, TD.batch_size(v), nd + 1), dtype, make), "new")
+      core.set_string(r, k, new_like_size(call, v, with_tail(size, TD.batch_size(v), nd + 1), dtype, make), call)
     else
+      if kind == KIND_VALUES and table.concat(size, ",") ~= table.concat(TD.batch_size(self), ",") then
+        fail(("%s: the non-tensor value '%s' varies over the batch dims (a stack of values), so it has no "
+          .. "value for batch size %s"):format(call, k, util.format_list(size)))
+      end
       check(C.td_dict_copy_entry(cdict(r), k, #k, d, i - 1))
     end
   end
@@ -189,7 +210,7 @@ for name, make in pairs({ new_zeros = create.zeros, new_ones = create.ones, new_
   TD[name] = function(self, ...)
     cdict(self)
     local size, opts = size_and_opts(name, ...)
-    return new_like_size(self, size, opts.dtype, function(shape, dtype) return make(shape, dtype) end)
+    return new_like_size(name, self, size, opts.dtype, function(shape, dtype) return make(shape, dtype) end)
   end
 end
 
@@ -207,7 +228,8 @@ function TD.new_full(self, size, value, opts)
   local sizes, o = size_list("new_full", 1, { size }), new_opts("new_full", opts)
   local v = value
   if type(value) == "boolean" then v = value and 1 or 0 end
-  return new_like_size(self, sizes, o.dtype, function(shape, dtype) return create.full(shape, v, dtype) end)
+  return new_like_size("new_full", self, sizes, o.dtype,
+    function(shape, dtype) return create.full(shape, v, dtype) end)
 end
 
 -- td:zeros_like([dtype]), ones_like, empty_like, full_like(value [, dtype]), rand_like,
@@ -219,7 +241,7 @@ local function like(name, make, plain)
     cdict(self)
     if dtype ~= nil then dtypes.code(dtype, name) end
     if plain and dtype == nil then return plain(self) end
-    return new_like_size(self, TD.batch_size(self), dtype, make)
+    return new_like_size(name, self, TD.batch_size(self), dtype, make)
   end
 end
 like("zeros_like", create.zeros, plain_zeros_like)
@@ -246,7 +268,8 @@ function TD.full_like(self, value, dtype)
   if dtype ~= nil then dtypes.code(dtype, "full_like") end
   local v = value
   if type(value) == "boolean" then v = value and 1 or 0 end
-  return new_like_size(self, TD.batch_size(self), dtype, function(shape, dt) return create.full(shape, v, dt) end)
+  return new_like_size("full_like", self, TD.batch_size(self), dtype,
+    function(shape, dt) return create.full(shape, v, dt) end)
 end
 
 --------------------------------------------------------------------- leaf checks, math
