@@ -47,20 +47,29 @@ T.linspace = create.linspace
 T.logspace = create.logspace
 T.eye = create.eye
 
--- torch's *_like constructors: x's shape, and its dtype unless one is given.
+-- torch's *_like constructors: x's shape, and its dtype unless one is given. A
+-- TensorDict gives its own method's result (td:zeros_like(dtype), dict/torchlike.lua).
 local function like(call, x, dtype)
-  if not tensor.is_tensor(x) then util.fail(("%s: expected a tensor, got %s"):format(call, util.describe(x))) end
+  if not tensor.is_tensor(x) then
+    util.fail(("%s: expected a tensor or a TensorDict, got %s"):format(call, util.describe(x)))
+  end
   return x:size(), dtype or x:dtype()
 end
-function T.empty_like(x, dtype) return (create.empty(like("empty_like", x, dtype))) end
-function T.zeros_like(x, dtype) return (create.zeros(like("zeros_like", x, dtype))) end
-function T.ones_like(x, dtype) return (create.ones(like("ones_like", x, dtype))) end
-function T.full_like(x, value, dtype)
+local function like_function(name, make)
+  T[name] = function(x, ...)
+    if td_core.is_td(x) then return (x[name](x, ...)) end
+    return (make(x, ...))
+  end
+end
+like_function("empty_like", function(x, dtype) return (create.empty(like("empty_like", x, dtype))) end)
+like_function("zeros_like", function(x, dtype) return (create.zeros(like("zeros_like", x, dtype))) end)
+like_function("ones_like", function(x, dtype) return (create.ones(like("ones_like", x, dtype))) end)
+like_function("full_like", function(x, value, dtype)
   local shape, d = like("full_like", x, dtype)
   return (create.full(shape, value, d))
-end
-function T.rand_like(x, dtype) return (random.rand(like("rand_like", x, dtype))) end
-function T.randn_like(x, dtype) return (random.randn(like("randn_like", x, dtype))) end
+end)
+like_function("rand_like", function(x, dtype) return (random.rand(like("rand_like", x, dtype))) end)
+like_function("randn_like", function(x, dtype) return (random.randn(like("randn_like", x, dtype))) end)
 
 T.newaxis = index.newaxis
 T.ellipsis = index.ellipsis
@@ -68,8 +77,8 @@ T.ellipsis = index.ellipsis
 -- Joins and where take tensors or TensorDicts (the first argument decides).
 local function first_is_td(list) return type(list) == "table" and td_core.is_td(list[1]) end
 local function first_is_record(list) return type(list) == "table" and record.is_record(list[1]) end
-function T.stack(list, dim)
-  if first_is_td(list) then return td_join.stack(list, dim) end
+function T.stack(list, dim, opts)
+  if first_is_td(list) then return td_join.stack(list, dim, opts) end
   if first_is_record(list) then return record.stack(list, dim) end
   if type(list) == "table" and lazy_stack.is_lazy_stack(list[1]) then
     util.fail("stack: element 1 is a LazyStackedTensorDict: lazy stacks of lazy stacks are not "
@@ -77,8 +86,8 @@ function T.stack(list, dim)
   end
   return join.stack(list, dim)
 end
-function T.cat(list, dim)
-  if first_is_td(list) then return td_join.cat(list, dim) end
+function T.cat(list, dim, opts)
+  if first_is_td(list) then return td_join.cat(list, dim, opts) end
   if first_is_record(list) then return record.cat(list, dim) end
   return join.cat(list, dim)
 end
@@ -175,6 +184,7 @@ T.TensorDict = setmetatable({ methods = td_core.methods }, {
 })
 T.TensorDict.fromkeys = td_struct.fromkeys
 T.TensorDict.from_dict = td_auto_batch.from_dict
+T.from_dict = td_auto_batch.from_dict -- Python's tensordict.from_dict
 T.set_printoptions = td_print.set_printoptions -- tostring(td): compact or detailed
 T.get_printoptions = td_print.get_printoptions
 -- On disk, in Python tensordict's formats (docs/lua-api.md, Memmap).

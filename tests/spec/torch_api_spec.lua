@@ -106,7 +106,7 @@ describe("constructors", function()
     local r = T.rand_like(T.zeros(1000))
     assert.is_true(r:min() >= 0 and r:max() < 1)
     assert.are.equal("float64", T.randn_like(T.zeros(3), "float64"):dtype())
-    H.raises(function() T.zeros_like(3) end, "zeros_like: expected a tensor, got 3")
+    H.raises(function() T.zeros_like(3) end, "zeros_like: expected a tensor or a TensorDict, got 3")
   end)
 end)
 

@@ -111,13 +111,14 @@ function TD.auto_batch_size_(self, batch_dims)
   return self
 end
 
-local FROM_DICT_OPTS = { batch_size = true, auto_batch_size = true, batch_dims = true, names = true,
+local FROM_DICT_OPTS = { batch_size = true, auto_batch_size = "boolean", batch_dims = true, names = true,
                          device = true }
 
--- T.TensorDict.from_dict(tbl [, {batch_size =, auto_batch_size =, batch_dims =, names =,
--- device =}]): a TensorDict from a Lua table (nested tables become nested
+-- T.from_dict(tbl [, {batch_size =, auto_batch_size =, batch_dims =, names =, device =}])
+-- (also T.TensorDict.from_dict): a TensorDict from a Lua table (nested tables become nested
 -- TensorDicts), as Python's from_dict. With batch_size, that size (nested ones too);
--- with auto_batch_size = true or batch_dims, the size auto_batch_size_ finds; else [].
+-- with auto_batch_size = true, or batch_dims without auto_batch_size = false, the size
+-- auto_batch_size_ finds (at most batch_dims dims); else [] (Python's defaults).
 -- A TensorDict given instead of a table gives a new one sharing its leaves (Python
 -- returns that TensorDict itself, options ignored).
 function M.from_dict(source, opts)
@@ -131,7 +132,8 @@ function M.from_dict(source, opts)
   if is_td(source) then -- new nested containers (leaves shared): sizing must not reach source's
     source = TD.apply(source, function(x) return x end, { filter_empty = false })
   end
-  local auto = opts.batch_size == nil and (opts.auto_batch_size or opts.batch_dims ~= nil)
+  local auto = opts.batch_size == nil
+    and (opts.auto_batch_size == true or (opts.auto_batch_size == nil and opts.batch_dims ~= nil))
   local td = core.construct(source, (not auto) and opts.batch_size or nil, { device = opts.device })
   if auto then
     check_batch_dims("from_dict", opts.batch_dims)

@@ -1,9 +1,12 @@
 -- dict/entries.lua: Python's dict-like container methods over whole entries:
--- setdefault, popitem, filter_non_tensor_data, split_keys, and the scoped unlock
--- td:unlocked(fn). Leaves are shared, never copied.
+-- setdefault, popitem, filter_non_tensor_data, filter_empty_, split_keys, sorted_keys,
+-- set_non_tensor / get_non_tensor, and the scoped unlock td:unlocked(fn). Leaves are
+-- shared, never copied.
 local C = require("tensordict.lib").C
 local util = require("tensordict.util")
 local core = require("tensordict.dict.core")
+local json = require("tensordict.json")
+local tensor = require("tensordict.tensor")
 local struct = require("tensordict.dict.struct")
 
 local TD = core.methods
@@ -62,6 +65,77 @@ function TD.filter_non_tensor_data(self)
     end
   end
   return r
+end
+
+-- td:filter_empty_(): removes, in place, every nested TensorDict that holds no leaf
+-- (tensor or non-tensor value) at any depth, as Python's filter_empty_; returns td. A
+-- locked td refuses when there is one to remove.
+function TD.filter_empty_(self)
+  cdict(self)
+  for _, k in ipairs(core.key_list(self)) do
+    local v = core.get_string(self, k)
+    if is_td(v) then
+      TD.filter_empty_(v)
+      if v._td_head.nkeys == 0 then
+        check_unlocked(self, "filter_empty_", "remove the empty TensorDict '" .. k .. "'")
+        local d = cdict(self)
+        check(C.td_dict_del(d, C.td_dict_find(d, k, #k)))
+      end
+    end
+  end
+  return self
+end
+
+-- td:sorted_keys(): the top-level keys in sorted order (Python's td.sorted_keys, a
+-- property there).
+function TD.sorted_keys(self)
+  cdict(self)
+  local keys = core.key_list(self)
+  table.sort(keys)
+  return keys
+end
+
+-- td:set_non_tensor(key, value): value stored as a non-tensor value (JSON data: a
+-- string, number, boolean or table), also a table with string keys, which td:set would
+-- make a nested TensorDict; intermediate TensorDicts of a key path are made. Python's
+-- set_non_tensor; returns td. A locked td refuses, as Python's (also to replace one).
+function TD.set_non_tensor(self, key, value)
+  cdict(self)
+  core.check_key("set_non_tensor", key)
+  local tv = type(value)
+  if value == nil then
+    fail(("set_non_tensor: the value for %s is nil (use del to remove a key)"):format(core.key_text(key)))
+  elseif tensor.is_tensor(value) or is_td(value) then
+    fail(("set_non_tensor: the value for %s is %s; non-tensor values are strings, numbers, booleans "
+      .. "and tables (set it with set)"):format(core.key_text(key), describe(value)))
+  elseif tv ~= "string" and tv ~= "number" and tv ~= "boolean" and tv ~= "table" then
+    fail(("set_non_tensor: cannot store %s under %s"):format(describe(value), core.key_text(key)))
+  end
+  if tv == "table" and next(value) ~= nil and value ~= json.null and not json.is_array(value) then
+    local marked = {}
+    for k, v in pairs(value) do marked[k] = v end
+    value = setmetatable(marked, json.object_mt) -- a JSON object, not a nested TensorDict
+  end
+  local parent, k = self, key
+  if type(key) == "table" then
+    check_unlocked(self, "set_non_tensor", "set key " .. core.key_text(key))
+    parent, k = core.parent_of(self, key, "set_non_tensor", true), key[#key]
+  end
+  check_unlocked(parent, "set_non_tensor", "set key " .. core.key_text(key))
+  core.set_string(parent, k, value, "set_non_tensor")
+  return self
+end
+
+-- td:get_non_tensor(key [, default]): the value at key (a non-tensor value as its Lua
+-- value; a tensor or a TensorDict as get gives it), as Python's get_non_tensor. A
+-- missing key gives default when one is passed (nil included), else raises.
+function TD.get_non_tensor(self, key, ...)
+  cdict(self)
+  core.check_key("get_non_tensor", key)
+  local v = TD.get(self, key)
+  if v ~= nil then return v end
+  if select("#", ...) > 0 then return (...) end
+  core.missing(self, "get_non_tensor", key)
 end
 
 -- td:split_keys(keys1, keys2, ... [, {inplace =, strict =}]): one TensorDict per table

@@ -17,7 +17,9 @@ require("tensordict.dict.math")
 require("tensordict.dict.join")
 require("tensordict.dict.memmap")
 require("tensordict.dict.map") -- td:map over worker processes
+require("tensordict.dict.map_iter") -- td:map_iter: the chunks of td:map one by one
 require("tensordict.dict.dim_ops") -- cumsum, softmax, repeat, ... over batch dims
+require("tensordict.dict.torchlike") -- where, flip, roll, new_zeros, ..., zeros_like, addcmul
 require("tensordict.dict.convert") -- td:float(), ..., td:tolist()
 require("tensordict.dict.record") -- T.record (Python's @tensorclass)
 require("tensordict.dict.device") -- td:to(device), td:cuda(), td:cpu(), td:pin_memory()

@@ -8,6 +8,7 @@ local core = require("tensordict.dict.core")
 local tensor = require("tensordict.tensor")
 local join = require("tensordict.tensor.join")
 local split_rule = require("tensordict.tensor.split_rule")
+local dtypes = require("tensordict.tensor.dtype")
 
 local TD = core.methods
 local cdict, wrap, check, is_td = core.cdict, core.wrap, core.check, core.is_td
@@ -37,22 +38,67 @@ local function names_of_first(list, inserted_at)
   return names
 end
 
-function M.stack(list, dim)
+-- The kind order of torch's casting rule for out= (a float cannot go into an integer
+-- leaf, nor a number into a bool one).
+local function kind_rank(code)
+  if dtypes.is_floating(code) then return 3 end
+  if dtypes.name(code) == "bool" then return 1 end
+  return 2
+end
+
+-- Writes the joined result r into out (opts.out of T.stack / T.cat): out's batch size
+-- must be r's, and out must hold every leaf of r, of a dtype r's values may be cast to
+-- as torch's out= allows; its other keys stay. Leaves are written in place, so a locked
+-- out takes them (as Python's). Returns out.
+local function into_out(call, r, out)
+  if not is_td(out) then fail(("%s: out must be a TensorDict, got %s"):format(call, describe(out))) end
+  cdict(out)
+  local want, have = r:batch_size(), out:batch_size()
+  if table.concat(want, ",") ~= table.concat(have, ",") then
+    fail(("%s: out has batch size %s; the %s batch size is %s"):format(call, util.format_list(have),
+      call == "stack" and "stacked" or "joined", util.format_list(want)))
+  end
+  for _, key in ipairs(TD.keys(r, { include_nested = true, leaves_only = true })) do
+    local src, dst = TD.get(r, key), TD.get(out, key)
+    if dst == nil then
+      fail(("%s: out has no key %s (it must hold every leaf of the result)"):format(call, core.key_text(key)))
+    end
+    if tensor.is_tensor(src) and tensor.is_tensor(dst) then
+      local from, to = tensor.handle(src).dtype, tensor.handle(dst).dtype
+      if kind_rank(from) > kind_rank(to) then
+        fail(("%s: the result's %s leaf %s cannot be cast to out's %s leaf"):format(call, dtypes.name(from),
+          core.key_text(key), dtypes.name(to)))
+      end
+    end
+  end
+  check(C.td_dict_update_(cdict(out), cdict(r)))
+  return out
+end
+
+local JOIN_OPTS = { out = "any" }
+
+-- T.stack(tds [, dim [, {out =}]]): a new batch dim at dim; with out, written into out.
+function M.stack(list, dim, opts)
+  opts = util.options("stack", opts, JOIN_OPTS)
   local arr, n = handles("stack", list)
   local d = core.batch_dim("stack", list[1], dim or 1, 1)
   local r = wrap(C.td_dict_stack(arr, n, d))
   local names = names_of_first(list, d)
   if names then core.set_names(r, names, "stack") end
+  if opts.out ~= nil then return into_out("stack", r, opts.out) end
   return r
 end
 
-function M.cat(list, dim)
+-- T.cat(tds [, dim [, {out =}]]): joined along batch dim dim; with out, written into out.
+function M.cat(list, dim, opts)
+  opts = util.options("cat", opts, JOIN_OPTS)
   local arr, n = handles("cat", list)
   if list[1]._td_head.ndim == 0 then fail("cat: TensorDicts with batch size [] have no dim to join") end
   local d = core.batch_dim("cat", list[1], dim or 1)
   local r = wrap(C.td_dict_cat(arr, n, d))
   local names = names_of_first(list)
   if names then core.set_names(r, names, "cat") end
+  if opts.out ~= nil then return into_out("cat", r, opts.out) end
   return r
 end
 

@@ -60,34 +60,46 @@ local function checked(a, b, r)
   return r
 end
 
-function TD.map(self, fn, opts)
+local M = {}
+M.checked = checked
+
+-- The checked arguments of map (and map_iter, call naming it; allowed: its options):
+-- the batch's row count, the worker count, the chunk size, the seed, the timeout and
+-- the options.
+function M.arguments(call, self, fn, opts, allowed)
   td_core.cdict(self)
   if type(fn) ~= "function" and not (getmetatable(fn) or {}).__call then
-    fail(("map: expected a function, got %s"):format(describe(fn)))
+    fail(("%s: expected a function, got %s"):format(call, describe(fn)))
   end
-  opts = util.options("map", opts, OPTS)
+  opts = util.options(call, opts, allowed)
   local bs = self:batch_size()
-  if #bs < 1 then fail("map: the TensorDict needs at least one batch dim (it has batch size [])") end
+  if #bs < 1 then fail(("%s: the TensorDict needs at least one batch dim (it has batch size [])"):format(call)) end
   local rows = bs[1]
   local nworkers = opts.workers
   if nworkers == nil then nworkers = C.td_get_num_threads() end
   if not util.is_int(nworkers) or nworkers < 0 then
-    fail(("map: workers must be a non-negative integer, got %s"):format(describe(nworkers)))
+    fail(("%s: workers must be a non-negative integer, got %s"):format(call, describe(nworkers)))
   end
   local chunk = opts.chunk or math.max(1, math.ceil(rows / DEFAULT_CHUNKS))
   if not util.is_int(chunk) or chunk < 1 then
-    fail(("map: chunk must be a positive integer, got %s"):format(describe(chunk)))
+    fail(("%s: chunk must be a positive integer, got %s"):format(call, describe(chunk)))
   end
   local seed = opts.seed or 0
   if not util.is_int(seed) or seed < 0 then
-    fail(("map: seed must be a non-negative integer, got %s"):format(describe(seed)))
+    fail(("%s: seed must be a non-negative integer, got %s"):format(call, describe(seed)))
   end
-  local out = opts.out
-  if out ~= nil then check_out(out, rows) end
   local timeout = opts.timeout
   if timeout ~= nil and not (timeout > 0) then
-    fail(("map: timeout must be a number of seconds > 0, got %s"):format(describe(timeout)))
+    fail(("%s: timeout must be a number of seconds > 0, got %s"):format(call, describe(timeout)))
   end
+  return rows, nworkers, chunk, seed, timeout, opts
+end
+
+function TD.map(self, fn, opts)
+  local rows, nworkers, chunk, seed, timeout
+  rows, nworkers, chunk, seed, timeout, opts = M.arguments("map", self, fn, opts, OPTS)
+  local out = opts.out
+  if out ~= nil then check_out(out, rows) end
 
   if rows == 0 then -- no chunk: fn sees the empty container once, inline
     workers.seed_batch(seed, 1)
@@ -144,4 +156,4 @@ function TD.map(self, fn, opts)
   return td_join.cat(results, 1)
 end
 
-return TD
+return M

@@ -8,6 +8,7 @@ local util = require("tensordict.util")
 local tensor = require("tensordict.tensor")
 local create = require("tensordict.tensor.create")
 local core = require("tensordict.dict.core")
+local consolidated = require("tensordict.dict.consolidated") -- td:consolidate() in memory, is_consolidated
 local late = require("tensordict.late") -- td_device, cuda: they require td modules
 
 local TD = core.methods
@@ -242,9 +243,12 @@ end
 
 -- td:consolidate([filename [, opts]]): the whole container in one file, in
 -- tensordict's consolidated layout; returns td (or, without a filename, nothing is
--- written: a contiguous in-memory copy is what Python returns there).
+-- written: a copy with every leaf in one block of memory, as Python returns there).
 function TD.consolidate(self, filename, opts)
-  if filename == nil then return TD.contiguous(self) end
+  if filename == nil then
+    cdict(self)
+    return (consolidated.in_memory(self))
+  end
   local flags = save_flags("consolidate", opts)
   check(C.td_dict_consolidate(cdict(self), path_arg("consolidate", filename, "the filename"), flags))
   return self

@@ -12,7 +12,8 @@ local Seq = core.define("Seq", {
   kind = "node",
   doc = "Runs nodes in order, each on what the previous one returned.",
   params = {
-    { "steps", "nodes", required = true, doc = "the nodes, in order (also given as the list part: flow.Seq{a, b})" },
+    { "steps", "nodes",
+      doc = "the nodes, in order (also given as the list part: flow.Seq{a, b}); none: the identity" },
     { "selected_out_keys", "keys",
       doc = "keep only these of the keys the steps add (the rest are dropped from the output)" },
   },
@@ -32,8 +33,10 @@ function Seq.new(params)
 end
 
 -- Derives in_keys (needed from outside, in order) and out_keys (added) from the steps.
+-- No steps (flow.Seq{}, {"type": "Seq", "steps": []}) is the identity, as torch's
+-- nn.Sequential(): each batch passes through unchanged.
 function Seq:init()
-  self.nodes = self.p.steps
+  self.nodes = self.p.steps or {}
   local ks = core.KeySet.new()
   local needed = {}
   for _, node in ipairs(self.nodes) do
