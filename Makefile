@@ -25,7 +25,7 @@ SAN     ?=
 CFLAGS  ?=
 TD_CFLAGS = -std=c11 $(OPT) -g -fPIC -fvisibility=hidden -Wall -Wextra -Werror \
             -D_GNU_SOURCE -Icore/include $(SAN) $(CFLAGS)
-LDLIBS  = -lm -lpthread -lopenblas -lcjson -lsleef
+LDLIBS  = -lm -lpthread -lopenblas -lcjson -lsleef -lz
 
 PREFIX  ?= /usr/local
 LIBDIR  ?= $(PREFIX)/lib

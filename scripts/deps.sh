@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # deps.sh: installs the Debian packages the project needs, or says what to run.
 set -euo pipefail
-packages=(luajit libluajit-5.1-dev libopenblas-dev libcjson-dev libsleef-dev lua-busted lua-check lua-argparse libreadline8 make gcc pkg-config
+packages=(luajit libluajit-5.1-dev libopenblas-dev libcjson-dev libsleef-dev zlib1g-dev lua-busted lua-check lua-argparse libreadline8 make gcc pkg-config
           libopenmpi-dev openmpi-bin  # OpenMPI: tensordict.dist (docs/dist.md)
           luarocks)                   # the install spec builds the rock (docs/building.md)
 missing=()

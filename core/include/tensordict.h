@@ -800,6 +800,40 @@ td_dict *td_dict_from_consolidated_any(const char *filename, int32_t mode, int32
  * path keeps what it held. */
 int32_t td_fs_write_file(const char *path, const char *bytes, int64_t n, int32_t flags);
 
+/* ---- NumPy's files (core/store/npy.c, npz.c) ---- */
+/* A .npy header read: the array's dtype, shape, order and byte order, and where its
+ * nbytes of data start. */
+typedef struct td_npy_header {
+  int32_t dtype;
+  int32_t ndim;
+  int64_t shape[TD_MAX_DIMS];
+  int32_t fortran;     /* column-major data */
+  int32_t swapped;     /* big-endian data (swapped when read) */
+  int64_t data_offset; /* bytes before the data */
+  int64_t nbytes;      /* of the data */
+} td_npy_header;
+enum { TD_NPY_MAX_HEADER = 1 << 20 };
+/* Parses the first n bytes of a .npy file (at least through the header). TD_OK, or an
+ * error naming what is wrong ("npy: ..."). */
+int32_t td_npy_parse_header(const char *bytes, int64_t n, td_npy_header *h);
+/* The array of a .npy file: mmap != 0 maps it read-only (O(1); refused for big-endian
+ * data), else reads it into memory. Fortran-order arrays come back as transposed views. */
+td_tensor *td_npy_load(const char *path, int32_t mmap);
+/* t as a .npy file (C order), written into a temporary renamed over path (fsynced
+ * unless flags hold TD_MEMMAP_NO_FSYNC). */
+int32_t td_npy_save(const td_tensor *t, const char *path, int32_t flags);
+/* The member names of an .npz archive (NumPy's keys: the names less ".npy"), each ended
+ * by '\n', into buf (cap bytes, NUL-terminated when it fits): the length they need, or
+ * -1 after td_fail. */
+int64_t td_npz_names(const char *path, char *buf, int64_t cap);
+/* The array stored under key in an .npz archive (stored or deflated), read into memory
+ * and checked against its CRC-32. */
+td_tensor *td_npz_read(const char *path, const char *key);
+/* n arrays as an .npz archive (key i as member "<key>.npy"), deflated when compressed
+ * (np.savez_compressed) else stored (np.savez), into a temporary renamed over path. */
+int32_t td_npz_save(const char *path, const char *const *keys, const td_tensor *const *arrays, int32_t n,
+                    int32_t compressed, int32_t flags);
+
 /* ---- running statistics and CSV reading (core/kernels/stats.c, core/store/csv.c) ---- */
 /* x's leading batch_dims dims index rows; the other dims, flattened row-major, are
  * features. A running state is a row count and two contiguous float64 tensors of one

@@ -177,6 +177,9 @@ T.normal = require("tensordict.tensor.sampling").normal
 T.einsum = require("tensordict.tensor.einsum").einsum
 for name, fn in pairs(require("tensordict.tensor.assemble")) do T[name] = fn end
 T.row_stack = T.vstack -- torch's alias
+-- NumPy's files (docs/lua-api.md, NumPy files)
+T.load_npy = require("tensordict.tensor.npy").load_npy
+T.load_npz = require("tensordict.dict.npz").load_npz
 
 -- T.TensorDict(source, batch_size, opts) and T.TensorDict.fromkeys(keys, value).
 T.TensorDict = setmetatable({ methods = td_core.methods }, {

@@ -81,7 +81,7 @@ describe("make install", function()
     assert.is_truthy(pc:find("-ltensordict", 1, true), pc)
     -- a static link needs the library's own dependencies
     pc = run(("PKG_CONFIG_PATH=%s/lib/pkgconfig pkg-config --static --libs tensordict"):format(prefix))
-    assert.are.equal(("-L%s/lib -ltensordict -lm -lpthread -lopenblas -lcjson -lsleef"):format(prefix),
+    assert.are.equal(("-L%s/lib -ltensordict -lm -lpthread -lopenblas -lcjson -lsleef -lz"):format(prefix),
       (pc:gsub("%s+$", "")))
   end)
 
@@ -142,7 +142,7 @@ describe("luarocks make", function()
       check_launchers(tree .. "/bin", tree .. "/share/lua/5.1")
       local pc = run(("PKG_CONFIG_PATH=%s/lib/pkgconfig pkg-config --static --cflags --libs tensordict"):format(tree))
       assert.are.equal(("-I%s/lib/luarocks/rocks-5.1/tensordict/scm-1/include -L%s/lib/lua/5.1 -ltensordict "
-        .. "-lm -lpthread -lopenblas -lcjson -lsleef"):format(tree, tree), (pc:gsub("%s+$", "")))
+        .. "-lm -lpthread -lopenblas -lcjson -lsleef -lz"):format(tree, tree), (pc:gsub("%s+$", "")))
       assert.is_true(H.exists(tree .. "/lib/lua/5.1/libtensordict.so"))
       assert.is_false(H.exists(tree .. "/lib/lua/5.1/pkgconfig/tensordict.pc"))
       H.rmtree(tree)

@@ -16,6 +16,7 @@ require("tensordict.dict.print")
 require("tensordict.dict.math")
 require("tensordict.dict.join")
 require("tensordict.dict.memmap")
+require("tensordict.dict.npz") -- td:save_npz (T.load_npz in the facade)
 require("tensordict.dict.map") -- td:map over worker processes
 require("tensordict.dict.map_iter") -- td:map_iter: the chunks of td:map one by one
 require("tensordict.dict.dim_ops") -- cumsum, softmax, repeat, ... over batch dims

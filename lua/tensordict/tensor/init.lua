@@ -24,5 +24,6 @@ require("tensordict.tensor.matrix_forms") -- methods only: diag, trace, kron, cr
 require("tensordict.tensor.sampling") -- bernoulli, multinomial (methods); normal (the facade's T.normal)
 require("tensordict.tensor.method_forms") -- methods only: torch's other spellings and small forms
 require("tensordict.tensor.statistics") -- methods only: cov, corrcoef, dist, cdist
+require("tensordict.tensor.npy") -- t:save_npy (T.load_npy in the facade)
 require("tensordict.tensor.cuda")
 return core
