@@ -14,6 +14,10 @@
 
 #include "cuda_internal.h"
 
+/* erfinv and digamma: the CPU's code, compiled for the device (same values). */
+#define TD_SPECIAL_FN static __device__ inline
+#include "special_math.h"
+
 /* ---- per-element ops ---- */
 
 template <class A> __device__ __forceinline__ bool is_nan(A v) { return v != v; }
@@ -92,6 +96,9 @@ template <class A> __device__ A float_binary(int32_t op, A a, A b) {
       if (isinf(a) && a == b) return a;
       return (is_nan(a) || is_nan(b)) ? a + b : (a > b ? a : b) + log1p(exp(-fabs(a - b)));
     case TD_BINARY_XLOGY: return is_nan(b) ? b : a == 0 ? (A)0 : a * log(b);
+    /* td_binary_dtypes refuses floats for the bitwise ops: never reached */
+    case TD_BINARY_BITWISE_AND: case TD_BINARY_BITWISE_OR: case TD_BINARY_BITWISE_XOR:
+    case TD_BINARY_BITWISE_LEFT_SHIFT: case TD_BINARY_BITWISE_RIGHT_SHIFT: return (A)NAN;
     default: return (is_nan(a) || is_nan(b)) ? a + b : (a > b ? a : b); /* MAXIMUM */
   }
 }
@@ -108,6 +115,13 @@ template <class A> __device__ A int_binary(int32_t op, A a, A b, int32_t *zero) 
       if (b == 0) return (A)(*zero = 1, 0);
       return is_neg(b) && b == (A)-1 ? (A)0 : (A)(a % b); /* MIN % -1 traps */
     case TD_BINARY_MINIMUM: return a < b ? a : b;
+    case TD_BINARY_BITWISE_AND: return (A)(a & b);
+    case TD_BINARY_BITWISE_OR: return (A)(a | b);
+    case TD_BINARY_BITWISE_XOR: return (A)(a ^ b);
+    case TD_BINARY_BITWISE_LEFT_SHIFT: /* torch's: a count < 0 or >= the width gives 0 */
+      return (uint64_t)(int64_t)b >= 8 * sizeof(A) ? (A)0 : (A)((uint64_t)a << b);
+    case TD_BINARY_BITWISE_RIGHT_SHIFT: /* ... and the sign for >>, 0 or -1 */
+      return (A)(a >> ((uint64_t)(int64_t)b >= 8 * sizeof(A) ? (int)(8 * sizeof(A) - 1) : (int)b));
     default: return a > b ? a : b; /* MAXIMUM; DIV never runs in integers */
   }
 }
@@ -116,7 +130,9 @@ __device__ __forceinline__ bool bool_binary(int32_t op, bool a, bool b) {
   switch (op) {
     case TD_BINARY_ADD: case TD_BINARY_MAXIMUM: return a || b;
     case TD_BINARY_POW: return a || !b;
-    default: return a && b; /* MUL, MINIMUM */
+    case TD_BINARY_BITWISE_OR: return a || b;
+    case TD_BINARY_BITWISE_XOR: return a != b;
+    default: return a && b; /* MUL, MINIMUM, BITWISE_AND (bool shifts are refused) */
   }
 }
 
@@ -427,6 +443,9 @@ template <class A> __device__ A float_unary(int32_t op, A a) {
     case TD_UNARY_LGAMMA: return lgamma(a);
     case TD_UNARY_TRUNC: return trunc(a);
     case TD_UNARY_FRAC: return a - trunc(a);
+    case TD_UNARY_ERFINV: return sizeof(A) == sizeof(float) ? (A)td_erfinvf((float)a) : (A)td_erfinv(a);
+    case TD_UNARY_DIGAMMA: return (A)td_digamma((double)a);
+    case TD_UNARY_BITWISE_NOT: return (A)NAN; /* floats are refused (td_unary_dtypes) */
     default: return is_nan(a) ? a : (A)((a > 0) - (a < 0)); /* SIGN */
   }
 }
@@ -437,6 +456,7 @@ template <class A> __device__ A int_unary(int32_t op, A a) {
     case TD_UNARY_ABS: return is_neg(a) ? (A)-a : a;
     case TD_UNARY_RELU: return a > 0 ? a : (A)0;
     case TD_UNARY_SIGN: return (A)((a > 0) - is_neg(a));
+    case TD_UNARY_BITWISE_NOT: return (A)~a;
     default: return a; /* floor, ceil, round, trunc of an integer */
   }
 }
@@ -451,7 +471,7 @@ template <> struct unary_arith<double> {
   __device__ static double apply(int32_t op, double a) { return float_unary<double>(op, a); }
 };
 template <> struct unary_arith<bool> {
-  __device__ static bool apply(int32_t op, bool a) { return op == TD_UNARY_SIGN ? a : a; }
+  __device__ static bool apply(int32_t op, bool a) { return op == TD_UNARY_BITWISE_NOT ? !a : a; }
 };
 
 template <class A> __device__ __forceinline__ bool unary_test(int32_t op, A a) {

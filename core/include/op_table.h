@@ -45,7 +45,12 @@
   X(__VA_ARGS__, LOGADDEXP, "logaddexp", FLOAT)           \
   X(__VA_ARGS__, XLOGY, "xlogy", FLOAT)                   \
   X(__VA_ARGS__, COPYSIGN, "copysign", FLOAT)             \
-  X(__VA_ARGS__, FMOD, "fmod", ARITH)
+  X(__VA_ARGS__, FMOD, "fmod", ARITH)                     \
+  X(__VA_ARGS__, BITWISE_AND, "bitwise_and", BITWISE)     \
+  X(__VA_ARGS__, BITWISE_OR, "bitwise_or", BITWISE)       \
+  X(__VA_ARGS__, BITWISE_XOR, "bitwise_xor", BITWISE)     \
+  X(__VA_ARGS__, BITWISE_LEFT_SHIFT, "bitwise_left_shift", BITWISE) \
+  X(__VA_ARGS__, BITWISE_RIGHT_SHIFT, "bitwise_right_shift", BITWISE)
 
 #define TD_UNARY_OPS(X, ...)                              \
   X(__VA_ARGS__, NEG, "neg", ARITH)                       \
@@ -86,7 +91,10 @@
   X(__VA_ARGS__, TRUNC, "trunc", ARITH)                   \
   X(__VA_ARGS__, FRAC, "frac", ARITH)                     \
   X(__VA_ARGS__, ISFINITE, "isfinite", TEST)              \
-  X(__VA_ARGS__, SIGNBIT, "signbit", TEST)
+  X(__VA_ARGS__, SIGNBIT, "signbit", TEST)               \
+  X(__VA_ARGS__, BITWISE_NOT, "bitwise_not", BITWISE)     \
+  X(__VA_ARGS__, ERFINV, "erfinv", FLOAT)                 \
+  X(__VA_ARGS__, DIGAMMA, "digamma", FLOAT)
 
 #define TD_REDUCE_OPS(X, ...)                             \
   X(__VA_ARGS__, SUM, "sum", ARITH)                       \

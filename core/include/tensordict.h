@@ -328,7 +328,12 @@ enum td_binary_op {
   TD_BINARY_XLOGY = 21,       /* x * log(y), 0 where x is 0 (NaN where y is NaN) */
   TD_BINARY_COPYSIGN = 22,
   TD_BINARY_FMOD = 23,        /* C's truncated remainder; integer zero division raises */
-  TD_BINARY_COUNT = 24        /* how many there are (new ops take the next codes) */
+  TD_BINARY_BITWISE_AND = 24, /* bitwise ops: bool and integers only (floats refused); */
+  TD_BINARY_BITWISE_OR = 25,  /* and, or, xor of bool are logical */
+  TD_BINARY_BITWISE_XOR = 26,
+  TD_BINARY_BITWISE_LEFT_SHIFT = 27,  /* shifts refuse bool; a count < 0 or >= the bit */
+  TD_BINARY_BITWISE_RIGHT_SHIFT = 28, /* width gives 0 (right, signed: the sign, 0 or -1) */
+  TD_BINARY_COUNT = 29        /* how many there are (new ops take the next codes) */
 };
 
 /* a op b with broadcasting and promotion: a new tensor. */
@@ -393,7 +398,10 @@ enum td_unary_op {
   TD_UNARY_FRAC = 36,
   TD_UNARY_ISFINITE = 37,    /* isfinite, signbit give bool */
   TD_UNARY_SIGNBIT = 38,
-  TD_UNARY_COUNT = 39        /* how many there are (new ops take the next codes) */
+  TD_UNARY_BITWISE_NOT = 39, /* bool and integers only; of bool: logical not */
+  TD_UNARY_ERFINV = 40,      /* erfinv, digamma: as exp (float32 for integers and bool) */
+  TD_UNARY_DIGAMMA = 41,
+  TD_UNARY_COUNT = 42        /* how many there are (new ops take the next codes) */
 };
 
 td_tensor *td_unary(int32_t op, const td_tensor *a);
@@ -1096,7 +1104,8 @@ enum td_op_category {
   TD_OPCAT_EXTREME = 5,  /* reductions to the extreme value: min, max */
   TD_OPCAT_INDEX = 6,    /* reductions to its int64 position: argmin, argmax */
   TD_OPCAT_SPREAD = 7,   /* reductions whose param is the correction: std, var */
-  TD_OPCAT_NORM = 8      /* reductions whose param is p: norm */
+  TD_OPCAT_NORM = 8,     /* reductions whose param is p: norm */
+  TD_OPCAT_BITWISE = 9   /* values of the operands' dtype, bool and integers only: bitwise_* */
 };
 /* "add", or with inplace "add_" (reductions have no in-place form: NULL); NULL for an
  * unknown kind or code. */

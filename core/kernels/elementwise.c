@@ -19,6 +19,11 @@
  *   (torch: OverflowError); INT scalars with a fraction are truncated.
  * - sub refuses any bool operand, tensor or scalar, like torch ("two bool tensors" /
  *   "a bool tensor"); neg refuses bool.
+ * - bitwise_* (and, or, xor, left and right shifts) take bool and integers only: floats
+ *   are refused (torch: not implemented for 'Float'), shifts refuse bool too. A shift
+ *   count < 0 or >= the bit width gives 0 (right shift of a negative signed value: -1),
+ *   torch's values; the count is in the compute dtype (an int8 tensor << an int32 one
+ *   shifts in int32).
  * - floor_divide, remainder and pow refuse bool as the compute dtype (torch: "not
  *   implemented for 'Bool'"), except bool ** a bool scalar (** False is all true,
  *   ** True a copy, as torch); bool with an integer tensor or scalar computes in int64.
@@ -98,6 +103,15 @@ static int32_t compute_dtype(const char *call, int32_t op, td_operand x, td_oper
                                 "logical_xor instead", call);
     return td_fail(TD_EDTYPE, "%s: subtraction with a bool tensor is not supported; to "
                               "invert a mask use logical_not instead", call);
+  }
+  if (td_binary_rows[op].category == TD_OPCAT_BITWISE) { /* torch: not implemented for 'Float' */
+    if (td_dtype_category(promoted) == TD_CAT_FLOAT)
+      return td_fail(TD_EDTYPE, "%s: not supported for %s tensors (it takes integer and bool ones)",
+                     call, td_dtype_name(promoted));
+    if (promoted == TD_BOOL &&
+        (op == TD_BINARY_BITWISE_LEFT_SHIFT || op == TD_BINARY_BITWISE_RIGHT_SHIFT))
+      return td_fail(TD_EDTYPE, "%s: not supported for bool tensors", call);
+    return promoted;
   }
   if ((op == TD_BINARY_HYPOT || op == TD_BINARY_LOGADDEXP) &&
       td_dtype_category(promoted) != TD_CAT_FLOAT) /* torch: not implemented for 'Int' */

@@ -23,6 +23,9 @@ static inline uint8_t e_add_BOOL(uint8_t x, uint8_t y, int *z) { (void)z; return
 static inline uint8_t e_mul_BOOL(uint8_t x, uint8_t y, int *z) { (void)z; return x & y; }
 static inline uint8_t e_minimum_BOOL(uint8_t x, uint8_t y, int *z) { (void)z; return x & y; }
 static inline uint8_t e_maximum_BOOL(uint8_t x, uint8_t y, int *z) { (void)z; return x | y; }
+static inline uint8_t e_bitwise_and_BOOL(uint8_t x, uint8_t y, int *z) { (void)z; return x & y; }
+static inline uint8_t e_bitwise_or_BOOL(uint8_t x, uint8_t y, int *z) { (void)z; return x | y; }
+static inline uint8_t e_bitwise_xor_BOOL(uint8_t x, uint8_t y, int *z) { (void)z; return x ^ y; }
 
 /* Integers, signed or not. UT is the unsigned type the arithmetic wraps in. */
 #define DEF_INT_COMMON(FAM, T, UT)                                                        \
@@ -39,6 +42,15 @@ static inline uint8_t e_maximum_BOOL(uint8_t x, uint8_t y, int *z) { (void)z; re
       b *= b;                                                                             \
     }                                                                                     \
     return (T)r;                                                                          \
+  }                                                                                       \
+  static inline T e_bitwise_and_##FAM(T x, T y, int *z) { (void)z; return (T)(x & y); }  \
+  static inline T e_bitwise_or_##FAM(T x, T y, int *z) { (void)z; return (T)(x | y); }   \
+  static inline T e_bitwise_xor_##FAM(T x, T y, int *z) { (void)z; return (T)(x ^ y); }  \
+  /* torch's: a count < 0 or >= the width gives 0 (as a uint64, a negative count is */    \
+  /* huge, so one compare tests both); the shift is done unsigned, so it wraps */          \
+  static inline T e_bitwise_left_shift_##FAM(T x, T y, int *z) {                          \
+    (void)z;                                                                              \
+    return (uint64_t)(int64_t)y >= 8 * sizeof(T) ? (T)0 : (T)((UT)x << y);                \
   }
 
 /* Unsigned: floor division and remainder are the C ones. A zero divisor gives 0 and
@@ -57,6 +69,10 @@ static inline uint8_t e_maximum_BOOL(uint8_t x, uint8_t y, int *z) { (void)z; re
   static inline T e_fmod_##FAM(T x, T y, int *z) {                                        \
     if (y == 0) return (T)(*z = 1, 0);                                                    \
     return (T)(x % y);                                                                    \
+  }                                                                                       \
+  static inline T e_bitwise_right_shift_##FAM(T x, T y, int *z) {                         \
+    (void)z;                                                                              \
+    return y >= 8 * sizeof(T) ? (T)0 : (T)(x >> y);                                       \
   }
 
 /* Signed: Python's floor semantics. y == -1 is taken apart because MIN / -1 overflows
@@ -90,6 +106,12 @@ static inline uint8_t e_maximum_BOOL(uint8_t x, uint8_t y, int *z) { (void)z; re
     if (y == 0) return (T)(*z = 1, 0);                                                    \
     if (y == -1) return 0;                                                                \
     return (T)(x % y);                                                                    \
+  }                                                                                       \
+  /* arithmetic (gcc and clang define >> of a negative value so); a count < 0 or >= */   \
+  /* the width gives the sign, 0 or -1, as torch */                                       \
+  static inline T e_bitwise_right_shift_##FAM(T x, T y, int *z) {                         \
+    (void)z;                                                                              \
+    return (T)(x >> ((uint64_t)(int64_t)y >= 8 * sizeof(T) ? (int)(8 * sizeof(T) - 1) : (int)y)); \
   }
 
 DEF_UINT_OPS(UINT8, uint8_t, uint32_t)
@@ -283,6 +305,11 @@ TD_DTYPES_FLOAT(DEF_ARITH_SCALAR, logaddexp)
 TD_DTYPES_FLOAT(DEF_ARITH_SCALAR, xlogy)
 TD_DTYPES_FLOAT(DEF_ARITH, copysign)
 TD_DTYPES_NUM(DEF_ARITH_SCALAR, fmod)
+TD_DTYPES_INTEGRAL(DEF_ARITH, bitwise_and)
+TD_DTYPES_INTEGRAL(DEF_ARITH, bitwise_or)
+TD_DTYPES_INTEGRAL(DEF_ARITH, bitwise_xor)
+TD_DTYPES_INT(DEF_ARITH, bitwise_left_shift)
+TD_DTYPES_INT(DEF_ARITH, bitwise_right_shift)
 
 #define ENTRY(OP, DN, ...) [TD_##DN] = bin_##OP##_##DN,
 /* loops[op][dtype] */
@@ -311,6 +338,11 @@ static const td_inner_loop loops[TD_BINARY_COUNT][TD_NUM_DTYPES] = {
     [TD_BINARY_XLOGY] = {TD_DTYPES_FLOAT(ENTRY, xlogy)},
     [TD_BINARY_COPYSIGN] = {TD_DTYPES_FLOAT(ENTRY, copysign)},
     [TD_BINARY_FMOD] = {TD_DTYPES_NUM(ENTRY, fmod)},
+    [TD_BINARY_BITWISE_AND] = {TD_DTYPES_INTEGRAL(ENTRY, bitwise_and)},
+    [TD_BINARY_BITWISE_OR] = {TD_DTYPES_INTEGRAL(ENTRY, bitwise_or)},
+    [TD_BINARY_BITWISE_XOR] = {TD_DTYPES_INTEGRAL(ENTRY, bitwise_xor)},
+    [TD_BINARY_BITWISE_LEFT_SHIFT] = {TD_DTYPES_INT(ENTRY, bitwise_left_shift)},
+    [TD_BINARY_BITWISE_RIGHT_SHIFT] = {TD_DTYPES_INT(ENTRY, bitwise_right_shift)},
 };
 
 td_inner_loop td_ew_binary_loop(int32_t op, int32_t dtype) { return loops[op][dtype]; }

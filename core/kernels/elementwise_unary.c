@@ -13,6 +13,9 @@
  *   float32; lgamma is log |gamma(x)|, as torch's.
  * - trunc leaves integers unchanged; frac (x - trunc(x), the sign of x kept) refuses
  *   integers and bool, as torch ("not implemented for 'Long'").
+ * - bitwise_not takes bool and integers only (floats refused, as torch); of bool it is
+ *   logical not. erfinv and digamma are as exp (core/include/special_math.h: the methods
+ *   and their accuracy).
  * - logical_not, isnan, isinf give bool; isnan and isinf of integers and bool are false,
  *   isfinite true. signbit gives bool: the sign bit of floats (true for -0.0 and a
  *   negative NaN), x < 0 for integers, false for uint8 and bool.
@@ -23,6 +26,7 @@
 
 #include "elementwise.h"
 #include "ops.h"
+#include "special_math.h"
 #include "widest.h"
 
 /* ---- element functions ---------------------------------------------------------------- */
@@ -43,6 +47,11 @@ static inline uint8_t u_neg_UINT8(uint8_t x) { return (uint8_t)(0u - x); }
 static inline uint8_t u_sign_UINT8(uint8_t x) { return x > 0; }
 static inline uint8_t u_logical_not_UINT8(uint8_t x) { return x == 0; }
 static inline uint8_t u_logical_not_BOOL(uint8_t x) { return x == 0; }
+static inline uint8_t u_bitwise_not_BOOL(uint8_t x) { return x ^ 1; } /* loads as 0 or 1 */
+
+#define DEF_BITWISE_UN(_, DN, DT, ...) \
+  static inline DT u_bitwise_not_##DN(DT x) { return (DT)~x; }
+TD_DTYPES_INT(DEF_BITWISE_UN, _)
 
 #define DEF_FLOAT_UN(FAM, T, SUF)                                                         \
   static inline T u_neg_##FAM(T x) { return -x; }                                         \
@@ -83,7 +92,9 @@ static inline uint8_t u_logical_not_BOOL(uint8_t x) { return x == 0; }
   static inline T u_exp2_##FAM(T x) { return exp2##SUF(x); }                             \
   static inline T u_erf_##FAM(T x) { return erf##SUF(x); }                               \
   static inline T u_erfc_##FAM(T x) { return erfc##SUF(x); }                             \
-  static inline T u_lgamma_##FAM(T x) { return lgamma##SUF(x); }
+  static inline T u_lgamma_##FAM(T x) { return lgamma##SUF(x); }                         \
+  static inline T u_erfinv_##FAM(T x) { return td_erfinv##SUF(x); }                       \
+  static inline T u_digamma_##FAM(T x) { return td_digamma##SUF(x); }
 DEF_FLOAT_UN(FL, float, f)
 DEF_FLOAT_UN(DB, double, )
 
@@ -167,6 +178,9 @@ TD_DTYPES_FLOAT(DEF_FAST, frac)
 TD_DTYPES_FLOAT(DEF_PRED, isfinite)
 TD_DTYPES_FLOAT(DEF_PRED, signbit)
 TD_DTYPES_SINT(DEF_PRED, signbit)
+TD_DTYPES_INTEGRAL(DEF_FAST, bitwise_not)
+TD_DTYPES_FLOAT(DEF_SAME, erfinv)
+TD_DTYPES_FLOAT(DEF_SAME, digamma)
 
 #define ENTRY(OP, DN, ...) [TD_##DN] = un_##OP##_##DN,
 /* loops[op][dtype]; a missing entry is an identity (abs of uint8, floor of integers,
@@ -211,6 +225,9 @@ static const td_inner_loop loops[TD_UNARY_COUNT][TD_NUM_DTYPES] = {
     [TD_UNARY_FRAC] = {TD_DTYPES_FLOAT(ENTRY, frac)},
     [TD_UNARY_ISFINITE] = {TD_DTYPES_FLOAT(ENTRY, isfinite)},
     [TD_UNARY_SIGNBIT] = {TD_DTYPES_FLOAT(ENTRY, signbit) TD_DTYPES_SINT(ENTRY, signbit)},
+    [TD_UNARY_BITWISE_NOT] = {TD_DTYPES_INTEGRAL(ENTRY, bitwise_not)},
+    [TD_UNARY_ERFINV] = {TD_DTYPES_FLOAT(ENTRY, erfinv)},
+    [TD_UNARY_DIGAMMA] = {TD_DTYPES_FLOAT(ENTRY, digamma)},
 };
 
 /* Transcendentals of float32 / float64 go through SLEEF (elementwise_vecmath.c). */
@@ -238,6 +255,9 @@ static int32_t plan_for(const char *call, int32_t op, int32_t a, int32_t *c, int
   if (a == TD_BOOL && (op == TD_UNARY_ABS || op == TD_UNARY_RELU || op == TD_UNARY_FLOOR ||
                        op == TD_UNARY_CEIL || op == TD_UNARY_ROUND || op == TD_UNARY_TRUNC))
     return td_fail(TD_EDTYPE, "%s: not supported for bool tensors", call);
+  if (category == TD_OPCAT_BITWISE && td_dtype_category(a) == TD_CAT_FLOAT)
+    return td_fail(TD_EDTYPE, "%s: not supported for %s tensors (it takes integer and bool ones)",
+                   call, td_dtype_name(a));
   if (op == TD_UNARY_FRAC && td_dtype_category(a) != TD_CAT_FLOAT)
     return td_fail(TD_EDTYPE, "%s: not supported for %s tensors (it takes floating point ones)",
                    call, td_dtype_name(a));

@@ -2,7 +2,8 @@
  * elementwise_vecmath.c: exp, log, log1p, expm1, sin, cos, tanh, sigmoid and the other
  * transcendentals (tan, asin .. cosh, atanh, log2, log10, exp2, erf, erfc, lgamma) of
  * float32 and float64 tensors through SLEEF's vector functions (at most 1 ulp from the
- * exact result, erfc 1.5, within the specs' tolerance like the libm calls they replace).
+ * exact result, erfc 1.5, within the specs' tolerance like the libm calls they replace),
+ * and erfinv: core/include/special_math.h's method on vectors (vecmath_impl.h).
  * asinh and acosh keep libm's scalar calls: SLEEF's give inf past |x| ~ 1.8e19 (float32)
  * and ~ 1.3e154 (float64), where the result is still ~ log(2|x|) (test_elementwise).
  *
@@ -14,8 +15,11 @@
  */
 #include <emmintrin.h>
 #include <sleef.h>
+#include <stdbool.h>
+#include <string.h>
 
 #include "elementwise.h"
+#include "special_math.h"
 
 #define VM_TABLE td_vecmath_sse2
 #define VF __m128

@@ -2,8 +2,11 @@
  * run only where the CPU has it, see elementwise_vecmath.c). */
 #include <immintrin.h>
 #include <sleef.h>
+#include <stdbool.h>
+#include <string.h>
 
 #include "elementwise.h"
+#include "special_math.h"
 
 #define VM_TABLE td_vecmath_avx512
 #define VF __m512

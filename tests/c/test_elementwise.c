@@ -919,11 +919,42 @@ static const char *const un_names[NUN] = {
     "ceil", "round",   "sign", "logical_not", "isnan", "isinf",
     "tan",  "asin",    "acos", "atan",  "sinh",  "cosh",  "asinh",
     "acosh", "atanh",  "log2", "log10", "exp2",  "erf",   "erfc",
-    "lgamma", "trunc", "frac", "isfinite", "signbit"};
+    "lgamma", "trunc", "frac", "isfinite", "signbit", "bitwise_not", "erfinv", "digamma"};
 
 static bool is_float_op(int op) {
   return (op >= TD_UNARY_EXP && op <= TD_UNARY_SIGMOID) ||
-         (op >= TD_UNARY_TAN && op <= TD_UNARY_LGAMMA);
+         (op >= TD_UNARY_TAN && op <= TD_UNARY_LGAMMA) || op == TD_UNARY_ERFINV ||
+         op == TD_UNARY_DIGAMMA;
+}
+
+/* References for the functions libm lacks, by other methods than special_math.h's, in
+ * long double: erfinv by bisection on erfl; digamma by the recurrence up to 30 and the
+ * asymptotic series there, reflected for x < 0. */
+static double ref_erfinv(double y) {
+  if (isnan(y) || fabs(y) > 1) return NAN;
+  if (fabs(y) == 1) return copysign(INFINITY, y);
+  long double lo = 0, hi = 7, a = fabsl((long double)y);
+  for (int i = 0; i < 120; i++) {
+    long double mid = (lo + hi) / 2;
+    if (erfl(mid) < a) lo = mid;
+    else hi = mid;
+  }
+  return copysign((double)lo, y);
+}
+static double ref_digamma(double x) {
+  if (x == 0) return copysign(INFINITY, -x);
+  if (isnan(x) || x == INFINITY) return x;
+  if (x < 0 && x == floor(x)) return NAN;
+  long double r = 0, v = x;
+  if (v < 0) {
+    const long double pi = 3.14159265358979323846264338327950288L;
+    r = -pi / tanl(pi * (long double)(x - nearbyint(x)));
+    v = 1 - v;
+  }
+  for (; v < 30; v += 1) r -= 1 / v;
+  const long double q = 1 / (v * v);
+  return (double)(r + logl(v) - 0.5L / v -
+                  q * (1.0L / 12 - q * (1.0L / 120 - q * (1.0L / 252 - q * (1.0L / 240)))));
 }
 static bool is_test_op(int op) {
   return (op >= TD_UNARY_LOGICAL_NOT && op <= TD_UNARY_ISINF) || op == TD_UNARY_ISFINITE ||
@@ -943,6 +974,7 @@ static val ref_unary(int op, int32_t c, val x, bool *approx) {
       case TD_UNARY_ABS: return VI(v < 0 ? wrap(c, (int64_t)(0 - (uint64_t)v)) : v);
       case TD_UNARY_RELU: return VI(v < 0 ? 0 : v);
       case TD_UNARY_SIGN: return VI((v > 0) - (v < 0));
+      case TD_UNARY_BITWISE_NOT: return VI(c == TD_BOOL ? !v : wrap(c, ~v));
       default: return VI(v); /* floor, ceil, round, trunc */
     }
   }
@@ -984,6 +1016,8 @@ static val ref_unary(int op, int32_t c, val x, bool *approx) {
         case TD_UNARY_ERF: r = erf(v); break;
         case TD_UNARY_ERFC: r = erfc(v); break;
         case TD_UNARY_LGAMMA: r = lgamma(v); break;
+        case TD_UNARY_ERFINV: r = ref_erfinv(v); break;
+        case TD_UNARY_DIGAMMA: r = ref_digamma(v); break;
         default: r = 1 / R(c, 1 + R(c, exp(-v))); break; /* sigmoid, in c's precision */
       }
   }
@@ -1000,6 +1034,7 @@ static void check_unary_case(const char *label, int op, const td_tensor *x, bool
                         op == TD_UNARY_CEIL || op == TD_UNARY_ROUND || op == TD_UNARY_TRUNC))
     err = "not supported for bool";
   if (op == TD_UNARY_FRAC && !isfl(dt)) err = "(it takes floating point ones)";
+  if (op == TD_UNARY_BITWISE_NOT && isfl(dt)) err = "(it takes integer and bool ones)";
   const int32_t c = is_float_op(op) && !isfl(dt) ? TD_FLOAT32 : dt;
   const int32_t o = is_test_op(op) ? TD_BOOL : c;
   if (inplace && !err && cat(o) > cat(dt)) err = "can't be cast to the desired output type";
