@@ -27,6 +27,23 @@ end
 
 local function floating(t) return dtypes.is_floating(header(t).dtype) end
 
+-- eq_(other), ne_, lt_, le_, gt_, ge_: the comparison written into self as 1 or 0 of
+-- self's dtype (torch's in-place comparisons).
+local C = require("tensordict.lib").C
+for name, code in pairs(ops.BINARY) do
+  if C.td_op_category(C.TD_OPS_BINARY, code) == C.TD_OPCAT_COMPARE then
+    local compare = assert(rawget(Tensor, name), name)
+    Tensor[name .. "_"] = function(self, other)
+      header(self)
+      return (self:copy_(compare(self, other)))
+    end
+  end
+end
+
+-- storage_offset(): where element [1, ..] sits in the storage, in elements (torch's, 0 at
+-- the start).
+function Tensor.storage_offset(self) return (tonumber(header(self).offset)) end
+
 -- square(): self ^ 2 (torch.square is pow(self, 2)).
 function Tensor.square(self)
   header(self)
