@@ -136,18 +136,40 @@ local function op_function(name)
     return (method(x, ...))
   end
 end
+-- The same for methods with several results (values and indices, unique's inverse and
+-- counts): every result, not the first alone.
+local function op_function_results(name)
+  return function(x, ...)
+    if not tensor.is_tensor(x) then
+      util.fail(("%s: expected a tensor, got %s"):format(name, util.describe(x)))
+    end
+    return x[name](x, ...) -- a Lua method: a tail call keeps its count of results
+  end
+end
 -- and torch's other functions of a tensor that are methods here
 local METHOD_FUNCTIONS = {}
 for _, name in ipairs({ "isclose", "allclose", "equal", "nan_to_num", "nansum", "nanmean", "flip", "roll",
   "tril", "triu", "narrow", "movedim", "moveaxis", "swapaxes", "swapdims", "broadcast_to", "scatter",
   "index_add", "index_fill", "index_copy", "take", "take_along_dim", "outer", "diff", "addcmul", "addcdiv",
-  "addmm", "tile" }) do
+  "addmm", "tile", "argsort", "quantile", "nanquantile", "histc", "bincount", "searchsorted" }) do
   METHOD_FUNCTIONS[name] = true
 end
 for _, names in ipairs({ ops.UNARY, ops.BINARY, METHOD_FUNCTIONS }) do
   for name in pairs(names) do
     if T[name] == nil then T[name] = op_function(name) end
   end
+end
+-- T.sort(x, ...) and the rest of sorting's functions with several results (tensor/sorting.lua)
+for _, name in ipairs({ "sort", "topk", "kthvalue", "median", "nanmedian", "mode", "unique",
+  "unique_consecutive" }) do
+  T[name] = op_function_results(name)
+end
+-- T.bucketize(input, boundaries, ...): input may be a number, as in torch.
+function T.bucketize(x, ...)
+  if not (tensor.is_tensor(x) or type(x) == "number") then
+    util.fail(("bucketize: expected a tensor or a number, got %s"):format(util.describe(x)))
+  end
+  return (tensor.Tensor.bucketize(x, ...))
 end
 
 T.manual_seed = random.manual_seed
