@@ -103,36 +103,6 @@ typedef struct scan_job {
   int64_t *sizes;
 } scan_job;
 
-/* KEY_*: as sort.c's (duplicated here for the scan loop, which must inline them). */
-#define KMASK(DT) (~(uint64_t)0 >> (64 - 8 * sizeof(DT)))
-static inline uint64_t fkey(uint64_t u, unsigned bits, uint64_t inf) {
-  const uint64_t sign = (uint64_t)1 << (bits - 1), all = ~(uint64_t)0 >> (64 - bits);
-  const uint64_t a = u & (sign - 1);
-  /* negative: all bits inverted; else the sign bit set (no branch on the sign) */
-  uint64_t k = u ^ ((((uint64_t)0 - (u >> (bits - 1))) & all) | sign);
-  k = a == 0 ? sign : k;
-  return a > inf ? all : k;
-}
-static inline uint64_t bits_of(double x, int size) {
-  if (size == 4) {
-    float f = (float)x;
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-  }
-  uint64_t u;
-  memcpy(&u, &x, 8);
-  return u;
-}
-#define KEY_B(DT, LO, x) ((uint64_t)((x) != 0))
-#define KEY_I(DT, LO, x) \
-  (((uint64_t)(x) ^ ((LO) < 0 ? (uint64_t)1 << (8 * sizeof(DT) - 1) : 0)) & KMASK(DT))
-#define KEY_H(DT, LO, x) fkey((x), 16, 0x7c00)
-#define KEY_BF(DT, LO, x) fkey((x), 16, 0x7f80)
-#define KEY_F(DT, LO, x)                                                     \
-  (sizeof(DT) == 4 ? fkey(bits_of((double)(x), 4), 32, 0x7f800000u)         \
-                   : fkey(bits_of((double)(x), 8), 64, 0x7ff0000000000000u))
-
 #define SCAN_ROW(ARG, DN, DT, DK, CT, FAM, NAME, ALIAS, METHOD, LO, ...)                  \
   static int64_t scan_##DN(const DT *x, int64_t b, int64_t e, uint64_t flip, int64_t k,  \
                            td_u128 *h) {                                                \

@@ -19,70 +19,7 @@
 #include "dtypes.h"
 #include "sort_rows.h"
 
-/* ---- keys ------------------------------------------------------------------------------ */
-
-/* The all-ones mask of DT's width. */
-#define KMASK(DT) (~(uint64_t)0 >> (64 - 8 * sizeof(DT)))
-
-static inline uint32_t f32_bits(float x) {
-  uint32_t u;
-  memcpy(&u, &x, 4);
-  return u;
-}
-static inline uint64_t f64_bits(double x) {
-  uint64_t u;
-  memcpy(&u, &x, 8);
-  return u;
-}
-static inline float f32_of(uint64_t u) {
-  uint32_t v = (uint32_t)u;
-  float x;
-  memcpy(&x, &v, 4);
-  return x;
-}
-static inline double f64_of(uint64_t u) {
-  double x;
-  memcpy(&x, &u, 8);
-  return x;
-}
-
-/* The key of a float's bits u (bits wide, inf: the bits of +inf): NaN greatest, -0.0 as
- * 0.0, negative values inverted, the sign bit set on the others. */
-static inline uint64_t fkey(uint64_t u, unsigned bits, uint64_t inf) {
-  const uint64_t sign = (uint64_t)1 << (bits - 1), all = ~(uint64_t)0 >> (64 - bits);
-  const uint64_t a = u & (sign - 1);
-  /* negative: all bits inverted; else the sign bit set (no branch on the sign) */
-  uint64_t k = u ^ ((((uint64_t)0 - (u >> (bits - 1))) & all) | sign);
-  k = a == 0 ? sign : k;
-  return a > inf ? all : k;
-}
-/* The bits of a float key (a NaN for the NaN key, +0.0 for the zero key). */
-static inline uint64_t funkey(uint64_t k, unsigned bits) {
-  const uint64_t sign = (uint64_t)1 << (bits - 1), all = ~(uint64_t)0 >> (64 - bits);
-  return k ^ ((((k >> (bits - 1)) - 1) & all) | sign);
-}
-
-/* KEY_<kind>(DT, LO, x): the key of stored value x; UNKEY_<kind>(DT, LO, k) the value
- * back; ODD_<kind>(x) the TD_ROW_* flags of a value its key does not give back. */
-#define KEY_B(DT, LO, x) ((uint64_t)((x) != 0))
-#define KEY_I(DT, LO, x) \
-  (((uint64_t)(x) ^ ((LO) < 0 ? (uint64_t)1 << (8 * sizeof(DT) - 1) : 0)) & KMASK(DT))
-#define KEY_H(DT, LO, x) fkey((x), 16, 0x7c00)
-#define KEY_BF(DT, LO, x) fkey((x), 16, 0x7f80)
-#define KEY_F(DT, LO, x)                                                         \
-  (sizeof(DT) == 4 ? fkey(f32_bits((float)(x)), 32, 0x7f800000u)                \
-                   : fkey(f64_bits((double)(x)), 64, 0x7ff0000000000000u))
-#define UNKEY_B(DT, LO, k) ((DT)(k))
-#define UNKEY_I(DT, LO, k) ((DT)((k) ^ ((LO) < 0 ? (uint64_t)1 << (8 * sizeof(DT) - 1) : 0)))
-#define UNKEY_H(DT, LO, k) ((DT)funkey((k), 16))
-#define UNKEY_BF(DT, LO, k) ((DT)funkey((k), 16))
-#define UNKEY_F(DT, LO, k) \
-  ((DT)(sizeof(DT) == 4 ? (double)f32_of(funkey((k), 32)) : f64_of(funkey((k), 64))))
-#define ODD_B(x) ((x) > 1 ? TD_ROW_ODD : 0)
-#define ODD_I(x) 0
-#define ODD_H(x) (((x)&0x7fff) > 0x7c00 ? TD_ROW_NAN : (x) == 0x8000 ? TD_ROW_NEGZERO : 0)
-#define ODD_BF(x) (((x)&0x7fff) > 0x7f80 ? TD_ROW_NAN : (x) == 0x8000 ? TD_ROW_NEGZERO : 0)
-#define ODD_F(x) ((x) != (x) ? TD_ROW_NAN : ((x) == 0 && signbit(x)) ? TD_ROW_NEGZERO : 0)
+/* ---- keys (sort_rows.h) ----------------------------------------------------------- */
 
 int td_key_bytes(int32_t dtype) { return (int)td_dtype_itemsize(dtype); }
 

@@ -23,8 +23,10 @@
 #ifndef TD_SORT_ROWS_H
 #define TD_SORT_ROWS_H
 
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "tensordict.h"
 
@@ -74,6 +76,72 @@ uint64_t td_key_all(int32_t dtype);
 void td_key_store(int32_t dtype, uint64_t key, void *dst);
 /* Reads element i of a contiguous dtype buffer as a double. */
 double td_load_f64(int32_t dtype, const void *src, int64_t i);
+
+/* ---- keys ------------------------------------------------------------------------------
+ * KEY_<kind>(DT, LO, x): the key of stored value x (DT the stored type, LO its lowest value,
+ * from the dtype table's columns); UNKEY_<kind>(DT, LO, k) the value back; ODD_<kind>(x)
+ * the TD_ROW_* flags of a value its key does not give back. Inline for the loops that
+ * compute keys element by element (sort.c's items, select.c's topk scan). */
+
+/* The all-ones mask of DT's width. */
+#define TD_KMASK(DT) (~(uint64_t)0 >> (64 - 8 * sizeof(DT)))
+
+static inline uint64_t td_f32_bits(float x) {
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  return u;
+}
+static inline uint64_t td_f64_bits(double x) {
+  uint64_t u;
+  memcpy(&u, &x, 8);
+  return u;
+}
+static inline float td_f32_of(uint64_t u) {
+  uint32_t v = (uint32_t)u;
+  float x;
+  memcpy(&x, &v, 4);
+  return x;
+}
+static inline double td_f64_of(uint64_t u) {
+  double x;
+  memcpy(&x, &u, 8);
+  return x;
+}
+
+/* The key of a float's bits u (bits wide, inf: the bits of +inf): NaN greatest, -0.0 as
+ * 0.0, negative values inverted, the sign bit set on the others (no branch on the sign). */
+static inline uint64_t td_fkey(uint64_t u, unsigned bits, uint64_t inf) {
+  const uint64_t sign = (uint64_t)1 << (bits - 1), all = ~(uint64_t)0 >> (64 - bits);
+  const uint64_t a = u & (sign - 1);
+  uint64_t k = u ^ ((((uint64_t)0 - (u >> (bits - 1))) & all) | sign);
+  k = a == 0 ? sign : k;
+  return a > inf ? all : k;
+}
+/* The bits of a float key (a NaN for the NaN key, +0.0 for the zero key). */
+static inline uint64_t td_funkey(uint64_t k, unsigned bits) {
+  const uint64_t sign = (uint64_t)1 << (bits - 1), all = ~(uint64_t)0 >> (64 - bits);
+  return k ^ ((((k >> (bits - 1)) - 1) & all) | sign);
+}
+
+#define TD_SIGN_FLIP(DT, LO) ((LO) < 0 ? (uint64_t)1 << (8 * sizeof(DT) - 1) : 0)
+#define KEY_B(DT, LO, x) ((uint64_t)((x) != 0))
+#define KEY_I(DT, LO, x) (((uint64_t)(x) ^ TD_SIGN_FLIP(DT, LO)) & TD_KMASK(DT))
+#define KEY_H(DT, LO, x) td_fkey((x), 16, 0x7c00)
+#define KEY_BF(DT, LO, x) td_fkey((x), 16, 0x7f80)
+#define KEY_F(DT, LO, x)                                                         \
+  (sizeof(DT) == 4 ? td_fkey(td_f32_bits((float)(x)), 32, 0x7f800000u)          \
+                   : td_fkey(td_f64_bits((double)(x)), 64, 0x7ff0000000000000u))
+#define UNKEY_B(DT, LO, k) ((DT)(k))
+#define UNKEY_I(DT, LO, k) ((DT)((k) ^ TD_SIGN_FLIP(DT, LO)))
+#define UNKEY_H(DT, LO, k) ((DT)td_funkey((k), 16))
+#define UNKEY_BF(DT, LO, k) ((DT)td_funkey((k), 16))
+#define UNKEY_F(DT, LO, k) \
+  ((DT)(sizeof(DT) == 4 ? (double)td_f32_of(td_funkey((k), 32)) : td_f64_of(td_funkey((k), 64))))
+#define ODD_B(x) ((x) > 1 ? TD_ROW_ODD : 0)
+#define ODD_I(x) 0
+#define ODD_H(x) (((x)&0x7fff) > 0x7c00 ? TD_ROW_NAN : (x) == 0x8000 ? TD_ROW_NEGZERO : 0)
+#define ODD_BF(x) (((x)&0x7fff) > 0x7f80 ? TD_ROW_NAN : (x) == 0x8000 ? TD_ROW_NEGZERO : 0)
+#define ODD_F(x) ((x) != (x) ? TD_ROW_NAN : ((x) == 0 && signbit(x)) ? TD_ROW_NEGZERO : 0)
 
 /* t with dim moved last, contiguous (t itself retained when it already is); a 0-dim t
  * is one row of one element. NULL on failure (the error set). */

@@ -1,6 +1,7 @@
 -- bench_sort.lua: sorting, selection and counting next to torch in the same run
 -- (TD_TORCH_PYTHON, else TD_PYTHON, else python3, when it has torch), 1 and 2 threads,
--- results dropped to the GC, best of 3 runs, ms per call. Goal (issue 30): <= 1.0x torch.
+-- results dropped to the GC, ms per call: the best of 5 runs (3 at 1e7) of 200 calls at
+-- 1e3, 10 at 1e5, 1 at 1e7, on both sides. Goal (issue 30): <= 1.0x torch.
 --   sort, topk(10)         float32 from randn, 1e3 / 1e5 / 1e7
 --   unique                 float32 from randn (all distinct: a sort) and int64 in 0..999
 --   histc                  float32 from randn, 100 bins over its own range
@@ -25,10 +26,11 @@ local CASES = {
 }
 
 local function reps_for(n) return n <= 1e3 and 200 or n <= 1e5 and 10 or 1 end
+local function runs_for(n) return n <= 1e5 and 5 or 3 end
 
--- Best of 3 runs of reps calls of fn, seconds per call.
-local function best(reps, fn)
-  return best_of(3, function() for _ = 1, reps do fn() end end) / reps
+-- Best of runs_for(n) runs of reps_for(n) calls of fn, seconds per call.
+local function best(n, fn)
+  return best_of(runs_for(n), function() for _ = 1, reps_for(n) do fn() end end) / reps_for(n)
 end
 
 local function torch_times(py, threads)
@@ -54,7 +56,7 @@ for name, sizes in %s:
         reps = 200 if n <= 1000 else 10 if n <= 100000 else 1
         fn()
         best = float("inf")
-        for _ in range(3):
+        for _ in range(5 if n <= 100000 else 3):
             t0 = time.perf_counter()
             for _ in range(reps):
                 fn()
@@ -90,7 +92,7 @@ for _, threads in ipairs({ 1, 2 }) do
     for _, n in ipairs(sizes) do
       local fn = our_calls(n)[name]
       fn()
-      local ours = best(reps_for(n), fn)
+      local ours = best(n, fn)
       local key = ("%s %d"):format(name, n)
       local t = theirs[key]
       print(("%-20s %10.4f %10s %7s"):format(key, ours * 1e3, t and ("%.4f"):format(t * 1e3) or "-",

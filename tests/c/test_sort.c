@@ -167,16 +167,16 @@ static void test_sort_threads(void) {
   td_set_num_threads(saved);
 }
 
-/* Rows along either dim of a 2-D tensor: each row (column) as its own 1-D sort. */
-static void test_sort_dims(void) {
-  const int64_t shape[2] = {37, 41};
-  for (int d = 0; d < TD_NUM_DTYPES; d++) {
-    td_tensor *flat = random_tensor(all_dtypes[d], shape[0] * shape[1], true);
+/* Rows along either dim of a 2-D tensor: each row (column) as its own 1-D sort; a few
+ * long rows (sorted one after the other, each on the pool) with 2 threads. */
+static void check_sort_dims(const int64_t *shape, int32_t dtype) {
+  td_tensor *flat = random_tensor(dtype, shape[0] * shape[1], true);
+  {
     td_tensor view;
     td_tensor_view(flat, 2, shape, &view);
     for (int32_t dim = 0; dim < 2; dim++) {
       td_tensor *idx = NULL, *v = td_sort(&view, dim, 1, &idx);
-      CHECK(v && idx && v->shape[0] == 37 && v->shape[1] == 41);
+      CHECK(v && idx && v->shape[0] == shape[0] && v->shape[1] == shape[1]);
       bool ok = true;
       for (int64_t r = 0; ok && r < shape[1 - dim]; r++) {
         td_tensor line, vline, iline;
@@ -196,6 +196,16 @@ static void test_sort_dims(void) {
     }
     td_tensor_release(flat);
   }
+}
+
+static void test_sort_dims(void) {
+  const int64_t small[2] = {37, 41}, tall[2] = {slow() ? 20000 : 40000, 3};
+  for (int d = 0; d < TD_NUM_DTYPES; d++) check_sort_dims(small, all_dtypes[d]);
+  const int32_t saved = td_get_num_threads();
+  td_set_num_threads(2);
+  check_sort_dims(tall, TD_FLOAT32);
+  check_sort_dims(tall, TD_INT64);
+  td_set_num_threads(saved);
 }
 
 /* ---- selections ---------------------------------------------------------------------------- */
