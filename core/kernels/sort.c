@@ -83,7 +83,7 @@ typedef struct build_job {
       case TD_ITEMS_K32I: {                                                            \
         uint64_t *it = items;                                                          \
         for (int64_t i = b; i < e; i++) {                                              \
-          odd |= ODD_##DK(x[i]);                                                       \
+          odd |= ODD_##DK(DT, x[i]);                                                       \
           it[i] = (KEY_##DK(DT, LO, x[i]) ^ flip) << 32 | (uint64_t)i;                 \
         }                                                                              \
         break;                                                                         \
@@ -91,7 +91,7 @@ typedef struct build_job {
       case TD_ITEMS_K64I: {                                                            \
         td_u128 *it = items;                                                           \
         for (int64_t i = b; i < e; i++) {                                              \
-          odd |= ODD_##DK(x[i]);                                                       \
+          odd |= ODD_##DK(DT, x[i]);                                                       \
           it[i] = (td_u128)(KEY_##DK(DT, LO, x[i]) ^ flip) << 64 | (td_u128)(uint64_t)i; \
         }                                                                              \
         break;                                                                         \
@@ -99,7 +99,7 @@ typedef struct build_job {
       case TD_ITEMS_K32: {                                                             \
         uint32_t *it = items;                                                          \
         for (int64_t i = b; i < e; i++) {                                              \
-          odd |= ODD_##DK(x[i]);                                                       \
+          odd |= ODD_##DK(DT, x[i]);                                                       \
           it[i] = (uint32_t)(KEY_##DK(DT, LO, x[i]) ^ flip);                           \
         }                                                                              \
         break;                                                                         \
@@ -107,7 +107,7 @@ typedef struct build_job {
       default: {                                                                       \
         uint64_t *it = items;                                                          \
         for (int64_t i = b; i < e; i++) {                                              \
-          odd |= ODD_##DK(x[i]);                                                       \
+          odd |= ODD_##DK(DT, x[i]);                                                       \
           it[i] = KEY_##DK(DT, LO, x[i]) ^ flip;                                       \
         }                                                                              \
         break;                                                                         \
@@ -225,10 +225,11 @@ static int64_t radix_grain(int64_t n) {
     const uint64_t mask = (uint64_t)buckets - 1;                                          \
     int64_t small[4 * 256];                                                               \
     int64_t *h = digits * buckets <= 4 * 256 ? small : malloc((size_t)(digits * buckets) * sizeof *h); \
-    int64_t *off = malloc((size_t)buckets * sizeof *off);                                 \
+    int64_t off_small[256];                                                               \
+    int64_t *off = buckets <= 256 ? off_small : malloc((size_t)buckets * sizeof *off);    \
     if (!h || !off) {                                                                     \
       if (h != small) free(h);                                                            \
-      free(off);                                                                          \
+      if (off != off_small) free(off);                                                    \
       return NULL;                                                                        \
     }                                                                                     \
     memset(h, 0, (size_t)(digits * buckets) * sizeof *h);                                 \
@@ -262,7 +263,7 @@ static int64_t radix_grain(int64_t n) {
       a = b, b = t;                                                                       \
     }                                                                                     \
     if (h != small) free(h);                                                              \
-    free(off);                                                                            \
+    if (off != off_small) free(off);                                                      \
     return a;                                                                             \
   }                                                                                       \
   static ITEM *radix_##SUF(ITEM *a, ITEM *b, int64_t n, int shift0, int key_bytes) {      \
@@ -481,17 +482,22 @@ static bool sort_row(sort_job *job, int64_t r, void *a, void *b) {
   return true;
 }
 
+/* Rows of up to this many bytes of items (1024 of 8 bytes) sort in buffers on the stack. */
+enum { STACK_ITEMS = 8192 };
+
 static void sort_rows(int64_t begin, int64_t end, void *arg) {
   sort_job *job = arg;
   const int64_t bytes = job->n * td_items_size(job->kind);
+  _Alignas(64) char stack_a[STACK_ITEMS], stack_b[STACK_ITEMS];
   int64_t cap_a = 0, cap_b = 0;
-  void *a = td_heap_alloc(bytes ? bytes : 8, &cap_a);
-  void *b = a ? td_heap_alloc(bytes ? bytes : 8, &cap_b) : NULL;
+  const bool heap = bytes > STACK_ITEMS;
+  void *a = heap ? td_heap_alloc(bytes, &cap_a) : stack_a;
+  void *b = !a ? NULL : heap ? td_heap_alloc(bytes, &cap_b) : stack_b;
   for (int64_t r = begin; b && r < end; r++)
     if (!sort_row(job, r, a, b)) break;
   if (!a || !b || job->failed) job->failed = 1;
-  if (a) td_heap_free(a, cap_a);
-  if (b) td_heap_free(b, cap_b);
+  if (heap && a) td_heap_free(a, cap_a);
+  if (heap && b) td_heap_free(b, cap_b);
 }
 
 /* Rows split between threads when there are enough of them; else one row at a time with

@@ -137,11 +137,18 @@ static inline uint64_t td_funkey(uint64_t k, unsigned bits) {
 #define UNKEY_BF(DT, LO, k) ((DT)td_funkey((k), 16))
 #define UNKEY_F(DT, LO, k) \
   ((DT)(sizeof(DT) == 4 ? (double)td_f32_of(td_funkey((k), 32)) : td_f64_of(td_funkey((k), 64))))
-#define ODD_B(x) ((x) > 1 ? TD_ROW_ODD : 0)
-#define ODD_I(x) 0
-#define ODD_H(x) (((x)&0x7fff) > 0x7c00 ? TD_ROW_NAN : (x) == 0x8000 ? TD_ROW_NEGZERO : 0)
-#define ODD_BF(x) (((x)&0x7fff) > 0x7f80 ? TD_ROW_NAN : (x) == 0x8000 ? TD_ROW_NEGZERO : 0)
-#define ODD_F(x) ((x) != (x) ? TD_ROW_NAN : ((x) == 0 && signbit(x)) ? TD_ROW_NEGZERO : 0)
+/* TD_ROW_NAN and TD_ROW_NEGZERO of a float's bits, without branches (the loops vectorise). */
+static inline int td_fodd(uint64_t u, unsigned bits, uint64_t inf) {
+  const uint64_t sign = (uint64_t)1 << (bits - 1);
+  return ((u & (sign - 1)) > inf ? TD_ROW_NAN : 0) | (u == sign ? TD_ROW_NEGZERO : 0);
+}
+#define ODD_B(DT, x) ((x) > 1 ? TD_ROW_ODD : 0)
+#define ODD_I(DT, x) 0
+#define ODD_H(DT, x) td_fodd((x), 16, 0x7c00)
+#define ODD_BF(DT, x) td_fodd((x), 16, 0x7f80)
+#define ODD_F(DT, x)                                                   \
+  (sizeof(DT) == 4 ? td_fodd(td_f32_bits((float)(x)), 32, 0x7f800000u) \
+                   : td_fodd(td_f64_bits((double)(x)), 64, 0x7ff0000000000000u))
 
 /* t with dim moved last, contiguous (t itself retained when it already is); a 0-dim t
  * is one row of one element. NULL on failure (the error set). */

@@ -1,7 +1,8 @@
 -- bench_sort.lua: sorting, selection and counting next to torch in the same run
 -- (TD_TORCH_PYTHON, else TD_PYTHON, else python3, when it has torch), 1 and 2 threads,
--- results dropped to the GC, ms per call: the best of 5 runs (3 at 1e7) of 200 calls at
--- 1e3, 10 at 1e5, 1 at 1e7, on both sides. Goal (issue 30): <= 1.0x torch.
+-- results dropped to the GC, ms per call: the best of 25 runs of 40 calls at 1e3, of 7
+-- runs of 3 calls at 1e5, of 3 single calls at 1e7, on both sides (short runs: on a
+-- shared machine a long one is seldom left alone). Goal (issue 30): <= 1.0x torch.
 --   sort, topk(10)         float32 from randn, 1e3 / 1e5 / 1e7
 --   unique                 float32 from randn (all distinct: a sort) and int64 in 0..999
 --   histc                  float32 from randn, 100 bins over its own range
@@ -25,8 +26,8 @@ local CASES = {
   { "searchsorted", { 1e5, 1e7 } },
 }
 
-local function reps_for(n) return n <= 1e3 and 200 or n <= 1e5 and 10 or 1 end
-local function runs_for(n) return n <= 1e5 and 5 or 3 end
+local function reps_for(n) return n <= 1e3 and 40 or n <= 1e5 and 3 or 1 end
+local function runs_for(n) return n <= 1e3 and 25 or n <= 1e5 and 7 or 3 end
 
 -- Best of runs_for(n) runs of reps_for(n) calls of fn, seconds per call.
 local function best(n, fn)
@@ -53,10 +54,10 @@ for name, sizes in %s:
     for n in sizes:
         n = int(n)
         fn = calls(n)[name]
-        reps = 200 if n <= 1000 else 10 if n <= 100000 else 1
+        reps = 40 if n <= 1000 else 3 if n <= 100000 else 1
         fn()
         best = float("inf")
-        for _ in range(5 if n <= 100000 else 3):
+        for _ in range(25 if n <= 1000 else 7 if n <= 100000 else 3):
             t0 = time.perf_counter()
             for _ in range(reps):
                 fn()
