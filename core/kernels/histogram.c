@@ -66,33 +66,64 @@ TD_DTYPES_FLOAT(HISTC_ROW, _)
 #undef HISTC_ROW
 
 /* float32 and float64 with up to HISTC_WAYS_BINS bins: the same bins, found for a block
- * at a time in a loop without branches (it vectorises: the division is most of the
- * work), then counted into four histograms by turns, so that a run of one bin does not
- * wait on its own last increment; values outside land in a spare bin. */
+ * at a time with GCC/clang vector extensions (the division is most of the work;
+ * compilers leave this loop scalar by themselves: reduce_vec.c says why), then counted
+ * into four histograms by turns, so that a run of one bin does not wait on its own last
+ * increment; values outside (and NaN) land in a spare bin. */
 enum { HISTC_BLOCK = 256, HISTC_WAYS_BINS = 1024 };
-#define HISTC_FAST(T, SUF)                                                                \
+typedef float hv_f32 __attribute__((vector_size(16)));
+typedef int32_t hv_i32 __attribute__((vector_size(16)));
+typedef double hv_f64 __attribute__((vector_size(16)));
+typedef int64_t hv_i64 __attribute__((vector_size(16)));
+typedef int32_t hv_i32x2 __attribute__((vector_size(8)));
+
+/* Lanes of VT: pos = in ? trunc(f >= 1 ? (f < nb ? f : nb - 1) : 0) : spare, as the
+ * scalar histc_<dtype> computes it. */
+#define HISTC_FAST(T, SUF, VT, VI, PI)                                                    \
   static void histc_fast_##SUF(const histc_job *j, int64_t b, int64_t e, int64_t *c) {   \
+    enum { W = (int)(sizeof(VT) / sizeof(T)) };                                           \
     const T *x = j->src;                                                                  \
     const T lo = (T)j->lo, hi = (T)j->hi, width = hi - lo, nb = (T)j->bins;               \
     const int32_t bins = (int32_t)j->bins, spare = bins, stride = bins + 1;               \
     int64_t ways[4 * (HISTC_WAYS_BINS + 1)];                                              \
     int32_t pos[HISTC_BLOCK];                                                             \
     memset(ways, 0, (size_t)(4 * stride) * sizeof *ways);                                 \
+    const VT vlo = lo - (VT){0}, vhi = hi - (VT){0}, vw = width - (VT){0};                \
+    const VT vnb = nb - (VT){0}, vlast = (nb - 1) - (VT){0}, one = 1 - (VT){0};           \
+    const PI vspare = spare - (PI){0};                                                    \
     for (int64_t s = b; s < e; s += HISTC_BLOCK) {                                        \
       const int32_t m = (int32_t)(e - s < HISTC_BLOCK ? e - s : HISTC_BLOCK);             \
-      for (int32_t i = 0; i < m; i++) {                                                   \
+      int32_t i = 0;                                                                      \
+      for (; i + W <= m; i += W) {                                                        \
+        VT v;                                                                             \
+        memcpy(&v, x + s + i, sizeof v);                                                  \
+        const VT f = (v - vlo) * vnb / vw;                                                \
+        const VI below = f < vnb, up = f >= one, in = (v >= vlo) & (v <= vhi);            \
+        const VT g = (VT)((((VI)f & below) | ((VI)vlast & ~below)) & up);                 \
+        const PI p = __builtin_convertvector(g, PI);                                      \
+        const PI inside = __builtin_convertvector(in, PI);                                \
+        const PI q = (p & inside) | (vspare & ~inside);                                   \
+        memcpy(pos + i, &q, sizeof q);                                                    \
+      }                                                                                   \
+      for (; i < m; i++) {                                                                \
         const T v = x[s + i];                                                             \
         const T f = (v - lo) * nb / width;                                                \
-        const T g = f >= 1 ? (f < nb ? f : nb - 1) : 0;                                   \
+        const T g = f >= 1 ? (f < nb ? f : nb - 1) : 0;                                  \
         pos[i] = v >= lo && v <= hi ? (int32_t)g : spare;                                 \
       }                                                                                   \
-      for (int32_t i = 0; i < m; i++) ways[(i & 3) * stride + pos[i]]++;                  \
+      for (i = 0; i + 4 <= m; i += 4) {                                                   \
+        ways[pos[i]]++;                                                                   \
+        ways[stride + pos[i + 1]]++;                                                      \
+        ways[2 * stride + pos[i + 2]]++;                                                  \
+        ways[3 * stride + pos[i + 3]]++;                                                  \
+      }                                                                                   \
+      for (; i < m; i++) ways[pos[i]]++;                                                  \
     }                                                                                     \
     for (int32_t k = 0; k < bins; k++)                                                    \
       c[k] += ways[k] + ways[stride + k] + ways[2 * stride + k] + ways[3 * stride + k];   \
   }
-HISTC_FAST(float, f32)
-HISTC_FAST(double, f64)
+HISTC_FAST(float, f32, hv_f32, hv_i32, hv_i32)
+HISTC_FAST(double, f64, hv_f64, hv_i64, hv_i32x2)
 #undef HISTC_FAST
 
 static void histc_range(int64_t b, int64_t e, void *arg) {
@@ -114,9 +145,82 @@ static void histc_range(int64_t b, int64_t e, void *arg) {
   }
 }
 
-/* The smallest and largest element of t (NaN when one is NaN): the reductions' own
- * min and max (vectorised, NaN propagating, as torch's aminmax). */
+/* The smallest and largest element of a contiguous float32 / float64 tensor, NaN when
+ * one is NaN (torch's aminmax), in one pass: vector lanes of both extremes and of "a NaN
+ * was seen", per chunk on the pool, then the chunks'. Other dtypes take the reductions'
+ * min and max. */
+typedef struct extremes_job {
+  const void *src;
+  int32_t dtype;
+  int64_t grain;
+  double *lo, *hi;  /* per chunk */
+} extremes_job;
+
+#define EXTREMES_FAST(T, SUF, VT, VI)                                                     \
+  static void extremes_##SUF(const T *x, int64_t n, double *lo, double *hi) {            \
+    enum { W = (int)(sizeof(VT) / sizeof(T)) };                                           \
+    T l = x[0], h = x[0];                                                                 \
+    bool nan = false;                                                                     \
+    int64_t i = 0;                                                                        \
+    if (n >= 2 * W) {                                                                     \
+      VT vl, vh, v;                                                                       \
+      VI vnan = (VI){0};                                                                  \
+      memcpy(&vl, x, sizeof vl);                                                          \
+      vh = vl;                                                                            \
+      for (i = 0; i + W <= n; i += W) {                                                   \
+        memcpy(&v, x + i, sizeof v);                                                      \
+        const VI lt = v < vl, gt = v > vh;                                                \
+        vnan |= v != v;                                                                   \
+        vl = (VT)(((VI)v & lt) | ((VI)vl & ~lt));                                         \
+        vh = (VT)(((VI)v & gt) | ((VI)vh & ~gt));                                         \
+      }                                                                                   \
+      for (int k = 0; k < W; k++) {                                                       \
+        nan |= vnan[k] != 0;                                                              \
+        l = vl[k] < l ? vl[k] : l;                                                        \
+        h = vh[k] > h ? vh[k] : h;                                                        \
+      }                                                                                   \
+    }                                                                                     \
+    for (; i < n; i++) {                                                                  \
+      nan |= x[i] != x[i];                                                                \
+      l = x[i] < l ? x[i] : l;                                                            \
+      h = x[i] > h ? x[i] : h;                                                            \
+    }                                                                                     \
+    *lo = nan ? NAN : (double)l, *hi = nan ? NAN : (double)h;                             \
+  }
+EXTREMES_FAST(float, f32, hv_f32, hv_i32)
+EXTREMES_FAST(double, f64, hv_f64, hv_i64)
+#undef EXTREMES_FAST
+
+static void extremes_range(int64_t b, int64_t e, void *arg) {
+  extremes_job *j = arg;
+  const int64_t c = b / j->grain;
+  if (j->dtype == TD_FLOAT32) {
+    extremes_f32((const float *)j->src + b, e - b, &j->lo[c], &j->hi[c]);
+  } else {
+    extremes_f64((const double *)j->src + b, e - b, &j->lo[c], &j->hi[c]);
+  }
+}
+
 static bool extremes(const td_tensor *t, double *lo, double *hi) {
+  if (t->dtype == TD_FLOAT32 || t->dtype == TD_FLOAT64) {
+    const int64_t n = td_tensor_numel(t);
+    const int64_t grain = td_parallel_even_grain(n), chunks = td_parallel_chunks(n, grain);
+    double *buf = malloc((size_t)chunks * 2 * sizeof *buf);
+    if (!buf) return td_fail(TD_ENOMEM, "histc: out of memory"), false;
+    extremes_job j = {.src = td_tensor_ptr(t), .dtype = t->dtype, .grain = grain, .lo = buf,
+                      .hi = buf + chunks};
+    td_parallel_for(n, grain, extremes_range, &j);
+    *lo = j.lo[0], *hi = j.hi[0];
+    for (int64_t c = 1; c < chunks; c++) {
+      if (isnan(j.lo[c]) || isnan(*lo)) {
+        *lo = *hi = NAN;
+        break;
+      }
+      *lo = fmin(*lo, j.lo[c]), *hi = fmax(*hi, j.hi[c]);
+    }
+    free(buf);
+    return true;
+  }
   td_tensor *mn = td_reduce(TD_RED_MIN, t, NULL, 0, 0, 0);
   td_tensor *mx = mn ? td_reduce(TD_RED_MAX, t, NULL, 0, 0, 0) : NULL;
   if (mx) {
