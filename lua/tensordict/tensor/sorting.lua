@@ -10,6 +10,7 @@ local util = require("tensordict.util")
 local lib = require("tensordict.lib")
 local tensor = require("tensordict.tensor.core")
 local dtypes = require("tensordict.tensor.dtype")
+local create = require("tensordict.tensor.create")
 
 local C = lib.C
 local fail, describe, dim0 = util.fail, util.describe, util.dim0
@@ -165,7 +166,7 @@ local function quantile(call, self, q, dim, keepdim, interpolation)
       if type(v) ~= "number" then fail(("%s: q[%d] must be a number, got %s"):format(call, j, describe(v))) end
       list[j] = v
     end
-    qt = require("tensordict.tensor.create").tensor(list, self:dtype())
+    qt = create.tensor(list, self:dtype())
   elseif is_tensor(q) then
     qt = q
   else
@@ -174,7 +175,8 @@ local function quantile(call, self, q, dim, keepdim, interpolation)
   local q1d = qt:dim() == 1
   if dim == nil then
     if self:numel() == 0 then fail(call .. ": the input is empty") end
-    local r = adopt(C.td_quantile(header(self:reshape(-1)), header(qt), 0, mode, call == "nanquantile" and 1 or 0))
+    local flat = self:reshape(-1)
+    local r = adopt(C.td_quantile(header(flat), header(qt), 0, mode, call == "nanquantile" and 1 or 0))
     if keepdim then
       local shape = {}
       if q1d then shape[1] = qt:size(1) end
