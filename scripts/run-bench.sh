@@ -22,7 +22,7 @@ lua_bench bench_memmap_sample "replay-buffer sampling buf[idx] vs memcpy of the 
 lua_bench bench_gc "GC and allocation: 1M small ops and td[i], resident memory and time per 100k"
 lua_bench bench_vs_torch "PyTorch side by side, where installed"
 lua_bench bench_unary_ops "every unary op on 1e6 float32 vs torch (TD_TORCH_PYTHON) and memcpy, 1 and 2 threads"
-lua_bench bench_sort "sort and topk(10) of 1e3..1e7 float32 vs torch (TD_TORCH_PYTHON), 1 and 2 threads"
+lua_bench bench_sort "sort and topk(10) of 1e3..1e7 float32; unique, histc, bincount, searchsorted of 1e5 and 1e7; vs torch (TD_TORCH_PYTHON), 1 and 2 threads"
 lua_bench bench_fill_scan "cumsum, linspace, tril, cummax, logcumsumexp at 1e5 and 1e7 float32 vs torch (TD_TORCH_PYTHON), 1 and 2 threads"
 lua_bench bench_npy "NumPy files: save_npy of 1 GiB vs raw write, load_npy{mmap} (numpy beside where TD_PYTHON has it); ~2 GiB under TD_BENCH_DIR"
 lua_bench bench_sweep "size sweep 1e2..1e7 at 1 and 2 threads, ours vs torch; writes tests/bench/results/latest.md and .json"

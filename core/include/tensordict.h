@@ -357,6 +357,60 @@ int32_t td_binary_dtypes(int32_t op, const td_tensor *a, const td_tensor *b, dou
  * dtype; *indices receives where each value came from (int64, 0-based). Both results are
  * new contiguous tensors of t's shape. (core/kernels/sort.c) */
 td_tensor *td_sort(const td_tensor *t, int32_t dim, int32_t descending, td_tensor **indices);
+/* The k largest (smallest unless largest) values along dim in order and their indices,
+ * the stable sort's first k (equal values: the lower index first); results of t's shape
+ * with dim of size k. (core/kernels/select.c, as the rest of this group but unique,
+ * unique_consecutive: unique.c; histc, bincount: histogram.c; searchsorted: search.c) */
+td_tensor *td_topk(const td_tensor *t, int64_t k, int32_t dim, int32_t largest,
+                   td_tensor **indices);
+/* The k-th smallest value along dim (k 1-based: the stable sort's k-th) and its index;
+ * t's shape without dim. */
+td_tensor *td_kthvalue(const td_tensor *t, int64_t k, int32_t dim, td_tensor **indices);
+/* torch.median along dim: the lower median (the stable sort's element (n - 1) / 2) and its
+ * index; a NaN in the row gives NaN at its first NaN. ignore_nan: torch.nanmedian, the
+ * median of the other values (NaN, index 0, for a row of NaN). Refuses bool and dims of
+ * size 0. */
+td_tensor *td_median(const td_tensor *t, int32_t dim, int32_t ignore_nan, td_tensor **indices);
+/* torch.mode along dim: the most frequent value (the smallest of equally frequent ones;
+ * NaN never equals NaN) and the index of its last occurrence. */
+td_tensor *td_mode(const td_tensor *t, int32_t dim, td_tensor **indices);
+
+enum td_quantile_mode {
+  TD_QUANTILE_LINEAR = 0,
+  TD_QUANTILE_LOWER = 1,
+  TD_QUANTILE_HIGHER = 2,
+  TD_QUANTILE_MIDPOINT = 3,
+  TD_QUANTILE_NEAREST = 4
+};
+/* torch.quantile along dim of float32 / float64 t: q (t's dtype, 0-D or 1-D, values in
+ * [0, 1]) gives the result's leading dim when 1-D, then t's shape without dim. A NaN in a
+ * row makes its quantiles NaN; ignore_nan (torch.nanquantile) leaves NaN out. */
+td_tensor *td_quantile(const td_tensor *t, const td_tensor *q, int32_t dim,
+                       int32_t interpolation, int32_t ignore_nan);
+/* torch.unique of the flattened t, ascending (NaN last, each NaN its own value), or with
+ * consecutive torch.unique_consecutive (runs of equal values, in order). *inverse (t's
+ * shape) and *counts (the result's) are int64, inverse 0-based; pass NULL for either
+ * to skip it. */
+td_tensor *td_unique(const td_tensor *t, int32_t consecutive, td_tensor **inverse,
+                     td_tensor **counts);
+/* The same over the slices of t along dim (torch.unique(dim =), unique_consecutive(dim =)):
+ * slices in lexicographic order, a slice holding a NaN equal to no other. */
+td_tensor *td_unique_dim(const td_tensor *t, int32_t dim, int32_t consecutive,
+                         td_tensor **inverse, td_tensor **counts);
+/* torch.histc: bins equal bins over [min, max] (both 0, or equal: t's own extremes) of a
+ * floating t, counted in t's dtype; values outside and NaN are left out. */
+td_tensor *td_histc(const td_tensor *t, int64_t bins, double min, double max);
+/* torch.bincount of a 1-D integer t of values >= 0: int64 counts, or with weights (1-D,
+ * t's length) their sums (float32 weights: float32, any other: float64); at least
+ * minlength bins. */
+td_tensor *td_bincount(const td_tensor *t, const td_tensor *weights, int64_t minlength);
+/* torch.searchsorted: for each value, the 0-based slot of sorted_sequence's last dim
+ * (1-D, or the values' leading dims with its own last) where it would go, before equal
+ * values (after them when right); sorter (int64, 0-based, the sequence's shape) sorts an
+ * unsorted sequence; NULL for none. Both tensors of one dtype; int64 results (int32 when
+ * out_int32) of values' shape. */
+td_tensor *td_searchsorted(const td_tensor *sorted_sequence, const td_tensor *values,
+                           int32_t right, const td_tensor *sorter, int32_t out_int32);
 
 enum td_unary_op {
   TD_UNARY_NEG = 0,

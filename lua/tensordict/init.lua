@@ -145,24 +145,47 @@ local function op_function(name)
     return (method(x, ...))
   end
 end
+-- The same for methods with several results (values and indices, unique's inverse and
+-- counts): every result, not the first alone.
+local function op_function_results(name)
+  return function(x, ...)
+    if not tensor.is_tensor(x) then
+      util.fail(("%s: expected a tensor, got %s"):format(name, util.describe(x)))
+    end
+    return x[name](x, ...) -- a Lua method: a tail call keeps its count of results
+  end
+end
 -- and torch's other functions of a tensor that are methods here
 local METHOD_FUNCTIONS = {}
 for _, name in ipairs({ "isclose", "allclose", "equal", "nan_to_num", "nansum", "nanmean", "flip", "roll",
   "tril", "triu", "narrow", "movedim", "moveaxis", "swapaxes", "swapdims", "broadcast_to", "scatter",
   "index_add", "index_fill", "index_copy", "take", "take_along_dim", "outer", "diff", "addcmul", "addcdiv",
   "addmm", "tile", "diagonal", "diag", "trace", "kron", "cross", "tensor_split", "scatter_add", "scatter_reduce",
-  "cummax", "cummin", "logcumsumexp", "bernoulli", "multinomial", "masked_scatter", "baddbmm", "tensordot", "inner",
+  "logcumsumexp", "bernoulli", "multinomial", "masked_scatter", "baddbmm", "tensordot", "inner",
   "vdot", "square", "positive", "absolute", "negative", "clip", "fix", "true_divide", "multiply", "subtract", "divide",
   "arccos", "arcsin", "arctan", "arccosh", "arcsinh", "arctanh", "arctan2", "greater", "greater_equal", "less",
-  "less_equal", "not_equal", "argwhere", "count_nonzero", "aminmax", "std_mean", "var_mean", "logit", "sinc",
+  "less_equal", "not_equal", "argwhere", "count_nonzero", "logit", "sinc",
   "heaviside", "rad2deg", "deg2rad", "float_power", "fliplr", "flipud", "rot90", "diag_embed", "diagflat", "cov",
-  "corrcoef", "cdist", "is_floating_point", "numel" }) do -- (not dist: T.dist is the MPI module)
+  "corrcoef", "cdist", "is_floating_point", "numel", "argsort", "quantile", "nanquantile", "histc", "bincount",
+  "searchsorted" }) do -- (not dist: T.dist is the MPI module)
   METHOD_FUNCTIONS[name] = true
 end
 for _, names in ipairs({ ops.UNARY, ops.BINARY, METHOD_FUNCTIONS }) do
   for name in pairs(names) do
     if T[name] == nil then T[name] = op_function(name) end
   end
+end
+-- the functions with several results: sorting's (tensor/sorting.lua), the running extremes, aminmax, std_mean, var_mean
+for _, name in ipairs({ "sort", "topk", "kthvalue", "median", "nanmedian", "mode", "unique",
+  "unique_consecutive", "cummax", "cummin", "aminmax", "std_mean", "var_mean" }) do
+  T[name] = op_function_results(name)
+end
+-- T.bucketize(input, boundaries, ...): input may be a number, as in torch.
+function T.bucketize(x, ...)
+  if not (tensor.is_tensor(x) or type(x) == "number") then
+    util.fail(("bucketize: expected a tensor or a number, got %s"):format(util.describe(x)))
+  end
+  return (tensor.Tensor.bucketize(x, ...))
 end
 
 T.manual_seed = random.manual_seed

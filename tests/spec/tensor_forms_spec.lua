@@ -230,6 +230,8 @@ describe("running scans", function()
     assert.are.same({ 1, 1 }, select(2, big:cummax(1)):totable()) -- int64 compared exactly
     local g = T.arange(1, 12):view(3, 4):t() -- non-contiguous
     assert.are.same(g:contiguous():cummax(2):totable(), g:cummax(2):totable())
+    v, i = T.cummax(T.tensor({ 2, 1, 3 }), 1) -- the function form gives both results too
+    assert.are.same({ { 2, 2, 3 }, { 1, 1, 3 } }, { v:totable(), i:totable() })
     v, i = T.tensor(4):cummin(1)
     assert.are.same({ 0, 0 }, { v:dim(), i:dim() })
     assert.are.same({ 0 }, dims(T.zeros(0):cummax(1)))
@@ -437,6 +439,7 @@ describe("torch's other spellings and small forms", function()
     assert.are.same({ 0, 3 }, { lo, hi })
     lo, hi = t:aminmax({ dim = 2 })
     assert.are.same({ { 0, 0 }, { 2, 3 } }, { lo:totable(), hi:totable() })
+    assert.are.same({ 0, 3 }, { T.aminmax(t) })
     local s, m = a:std_mean(2)
     assert.are.same({ { 1, 1 }, { 2, 5 } }, { s:totable(), m:totable() })
     local v, m2 = a:var_mean(1, { correction = 0, keepdim = true })

@@ -18,7 +18,7 @@ require("tensordict.tensor.closeness") -- methods only: isclose, allclose, equal
 require("tensordict.tensor.rearrange") -- methods only: flip, roll, tril, triu
 require("tensordict.tensor.index_forms") -- methods only: scatter, index_add, index_fill, index_copy, take, ...
 require("tensordict.tensor.combine") -- methods only: outer, diff, addcmul, addcdiv, addmm, tile
-require("tensordict.tensor.sorting") -- methods only: sort, argsort, topk, kthvalue
+require("tensordict.tensor.sorting") -- sort .. bucketize (init.lua adds their T.<name> forms)
 require("tensordict.tensor.scatter_reduce") -- methods only: scatter_add(_), scatter_reduce(_)
 require("tensordict.tensor.matrix_forms") -- methods only: diag, trace, kron, cross
 require("tensordict.tensor.sampling") -- bernoulli, multinomial (methods); normal (the facade's T.normal)
