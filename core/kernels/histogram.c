@@ -33,7 +33,6 @@ static int64_t hist_grain(int64_t n, int64_t bins) {
 
 static inline float rnd_h(float v) { return td_half_to_float(td_float_to_half(v)); }
 static inline float rnd_bf(float v) { return td_bfloat16_to_float(td_float_to_bfloat16(v)); }
-static inline float rnd_none(float v) { return v; }
 
 typedef struct histc_job {
   const void *src;
