@@ -171,6 +171,11 @@ local function leaf_info(self, key, call)
 end
 
 function H.shape(self, key) return { unpack(leaf_info(self, key, "shape").shape) } end
+-- h:kind(key): "group", "tensor" or "string" (nil when absent), without reading.
+function H.kind(self, key)
+  local e = entry(self, key, "kind")
+  return e and e.kind or nil
+end
 function H.dtype(self, key) return leaf_info(self, key, "dtype").dtype end
 -- h:chunks(key): the dataset's chunk dims, or nil when it is contiguous.
 function H.chunks(self, key) return leaf_info(self, key, "chunks").chunk end
@@ -310,6 +315,46 @@ function H.set(self, key, value)
   local node = scan(self._f, self._path, self._batch, "set")
   self._entries, self._by = node._entries, node._by
   return self
+end
+
+-- h:select(keys...): a container over the same file with only these entries (names
+-- or key paths: a path keeps the groups on its way with only what it names).
+function H.select(self, ...)
+  local keys = { ... }
+  if #keys == 1 and type(keys[1]) == "table" and type(keys[1][1]) == "table" then keys = keys[1] end
+  local out = setmetatable({ _f = self._f, _path = self._path, _batch = self._batch, _entries = {}, _by = {},
+    _cache = self._cache }, mt)
+  for _, key in ipairs(keys) do
+    local path = type(key) == "table" and key or { key }
+    local e = entry(self, path, "select")
+    if not e then
+      fail(("select: no key %s in %s (keys: %s)"):format(describe(key_text(key)), self._f.path,
+        table.concat(H.keys(self), ", ")))
+    end
+    local head = self._by[path[1]]
+    local kept = out._by[head.name]
+    if #path == 1 or head.kind ~= "group" then
+      kept = head
+    else
+      local rest = { unpack(path, 2) }
+      local sub = kept and kept.node or nil
+      local picked = H.select(head.node, rest)
+      if sub and sub ~= head.node then
+        for _, pe in ipairs(picked._entries) do
+          if not sub._by[pe.name] then sub._entries[#sub._entries + 1] = pe; sub._by[pe.name] = pe end
+        end
+        picked = sub
+      end
+      kept = { name = head.name, kind = "group", node = picked }
+    end
+    if not out._by[head.name] then out._entries[#out._entries + 1] = kept end
+    for i, pe in ipairs(out._entries) do
+      if pe.name == head.name then out._entries[i] = kept end
+    end
+    out._by[head.name] = kept
+  end
+  table.sort(out._entries, function(a, b) return a.name < b.name end)
+  return out
 end
 
 function H.close(self) file.close(self._f) end

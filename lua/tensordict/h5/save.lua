@@ -52,6 +52,14 @@ function M.write_tensor(f, path, t, opts, call, extendible)
   return t
 end
 
+-- Appends the rows of t (contiguous, rows of them) to the extendible dataset at path.
+function M.append(f, path, t, rows, call)
+  local d = file.dataset(f, path, call)
+  if f.C.td_h5_append(d, dtype.code(t:dtype()), rows, TC.td_tensor_data_borrow(tensor.handle(t))) < 0 then
+    file.fail(call .. ": " .. path, f.C)
+  end
+end
+
 -- Writes the entries of td under group (recursively).
 function M.write_entries(f, group, td, opts, call)
   for _, key in ipairs(td:keys()) do
