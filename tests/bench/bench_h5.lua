@@ -129,7 +129,8 @@ if ok_py == 0 or ok_py == true then
   p:close()
   local secs = tonumber(out:match("seconds%s+([%d.]+)"))
   if secs then
-    print(("PersistentTensorDict (Python):      %.3f s  ratio python/ours %.2fx (goal >= 2x)"):format(secs, secs / ours))
+    print(("PersistentTensorDict (Python):      %.3f s  ratio python/ours %.2fx (goal >= 2x)")
+      :format(secs, secs / ours))
   else
     print("PersistentTensorDict: no figure (" .. out:gsub("\n", " ") .. ")")
   end
