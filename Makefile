@@ -297,6 +297,8 @@ install: all
 	  install -m 644 core/include/tensordict_cuda.h $(DESTDIR)$(INCDIR)/tensordict_cuda.h; fi
 	if [ -f $(MPI_LIB) ]; then install -m 755 $(MPI_LIB) $(DESTDIR)$(LIBDIR)/libtensordict_mpi.so; \
 	  install -m 644 core/include/tensordict_mpi.h $(DESTDIR)$(INCDIR)/tensordict_mpi.h; fi
+	if [ -f $(H5_LIB) ]; then install -m 755 $(H5_LIB) $(DESTDIR)$(LIBDIR)/libtensordict_h5.so; \
+	  install -m 644 core/include/tensordict_h5.h $(DESTDIR)$(INCDIR)/tensordict_h5.h; fi
 	install -m 644 lua/tensordict/*.lua $(DESTDIR)$(LUADIR)/tensordict/
 	for d in $(LUA_LAYERS); do install -m 644 lua/tensordict/$$d/*.lua $(DESTDIR)$(LUADIR)/tensordict/$$d/; done
 	install -m 644 plugins/*.lua $(DESTDIR)$(LUADIR)/tensordict/plugins/

@@ -66,6 +66,7 @@ describe("HDF5 files", function()
     assert.are.same({ 7, 8 }, h[{ 4 }]:get("y"):tolist())
     assert.are.same({ 9, 10 }, h:read_rows(9, 2):get("x"):tolist())
     assert.are.same({ 6, 2 }, h:read_index({ 6, 2 }):get("x"):tolist())
+    assert.are.same(H.range(1, 10), h[{ "x" }]:tolist()) -- a key path, as td[{"a", "b"}]
     assert.are.same(0, h[{ { 5, 4 } }]:batch_size()[1])
     H.raises(function() return h[11] end, "index: 11 is out of range for a batch dim of size 10")
     H.raises(function() h:read_rows(10, 2) end, "read_rows: rows 10 .. +2 are outside 1 .. 10")

@@ -263,6 +263,7 @@ end
 -- selects (a number, a range {a, b [, step]}, an int64 index tensor), the rest of the
 -- index applied to those rows. Other forms (masks, ellipsis) read everything first.
 function H.index(self, idx)
+  if type(idx) == "table" and type(rawget(idx, 1)) == "string" then return (H.get(self, idx)) end -- a key path
   local size = self._batch[1]
   if not size then return (H.to_tensordict(self)[idx]) end
   local first, rest = idx, {}
