@@ -74,7 +74,7 @@ local function scan(f, group, batch, call)
   else
     node._batch = common_prefix(shapes)
   end
-  return setmetatable(node, mt)
+  return (setmetatable(node, mt))
 end
 
 local OPTS = { mode = "string", batch_size = "table", group = "string" }

@@ -48,10 +48,10 @@ end
 local function sized(get)
   local n = get(name_buf, 4096)
   if n < 0 then return nil end
-  if n < 4096 then return ffi.string(name_buf, n) end
+  if n < 4096 then return (ffi.string(name_buf, n)) end
   local big = ffi.new("char[?]", n + 1)
   get(big, n + 1)
-  return ffi.string(big, n)
+  return (ffi.string(big, n))
 end
 
 -- The links of a group, in name order: {name =, kind = "group" | "dataset" | nil}.
