@@ -54,6 +54,15 @@ MPI_LIB   = $(BUILD)/libtensordict_mpi.so
 CDEFS_MPI = lua/tensordict/cdefs_mpi.lua
 MPICC    ?= mpicc
 HAVE_MPI := $(shell command -v $(MPICC) >/dev/null 2>&1 && echo yes)
+# libtensordict_h5.so (core/h5): HDF5 wrappers for tensordict.h5 (docs/h5.md), linked
+# against HDF5 only; built where pkg-config knows hdf5 (Debian's libhdf5-dev).
+H5_SRCS   = $(wildcard core/h5/*.c)
+H5_OBJS   = $(H5_SRCS:%.c=$(BUILD)/obj/%.o)
+H5_LIB    = $(BUILD)/libtensordict_h5.so
+CDEFS_H5  = lua/tensordict/cdefs_h5.lua
+H5_CFLAGS := $(shell pkg-config --cflags hdf5 2>/dev/null)
+H5_LIBS   := $(shell pkg-config --libs hdf5 2>/dev/null)
+HAVE_H5   := $(shell pkg-config --exists hdf5 2>/dev/null && echo yes)
 CTESTS    = $(patsubst tests/c/%.c,$(BUILD)/tests/%,$(wildcard tests/c/test_*.c))
 CBENCHES  = $(patsubst tests/bench/%.c,$(BUILD)/bench/%,$(wildcard tests/bench/bench_*.c))
 
@@ -69,10 +78,10 @@ CUDA_LIB    = $(BUILD)/libtensordict_cuda.so
 CUDA_OBJS   = $(patsubst %.cu,$(BUILD)/obj/%.o,$(wildcard core/cuda/*.cu))
 CUDA_CDEFS  = lua/tensordict/cuda_cdefs.lua
 
-.PHONY: all lib cuda cuda-bench mpi layers tables test check lint asan valgrind fuzz fuzz-c fuzz-targets bench bench-quick install deps \
+.PHONY: all lib cuda cuda-bench mpi h5 layers tables test check lint asan valgrind fuzz fuzz-c fuzz-targets bench bench-quick install deps \
         clean demo run
 
-all: $(LIB) $(CDEFS) $(CUDA_CDEFS) cuda $(CDEFS_MPI) mpi
+all: $(LIB) $(CDEFS) $(CUDA_CDEFS) cuda $(CDEFS_MPI) mpi $(CDEFS_H5) h5
 
 # libtensordict_mpi.so (core/mpi): MPI wrappers for tensordict.dist, linked against MPI
 # and libtensordict; libtensordict itself never links MPI. Built only where mpicc is.
@@ -93,6 +102,23 @@ $(MPI_LIB): $(MPI_OBJS) $(LIB)
 
 $(CDEFS_MPI): core/include/tensordict_mpi.h scripts/gen_cdefs.lua
 	luajit scripts/gen_cdefs.lua core/include/tensordict_mpi.h TD_MPI_ABI_VERSION > $@.tmp && mv $@.tmp $@
+
+ifeq ($(HAVE_H5),yes)
+h5: $(H5_LIB)
+else
+h5:
+	@echo "libtensordict_h5.so skipped: pkg-config finds no hdf5 (install libhdf5-dev; see docs/h5.md)"
+endif
+
+$(BUILD)/obj/core/h5/%.o: core/h5/%.c core/h5/h5_internal.h $(INC_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(TD_CFLAGS) $(H5_CFLAGS) -c $< -o $@
+
+$(H5_LIB): $(H5_OBJS)
+	$(CC) $(TD_CFLAGS) -shared -Wl,-soname,libtensordict_h5.so $(H5_OBJS) -o $@ $(H5_LIBS)
+
+$(CDEFS_H5): core/include/tensordict_h5.h scripts/gen_cdefs.lua
+	luajit scripts/gen_cdefs.lua core/include/tensordict_h5.h TD_H5_ABI_VERSION > $@.tmp && mv $@.tmp $@
 
 lib: $(LIB)
 
@@ -271,6 +297,8 @@ install: all
 	  install -m 644 core/include/tensordict_cuda.h $(DESTDIR)$(INCDIR)/tensordict_cuda.h; fi
 	if [ -f $(MPI_LIB) ]; then install -m 755 $(MPI_LIB) $(DESTDIR)$(LIBDIR)/libtensordict_mpi.so; \
 	  install -m 644 core/include/tensordict_mpi.h $(DESTDIR)$(INCDIR)/tensordict_mpi.h; fi
+	if [ -f $(H5_LIB) ]; then install -m 755 $(H5_LIB) $(DESTDIR)$(LIBDIR)/libtensordict_h5.so; \
+	  install -m 644 core/include/tensordict_h5.h $(DESTDIR)$(INCDIR)/tensordict_h5.h; fi
 	install -m 644 lua/tensordict/*.lua $(DESTDIR)$(LUADIR)/tensordict/
 	for d in $(LUA_LAYERS); do install -m 644 lua/tensordict/$$d/*.lua $(DESTDIR)$(LUADIR)/tensordict/$$d/; done
 	install -m 644 plugins/*.lua $(DESTDIR)$(LUADIR)/tensordict/plugins/

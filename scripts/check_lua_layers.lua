@@ -16,7 +16,9 @@
 
 -- The levels, lowest first. The flat files are the base: anyone may require them, and
 -- they require only each other. init.lua is the facade over the Lua layer.
-local LEVEL = { base = 0, tensor = 1, dict = 2, lazy_stack = 3, facade = 4,
+-- h5 (HDF5 files) sits between the facade, which it builds containers with, and flow,
+-- whose H5Source / H5Sink read and write through it.
+local LEVEL = { base = 0, tensor = 1, dict = 2, lazy_stack = 3, facade = 4, h5 = 4.5,
                 dist = 5, flow = 5, host = 6, repl = 7 }
 -- Layers whose folder defines a class (core.lua) that the folder's other files extend.
 local CLASS = { tensor = true, dict = true, lazy_stack = true }
@@ -100,4 +102,4 @@ if #problems > 0 then
   os.exit(1)
 end
 print(("check_lua_layers: base -> tensor -> dict -> lazy_stack -> facade -> dist, flow -> host "
-  .. "-> repl holds (%d files)"):format(#files))
+  .. "-> repl holds, h5 between facade and flow (%d files)"):format(#files))

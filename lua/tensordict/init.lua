@@ -223,6 +223,11 @@ function T.save(td, prefix, opts)
   return td:memmap(prefix, opts)
 end
 T.from_consolidated = lazy_stack_io.from_consolidated
+-- HDF5 files (docs/h5.md): tensordict.h5 loads on first use (it opens libtensordict_h5,
+-- linked with HDF5), named at run time since it sits above this facade.
+local H5_MODULE = "tensordict.h5"
+function T.from_h5(path, opts) return (require(H5_MODULE).from_h5(path, opts)) end
+function td_core.methods.to_h5(self, path, opts) return (require(H5_MODULE).to_h5(self, path, opts)) end
 T.memmap_tensor = td_memmap.memmap_tensor
 T.is_tensordict = td_core.is_td
 -- Python's is_tensor_collection: a TensorDict or a lazy stack.

@@ -66,7 +66,7 @@ return require("tensordict.once")("lib", function()
       :format(path, abi, cdefs.abi_version), 2)
   end
 
-  -- file_exists: for the loader of libtensordict_mpi (dist/lib.lua), which searches alike
+  -- file_exists: for the loaders of the side libraries (sidelib.lua), which search alike
   return { C = C, path = path, abi_version = abi, cdef = cdefs.cdef, file_exists = file_exists }
 
 end)

@@ -290,12 +290,12 @@ describe("tdflow inspect and plugins", function()
   it("says a file or folder of neither format is neither, instead of a reader's complaint", function()
     local text = write("notes.txt", "hello world\n")
     local _, err = expect("inspect " .. text, 1)
-    assert.are.equal("tdflow: inspect: " .. text .. " is neither a memmap folder nor a consolidated file "
-      .. "(a file that does not end in a metadata length and JSON)\n", err)
+    assert.are.equal("tdflow: inspect: " .. text .. " is neither a memmap folder, a consolidated file nor an "
+      .. "HDF5 file (a file that does not end in a metadata length and JSON)\n", err)
     os.execute("mkdir -p " .. dir .. "/plain_folder")
     _, err = expect("inspect " .. dir .. "/plain_folder", 1)
-    assert.are.equal("tdflow: inspect: " .. dir .. "/plain_folder is neither a memmap folder nor a consolidated "
-      .. "file (a folder without meta.json)\n", err)
+    assert.are.equal("tdflow: inspect: " .. dir .. "/plain_folder is neither a memmap folder, a consolidated "
+      .. "file nor an HDF5 file (a folder without meta.json)\n", err)
     -- a consolidated file that is damaged is one: the reader says what is wrong with it
     local T = require("tensordict")
     local file = dir .. "/whole.td"

@@ -1,5 +1,5 @@
--- host/inspect.lua: `tdflow inspect PATH`: a memmap folder or a consolidated file
--- (Python-written ones too) as a tree: keys, dtypes, shapes, bytes, batch sizes, dim
+-- host/inspect.lua: `tdflow inspect PATH`: a memmap folder, a consolidated file or an
+-- HDF5 file (Python-written ones too) as a tree: keys, dtypes, shapes, bytes, batch sizes, dim
 -- names and non-tensor values. Nothing is read beyond the metadata.
 local T = require("tensordict")
 local dtypes = require("tensordict.tensor.dtype")
@@ -7,6 +7,7 @@ local fs = require("tensordict.fs")
 local json = require("tensordict.json")
 local util = require("tensordict.util")
 local td_core = require("tensordict.dict")
+local h5 = require("tensordict.h5.dict")
 local flow = require("tensordict.flow")
 local provenance = require("tensordict.host.provenance")
 local progress = require("tensordict.host.progress")
@@ -21,7 +22,7 @@ end
 
 local function batch_text(td)
   local text = util.format_list(td:batch_size())
-  local names = td_core.dim_names(td)
+  local names = not h5.is_h5(td) and td_core.dim_names(td)
   if names then
     local parts = {}
     for i, n in ipairs(names) do parts[i] = n or "_" end
@@ -37,17 +38,32 @@ local function value_text(v)
   return text
 end
 
--- The tree's lines for td (indent: the prefix drawn before each line).
+-- An HDF5 dataset's dtype and shape, read from its header, as a tensor would give them.
+local function h5_leaf(h, k)
+  local shape = h:shape(k)
+  local n = 1
+  for _, s in ipairs(shape) do n = n * s end
+  return { dtype = function() return h:dtype(k) end, shape = function() return shape end,
+           numel = function() return n end }
+end
+
+-- The tree's lines for td (indent: the prefix drawn before each line); an HDF5
+-- container's datasets are described from their headers, not read.
 local function walk(td, indent, lines, totals)
   local keys = td:keys()
+  local is_h5 = h5.is_h5(td)
   for i, k in ipairs(keys) do
     local last = i == #keys
     local branch, child_indent = last and "`-- " or "|-- ", indent .. (last and "    " or "|   ")
-    local v = td:get(k)
-    if T.is_tensordict(v) then
+    local tensor_leaf = is_h5 and td:kind(k) == "tensor"
+    local v = tensor_leaf and h5_leaf(td, k) or td:get(k)
+    if h5.is_h5(v) then
+      lines[#lines + 1] = ("%s%s%s/  group batch %s"):format(indent, branch, k, batch_text(v))
+      walk(v, child_indent, lines, totals)
+    elseif T.is_tensordict(v) then
       lines[#lines + 1] = ("%s%s%s/  TensorDict batch %s"):format(indent, branch, k, batch_text(v))
       walk(v, child_indent, lines, totals)
-    elseif T.is_tensor(v) then
+    elseif tensor_leaf or T.is_tensor(v) then
       local bytes = leaf_bytes(v)
       totals.leaves, totals.bytes = totals.leaves + 1, totals.bytes + bytes
       lines[#lines + 1] = ("%s%s%-16s %-8s %-20s %s"):format(indent, branch, k, v:dtype(),
@@ -89,7 +105,16 @@ local function ends_like_consolidated(path)
   return first == "{"
 end
 
-local NEITHER = "is neither a memmap folder nor a consolidated file"
+local NEITHER = "is neither a memmap folder, a consolidated file nor an HDF5 file"
+
+-- Whether the file at path starts with HDF5's signature.
+local function is_hdf5(path)
+  local f = io.open(path, "rb")
+  if not f then return false end
+  local head = f:read(8)
+  f:close()
+  return head == "\137HDF\r\n\26\n"
+end
 
 -- The text of the tree for path, and of the provenance record of the run that wrote it;
 -- raises a clear error when path holds no container.
@@ -100,6 +125,8 @@ function M.text(path)
       util.fail(("inspect: %s %s (a folder without meta.json)"):format(path, NEITHER))
     end
     td, what = T.load_memmap(path), "memmap folder"
+  elseif fs.exists(path) and is_hdf5(path) then
+    td, what = T.from_h5(path), "HDF5 file"
   elseif fs.exists(path) then
     if not ends_like_consolidated(path) then
       util.fail(("inspect: %s %s (a file that does not end in a metadata length and JSON)"):format(path, NEITHER))

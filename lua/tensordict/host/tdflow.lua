@@ -91,8 +91,8 @@ local function parser()
   local check = p:command("check", "Report every problem of a recipe at once, before any data moves.")
   check:argument("recipe", "The recipe: a .json or .lua file, or - (read from standard input).")
   check:option("--set", "Override a recipe value: PATH=VALUE; repeatable."):count("*"):argname("PATH=VALUE")
-  local ins = p:command("inspect", "Show a memmap folder or a consolidated file as a tree.")
-  ins:argument("path", "A memmap folder (meta.json inside) or a consolidated file.")
+  local ins = p:command("inspect", "Show a memmap folder, a consolidated file or an HDF5 file as a tree.")
+  ins:argument("path", "A memmap folder (meta.json inside), a consolidated file or an HDF5 file.")
   p:command("plugins", "List the node types and functions of every plugin, with their files.")
   return p
 end
