@@ -25,6 +25,20 @@
 
 /* ------------------------------------------------------------------ the writes */
 
+bool td_fs_read_at(int fd, void *p, int64_t n, int64_t at) {
+  char *c = p;
+  while (n > 0) {
+    const ssize_t r = pread(fd, c, (size_t)(n < (1 << 30) ? n : (1 << 30)), (off_t)at);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      if (r == 0) errno = EIO; /* the file ended first */
+      return false;
+    }
+    c += r, n -= r, at += r;
+  }
+  return true;
+}
+
 bool td_fs_write_all(int fd, const void *p, int64_t n) {
   const char *c = p;
   while (n > 0) {

@@ -18,6 +18,9 @@ enum { TD_FS_CHUNK = 8 << 20 };
  * temporary is ours), and a bound on the recursion whatever a folder holds. */
 enum { TD_FS_MAX_DEPTH = 1024 };
 
+/* Reads n bytes at byte offset at of fd (pread), retrying interrupted and short reads.
+ * false with errno set (EIO when the file ends first). */
+bool td_fs_read_at(int fd, void *p, int64_t n, int64_t at);
 /* Writes n bytes at fd's position, retrying interrupted and short writes. false with
  * errno set (ENOSPC when the disk takes nothing). */
 bool td_fs_write_all(int fd, const void *p, int64_t n);

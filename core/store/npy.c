@@ -239,17 +239,6 @@ static char *format_header(int32_t dtype, int32_t ndim, const int64_t *shape, in
 
 /* ------------------------------------------------------------------ load and save */
 
-static bool read_all(int fd, void *p, int64_t n, int64_t at) {
-  char *q = p;
-  while (n > 0) {
-    const ssize_t r = pread(fd, q, (size_t)(n < (1 << 30) ? n : (1 << 30)), (off_t)at);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    q += r, n -= r, at += r;
-  }
-  return true;
-}
-
 /* The strides of a Fortran-order array (column-major), in elements. */
 static void fortran_strides(const td_npy_header *h, int64_t *strides) {
   int64_t s = 1;
@@ -295,7 +284,7 @@ TD_EXPORT td_tensor *td_npy_load(const char *path, int32_t mmap) {
   }
   char first[12];
   const int64_t got = st.st_size < 12 ? st.st_size : 12;
-  if (!read_all(fd, first, got, 0)) {
+  if (!td_fs_read_at(fd, first, got, 0)) {
     td_fail(TD_EIO, "load_npy: cannot read '%s': %s", path, strerror(errno));
     goto done;
   }
@@ -309,7 +298,7 @@ TD_EXPORT td_tensor *td_npy_load(const char *path, int32_t mmap) {
     if (hlen > st.st_size) hlen = st.st_size;
   }
   head = malloc((size_t)(hlen ? hlen : 1));
-  if (!head || !read_all(fd, head, hlen, 0)) {
+  if (!head || !td_fs_read_at(fd, head, hlen, 0)) {
     td_fail(head ? TD_EIO : TD_ENOMEM, "load_npy: cannot read '%s'", path);
     goto done;
   }
@@ -348,7 +337,7 @@ TD_EXPORT td_tensor *td_npy_load(const char *path, int32_t mmap) {
   }
   td_storage *s = td_storage_new_heap(h.nbytes);
   if (!s) goto done;
-  if (!read_all(fd, td_storage_data_borrow(s), h.nbytes, h.data_offset)) {
+  if (!td_fs_read_at(fd, td_storage_data_borrow(s), h.nbytes, h.data_offset)) {
     td_fail(TD_EIO, "load_npy: cannot read the data of '%s': %s", path, strerror(errno));
     td_storage_release(s);
     goto done;

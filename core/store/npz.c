@@ -45,17 +45,6 @@ static void put(unsigned char *p, uint64_t v, int bytes) {
   for (int i = 0; i < bytes; i++, v >>= 8) p[i] = (unsigned char)(v & 0xff);
 }
 
-static bool read_at(int fd, void *p, int64_t n, int64_t at) {
-  char *q = p;
-  while (n > 0) {
-    const ssize_t r = pread(fd, q, (size_t)(n < (1 << 30) ? n : (1 << 30)), (off_t)at);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    q += r, n -= r, at += r;
-  }
-  return true;
-}
-
 /* ------------------------------------------------------------------ reading */
 
 typedef struct member {
@@ -94,7 +83,7 @@ static bool open_archive(const char *call, const char *path, archive *a) {
   unsigned char *buf = malloc((size_t)(tail ? tail : 1));
   if (!buf) return zfail(call, a, "out of memory");
   int64_t at = -1;
-  if (read_at(a->fd, buf, tail, a->size - tail))
+  if (td_fs_read_at(a->fd, buf, tail, a->size - tail))
     for (int64_t i = tail - 22; i >= 0; i--)
       if (le(buf + i, 4) == SIG_END) {
         at = i;
@@ -112,10 +101,10 @@ static bool open_archive(const char *call, const char *path, archive *a) {
   free(buf);
   if (a->entries == 0xffff || a->cd_size == 0xffffffff || a->cd_offset == 0xffffffff) {
     unsigned char loc[20], rec[56];
-    if (end_pos < 20 || !read_at(a->fd, loc, 20, end_pos - 20) || le(loc, 4) != SIG_LOCATOR64)
+    if (end_pos < 20 || !td_fs_read_at(a->fd, loc, 20, end_pos - 20) || le(loc, 4) != SIG_LOCATOR64)
       return zfail(call, a, "a ZIP64 archive without its locator");
     const uint64_t rec_at = le(loc + 8, 8);
-    if (rec_at > (uint64_t)a->size - 56 || !read_at(a->fd, rec, 56, (int64_t)rec_at) || le(rec, 4) != SIG_END64)
+    if (rec_at > (uint64_t)a->size - 56 || !td_fs_read_at(a->fd, rec, 56, (int64_t)rec_at) || le(rec, 4) != SIG_END64)
       return zfail(call, a, "a ZIP64 archive without its end record");
     a->entries = le(rec + 32, 8);
     a->cd_size = le(rec + 40, 8);
@@ -165,7 +154,7 @@ static unsigned char *directory(const char *call, archive *a) {
     zfail(call, a, "out of memory");
     return NULL;
   }
-  if (!read_at(a->fd, cd, (int64_t)a->cd_size, (int64_t)a->cd_offset)) {
+  if (!td_fs_read_at(a->fd, cd, (int64_t)a->cd_size, (int64_t)a->cd_offset)) {
     free(cd);
     zfail(call, a, "its central directory cannot be read");
     return NULL;
@@ -218,7 +207,7 @@ TD_EXPORT int64_t td_npz_names(const char *path, char *buf, int64_t cap) {
 /* The member's uncompressed bytes (malloc'd), NULL after td_fail. */
 static char *member_bytes(const char *call, archive *a, const member *m) {
   unsigned char lh[30];
-  if (m->local > (uint64_t)a->size - 30 || !read_at(a->fd, lh, 30, (int64_t)m->local) || le(lh, 4) != SIG_LOCAL) {
+  if (m->local > (uint64_t)a->size - 30 || !td_fs_read_at(a->fd, lh, 30, (int64_t)m->local) || le(lh, 4) != SIG_LOCAL) {
     zfail(call, a, "a member's local header is missing");
     return NULL;
   }
@@ -244,7 +233,7 @@ static char *member_bytes(const char *call, archive *a, const member *m) {
     td_fail(TD_ENOMEM, "%s: out of memory for a member of %llu bytes", call, (unsigned long long)m->usize);
     return NULL;
   }
-  bool ok = read_at(a->fd, in, (int64_t)m->csize, (int64_t)data);
+  bool ok = td_fs_read_at(a->fd, in, (int64_t)m->csize, (int64_t)data);
   if (ok && m->method == METHOD_DEFLATED) {
     z_stream z;
     memset(&z, 0, sizeof z);

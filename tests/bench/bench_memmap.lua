@@ -8,16 +8,11 @@ local ffi = require("ffi")
 local T = require("tensordict")
 local best = require("best") -- best(runs, fn): the shortest run, in seconds
 local C = require("tensordict.lib").C
+local raw_write = require("raw_write") -- the reference write
 
 ffi.cdef [[
-  int open(const char *path, int flags, int mode);
-  long write(int fd, const void *buf, size_t n);
-  int fsync(int fd);
-  int close(int fd);
-  int unlink(const char *path);
   void *memcpy(void *dst, const void *src, size_t n);
 ]]
-local O_WRONLY, O_CREAT, O_TRUNC = 1, 64, 512
 local dir = (os.getenv("TD_BENCH_DIR") or "/tmp") .. "/td-bench-memmap"
 os.execute("rm -rf '" .. dir .. "' && mkdir -p '" .. dir .. "'")
 
@@ -31,19 +26,8 @@ local bytes = LEAVES * ROWS * 64 * 4
 -- The reference: one file written sequentially from memory, then fsynced.
 local buf = T.rand(ROWS * LEAVES, 64)
 local raw_path = dir .. "/raw.bin"
-local raw = best(3, function()
-  local fd = ffi.C.open(raw_path, O_WRONLY + O_CREAT + O_TRUNC, 420)
-  local p = ffi.cast("const char *", C.td_tensor_data_borrow(buf.h))
-  local left, off = bytes, 0
-  while left > 0 do
-    local n = tonumber(ffi.C.write(fd, p + off, math.min(left, 64 * 1024 * 1024)))
-    assert(n > 0, "write failed")
-    left, off = left - n, off + n
-  end
-  ffi.C.fsync(fd)
-  ffi.C.close(fd)
-end)
-ffi.C.unlink(raw_path)
+local raw = best(3, function() raw_write(raw_path, C.td_tensor_data_borrow(buf.h), bytes, true) end)
+os.remove(raw_path)
 local prefix = dir .. "/td"
 local save = best(3, function() td:memmap(prefix, { existsok = true }):free() end)
 print(("%-44s %8.3f s, raw write+fsync %8.3f s, raw/ours %.2f (target >= 0.9)"):format(

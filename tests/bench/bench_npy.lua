@@ -3,46 +3,28 @@
 -- that file, and numpy's np.save / np.load(mmap_mode="r") of the same where TD_PYTHON
 -- has numpy. Writes ~2 GiB under TD_BENCH_DIR (default /tmp). Run by 'make bench'.
 package.path = "lua/?.lua;lua/?/init.lua;tests/bench/?.lua;" .. package.path
-local ffi = require("ffi")
 local T = require("tensordict")
 local best = require("best") -- best(runs, fn): the shortest run, in seconds
 local C = require("tensordict.lib").C
+local raw_write_file = require("raw_write")
 
-ffi.cdef [[
-  int open(const char *path, int flags, int mode);
-  long write(int fd, const void *buf, size_t n);
-  int fsync(int fd);
-  int close(int fd);
-  int unlink(const char *path);
-]]
-local O_WRONLY, O_CREAT, O_TRUNC = 1, 64, 512
 local dir = (os.getenv("TD_BENCH_DIR") or "/tmp") .. "/td-bench-npy"
 os.execute("rm -rf '" .. dir .. "' && mkdir -p '" .. dir .. "'")
 
 local t = T.rand(4096 * 1024, 64) -- 1 GiB of float32
 local bytes = t:numel() * 4
 
--- The reference: the same bytes written sequentially from memory into one file.
+-- The reference: the same bytes written sequentially from memory into one new file.
 local function raw_write(fsync)
   local path = dir .. "/raw.bin"
-  return best(3, function()
-    local fd = ffi.C.open(path, O_WRONLY + O_CREAT + O_TRUNC, 420)
-    local p = ffi.cast("const char *", C.td_tensor_data_borrow(t.h))
-    local left, off = bytes, 0
-    while left > 0 do
-      local n = tonumber(ffi.C.write(fd, p + off, math.min(left, 64 * 1024 * 1024)))
-      assert(n > 0, "write failed")
-      left, off = left - n, off + n
-    end
-    if fsync then ffi.C.fsync(fd) end
-    ffi.C.close(fd)
-  end, function() ffi.C.unlink(path) end)
+  return best(3, function() raw_write_file(path, C.td_tensor_data_borrow(t.h), bytes, fsync) end,
+    function() os.remove(path) end)
 end
 
 local path = dir .. "/a.npy"
 for _, fsync in ipairs({ true, false }) do
   -- each side writes a new file (the previous one removed, untimed), in turn
-  local ours = best(3, function() t:save_npy(path, { fsync = fsync }) end, function() ffi.C.unlink(path) end)
+  local ours = best(3, function() t:save_npy(path, { fsync = fsync }) end, function() os.remove(path) end)
   local raw = raw_write(fsync)
   print(("%-40s %8.3f s, raw write%s %8.3f s, raw/ours %.2f (target >= 0.9)"):format(
     ("save_npy 1 GiB%s"):format(fsync and " (fsync)" or ""), ours, fsync and "+fsync" or "", raw, raw / ours))
