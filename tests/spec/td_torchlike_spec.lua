@@ -355,11 +355,28 @@ describe("td:map_iter(fn, opts)", function()
       local it = data():map_iter(fail_late, { workers = w, chunk = 3 })
       assert.are.same({ 1, 2, 3 }, it().a:totable())
       local err = H.raises(function() it() end, "too big")
-      -- inline, chunk 2 fails; in workers, chunk 2 or 3 (both fail, and an error is raised as it comes in)
-      local want = w == 0 and "map_iter: chunk 2 failed: " or "map_iter: chunk [23] failed in worker %d"
+      -- chunks 2 and 3 both fail; ordered, chunk 2's error is the one raised
+      local want = w == 0 and "map_iter: chunk 2 failed: " or "map_iter: chunk 2 failed in worker %d"
       assert.truthy(err:find(want), err)
       assert.is_nil(it())
     end
+  end)
+
+  it("hands out an ordered chunk's result before a later chunk's error, whichever came first", function()
+    local function slow_first(x)
+      if x.a[1] == 1 then -- chunk 1 comes in after chunk 2's error
+        local ffi = require("ffi")
+        pcall(ffi.cdef, "int usleep(unsigned int usec);")
+        ffi.C.usleep(300000)
+      end
+      if x.a[1] > 3 then error("too big") end
+      return x
+    end
+    local it = data():map_iter(slow_first, { workers = 2, chunk = 3 })
+    assert.are.same({ 1, 2, 3 }, it().a:totable())
+    local err = H.raises(function() it() end, "too big")
+    assert.truthy(err:find("map_iter: chunk 2 failed in worker %d"), err)
+    assert.is_nil(it())
   end)
 
   it("raises for bad arguments before forking", function()

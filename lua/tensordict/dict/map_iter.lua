@@ -49,15 +49,21 @@ function TD.map_iter(self, fn, opts)
       if ordered and held[given + 1] then
         local r = held[given + 1]
         held[given + 1] = nil
-        return r
+        if r.failure then error(r.failure, 0) end
+        return r.result
       end
       while submitted < nchunks and pool:idle() > 0 do
         submitted = submitted + 1
         pool:submit(submitted)
       end
-      local k, r = pool:next()
+      local ok, k, r = pcall(pool.next, pool)
+      local failed = not ok and pool.failed_job
+      pool.failed_job = nil
+      if not ok and not (ordered and failed) then error(k, 0) end
       if not ordered then return r end
-      held[k] = r -- ordered: kept until its turn
+      -- ordered: a result, or a chunk's error, is kept until its turn (chunk 2's error
+      -- is raised after chunk 1's result is handed out, however the workers' timing went)
+      if failed then held[failed] = { failure = k } else held[k] = { result = r } end
     end
   end
   return function()

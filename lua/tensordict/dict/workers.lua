@@ -246,6 +246,7 @@ function Pool:next(timeout_ms)
   elseif kind == REPLY_DONE then
     return k, nil, i + 1
   elseif kind == REPLY_ERROR then
+    self.failed_job = k -- the worker lives on: an ordered caller may hold the error until k's turn
     raise(("%s: %s %d failed in worker %d: %s"):format(self.call, self.unit, k, i + 1,
       ffi.string(C.td_workers_message_borrow(self.w, i))))
   elseif kind == REPLY_DIED then
