@@ -23,7 +23,7 @@ local Eval = core.define("Eval", {
 
 function Eval:init()
   local e, problems = expr.compile(self.p.expr)
-  if not e then self:fail(table.concat(expr.problems_text(self.p.expr, problems, "expr: "), "; ")) end
+  if not e then self:fail(table.concat(expr.problems_text(self.p.expr, problems, "expr: "), "\n  ")) end
   self.expr = e
   self.in_keys = e.keys
   self.out_keys = { self.p.out }

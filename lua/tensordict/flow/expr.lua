@@ -9,6 +9,7 @@
 local util = require("tensordict.util")
 local tensor = require("tensordict.tensor")
 local create = require("tensordict.tensor.create")
+local dict = require("tensordict.dict")
 local core = require("tensordict.flow.core")
 local parse = require("tensordict.flow.expr_parse")
 local eops = require("tensordict.flow.expr_ops")
@@ -180,7 +181,7 @@ local function read_batch(env, key)
   if v == nil then util.fail(core.missing_key(env.td, key)) end
   if not is_tensor(v) then
     util.fail(("key %s is %s, not a tensor%s"):format(core.key_text(key), util.describe(v),
-      type(v) == "table" and " (name one of its leaves: a.b reads leaf b of a)" or ""))
+      dict.is_td(v) and " (name one of its leaves: a.b reads leaf b of a)" or ""))
   end
   return v
 end
@@ -191,9 +192,9 @@ function Expr:eval(td)
   local env = { td = td, read = read_batch }
   local ok, v = pcall(self.root, env)
   if not ok then util.fail(M.at(self.text, env.col or 1, words(v))) end
+  if #self.keys > 0 then return v end
   if not is_tensor(v) then return create.full(td:batch_size(), v) end
-  if v:dim() == 0 then return create.full(td:batch_size(), v:item(), v:dtype()) end
-  return v
+  return create.full(td:batch_size(), v:item(), v:dtype())
 end
 
 -- Reading a key in a check: a one-element tensor of its declared dtype, else unknown.
@@ -242,7 +243,7 @@ function M.fn(text)
     util.fail("expr: " .. table.concat(M.problems_text(text, problems), "\n"))
   end
   return function(td)
-    if not require("tensordict.dict").is_td(td) then
+    if not dict.is_td(td) then
       util.fail(("expr: expected a TensorDict batch, got %s"):format(util.describe(td)))
     end
     return e:eval(td)

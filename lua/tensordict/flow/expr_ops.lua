@@ -114,7 +114,9 @@ end
 -- Reductions run along the last dim (a [B, 3] leaf gives [B]); min and max give values.
 for name in pairs(ops.REDUCE) do
   local m = method(name)
-  FUNCTIONS[name] = { arity = 1, fn = of_tensor(function(x) return (m(x, -1)) end), what = "along the last dim" }
+  local reduce = function(x) return (m(x, -1)) end
+  if ops.REDUCE_PARAM_FIRST[name] then reduce = function(x) return (m(x, nil, -1)) end end -- norm: p = 2
+  FUNCTIONS[name] = { arity = 1, fn = of_tensor(reduce), what = "along the last dim" }
 end
 -- Casts: float(x), long(x), ... (torch's cast methods) and every dtype name (float32(x)).
 local casts = {}

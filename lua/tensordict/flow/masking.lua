@@ -35,7 +35,7 @@ local function check_mask_param(self, name)
   end
   if type(m) == "string" and not expr.is_plain_key(m) then
     local e, problems = expr.compile(m)
-    if not e then self:fail(table.concat(expr.problems_text(m, problems, name .. ": "), "; ")) end
+    if not e then self:fail(table.concat(expr.problems_text(m, problems, name .. ": "), "\n  ")) end
     self.exprs = self.exprs or {}
     self.exprs[name] = e
     return
