@@ -486,7 +486,8 @@ end
 local FACTORIES = {
   energy_below = {
     takes = "batch",
-    doc = "energy_below{max, k = 1, pos, vel, mass}: fn(td) -> bool, total energy (spring k) < max, a mask",
+    doc = "energy_below{max, k = 1, pos, vel, mass}: fn(td) -> bool [B], total energy (spring k) < max "
+      .. "(for trajectories, at every state): a mask",
     args = {
       { "max", "number", required = true, doc = "the energy a row must stay below" },
       { "k", "number", default = 1, doc = "the spring constant of the potential energy" },
@@ -498,7 +499,9 @@ local FACTORIES = {
       local who = { type_name = "physics.energy_below" }
       return function(td)
         local e = F.total_energy(kit.get(who, td, a.pos), kit.get(who, td, a.vel), kit.get(who, td, a.mass), a.k)
-        return e:lt(a.max)
+        local below = e:lt(a.max)
+        if below:dim() > 1 then below = below:all(-1) end -- trajectories [B, T]: every state below
+        return below
       end
     end,
   },

@@ -138,7 +138,7 @@ end
 ----------------------------------------------------------------------------- Filter
 
 local Filter = core.define("Filter", {
-  doc = "Keeps the rows where a bool key holds or a function of the batch returns true.",
+  doc = "Keeps the rows where the mask holds: a bool key, an expression or a function of the batch.",
   params = {
     { "where", MASK_KIND, required = true, key_or_function = true, takes = "batch", doc = MASK_DOC },
     { "keep_empty", "boolean", default = false, doc = "emit batches left with no rows (default: drop them)" },
