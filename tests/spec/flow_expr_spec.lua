@@ -188,6 +188,16 @@ describe("flow.expr: errors at their columns", function()
     problem("x 2", "unexpected '2' after a complete expression at column 3")
     problem("", "the expression is empty at column 1")
     problem("sqrt(x,)", "expected a value (a number, a key, a call or '('), got ')' at column 8")
+    -- nesting past what the Lua stack holds is refused, at the column where it gets too deep
+    problem(("("):rep(100000) .. "x" .. (")"):rep(100000),
+      "the expression nests deeper than 200 operations (split it into Eval steps) at column 201")
+    problem(("-"):rep(300) .. "x", "nests deeper than 200 operations (split it into Eval steps) at column 201")
+    problem("x" .. ("^x"):rep(300), "nests deeper than 200 operations (split it into Eval steps) at column 402")
+    problem("x" .. ("+x"):rep(300), "nests deeper than 200 operations (split it into Eval steps) at column 400")
+    assert.same({ 199, 199, 199, 199, 199 }, ev("0" .. ("+1"):rep(199)):totable())
+    -- a long expression is shown around the column
+    problem(("x + "):rep(40) .. "sqrtt(x)" .. (" + x"):rep(40), "at column 161:\n    ..." .. ("x + "):rep(15)
+      .. "sqrtt(x)" .. (" + x"):rep(13) .. " ...\n    " .. (" "):rep(63) .. "^")
   end)
 
   it("reports every unknown function and wrong arity at once, with hints", function()

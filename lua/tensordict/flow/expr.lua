@@ -21,9 +21,14 @@ local M = {}
 -- The value of an operand whose dtype a check does not know.
 local UNKNOWN = setmetatable({}, { __tostring = function() return "<unknown>" end })
 
--- msg at col of text, the text shown with a caret under the column.
+-- msg at col of text, the text shown with a caret under the column (a long text: the 60
+-- characters on either side of it).
+local SHOWN = 60
 function M.at(text, col, msg)
-  return ("%s at column %d:\n    %s\n    %s^"):format(msg, col, text, (" "):rep(col - 1))
+  local from, to = math.max(1, col - SHOWN), math.min(#text, col + SHOWN)
+  local shown = (from > 1 and "..." or "") .. text:sub(from, to) .. (to < #text and "..." or "")
+  local caret = col - from + (from > 1 and 3 or 0)
+  return ("%s at column %d:\n    %s\n    %s^"):format(msg, col, shown, (" "):rep(caret))
 end
 
 -- A raised error as the problem's words: no "file:line: tensordict: ".
@@ -238,6 +243,7 @@ end
 -- flow.expr(text) -> fn(td): the expression as a function of a batch (a tensor over its
 -- rows); raises its problems, each at its column.
 function M.fn(text)
+  if type(text) ~= "string" then util.fail(("expr: an expression is a string, got %s"):format(util.describe(text))) end
   local e, problems = M.compile(text)
   if not e then
     util.fail("expr: " .. table.concat(M.problems_text(text, problems), "\n"))

@@ -95,7 +95,35 @@ function Parser:expect(text, what)
   return self:next()
 end
 
-local function binary(op, a, b, col) return { k = "bin", op = op, a = a, b = b, col = col } end
+-- How deep a tree may nest: deeper, its compiling and evaluating would recurse past what
+-- the Lua stack holds; nobody writes such an expression by hand.
+local MAX_DEPTH = 200
+
+-- node, with its depth (d) checked against MAX_DEPTH.
+local function nested(node)
+  local d = 0
+  for _, child in ipairs({ node.a, node.b }) do d = math.max(d, child.d or 1) end
+  for _, child in ipairs(node.args or {}) do d = math.max(d, child.d or 1) end
+  node.d = d + 1
+  if node.d > MAX_DEPTH then
+    err(node.col, "the expression nests deeper than %d operations (split it into Eval steps)", MAX_DEPTH)
+  end
+  return node
+end
+
+-- The parser's own recursion (parentheses, unary operators), bounded the same way.
+function Parser:enter(col)
+  self.level = self.level + 1
+  if self.level > MAX_DEPTH then
+    err(col, "the expression nests deeper than %d operations (split it into Eval steps)", MAX_DEPTH)
+  end
+end
+function Parser:leave(node)
+  self.level = self.level - 1
+  return node
+end
+
+local function binary(op, a, b, col) return nested({ k = "bin", op = op, a = a, b = b, col = col }) end
 
 -- A left-associative level: operand (the next tighter level) {op operand}.
 function Parser:left(ops, operand)
@@ -117,7 +145,8 @@ function Parser:conjunction() return self:left(AND, Parser.negation) end
 function Parser:negation()
   if self:is("not") then
     local tok = self:next()
-    return { k = "un", op = "not", a = self:negation(), col = tok.col }
+    self:enter(tok.col)
+    return self:leave(nested({ k = "un", op = "not", a = self:negation(), col = tok.col }))
   end
   return self:comparison()
 end
@@ -141,7 +170,8 @@ function Parser:product() return self:left(MUL, Parser.unary) end
 function Parser:unary()
   if self:is("-") then
     local tok = self:next()
-    return { k = "un", op = "-", a = self:unary(), col = tok.col }
+    self:enter(tok.col)
+    return self:leave(nested({ k = "un", op = "-", a = self:unary(), col = tok.col }))
   end
   if self:is("+") then
     self:next()
@@ -154,7 +184,8 @@ function Parser:power()
   local base = self:primary()
   if not self:is("^") then return base end
   local tok = self:next()
-  return binary("^", base, self:unary(), tok.col) -- the exponent may carry its own sign
+  self:enter(tok.col)
+  return self:leave(binary("^", base, self:unary(), tok.col)) -- the exponent may carry its own sign
 end
 
 function Parser:primary()
@@ -169,15 +200,17 @@ function Parser:primary()
     return { k = "key", key = key, text = tok.text, col = tok.col }
   end
   if tok.t == "op" and tok.text == "(" then
+    self:enter(tok.col)
     local inner = self:disjunction()
     self:expect(")", ("to close the '(' at column %d"):format(tok.col))
-    return inner
+    return self:leave(inner)
   end
   err(tok.col, "expected a value (a number, a key, a call or '('), got %s", shown(tok))
 end
 
 function Parser:call(name)
   local open = self:next()
+  self:enter(open.col)
   local args = {}
   if not self:is(")") then
     repeat
@@ -185,12 +218,12 @@ function Parser:call(name)
     until not (self:is(",") and self:next())
   end
   self:expect(")", ("to close the call of '%s' at column %d"):format(name.text, open.col))
-  return { k = "call", name = name.text, args = args, col = name.col }
+  return self:leave(nested({ k = "call", name = name.text, args = args, col = name.col }))
 end
 
 -- The tree of text; raises {col =, msg =} at its first syntax error.
 function M.parse(text)
-  local p = setmetatable({ toks = lex(text), pos = 1 }, Parser)
+  local p = setmetatable({ toks = lex(text), pos = 1, level = 0 }, Parser)
   if p:peek().t == "end" then err(1, "the expression is empty") end
   local tree = p:disjunction()
   local tok = p:peek()
