@@ -353,6 +353,14 @@ describe("expressions and function args in JSON recipes (scripts/tdflow)", funct
     end
   end)
 
+  it("checks and / or operands whose dtype is known beside one that is not", function()
+    local problems = recipe.check(json.decode(recipe_text('{"use": "Filter", "where": "nope or x"}')))
+    assert.equal(2, #problems)
+    assert.truthy(problems[1]:find("steps[1] (Filter): key 'nope' is neither given by the source", 1, true))
+    assert.truthy(problems[2]:find("steps[1] (Filter): where: 'or' needs bool operands (a comparison, isnan(x), a "
+      .. "bool leaf), got a float32 tensor at column 6", 1, true), problems[2])
+  end)
+
   it("declares Eval's dtype to the steps after it", function()
     local problems = recipe.check(json.decode(recipe_text('{"use": "Eval", "out": "big", "expr": "label > 0"}, '
       .. '{"use": "Normalize", "keys": ["big"]}')))

@@ -55,10 +55,14 @@ local compile_node
 local function compile_binary(node, problems, refs)
   local op = eops.binary[node.op]
   local ca, cb = compile_node(node.a, problems, refs), compile_node(node.b, problems, refs)
-  local fn, fold, col = op.fn, op.fold, node.col
+  local fn, fold, operand, col = op.fn, op.fold, op.operand, node.col
   return function(env)
     local a, b = ca(env), cb(env)
-    if a == UNKNOWN or b == UNKNOWN then return UNKNOWN end
+    if a == UNKNOWN or b == UNKNOWN then
+      -- a check with one dtype unknown: the other operand may still be wrong for and / or
+      if operand and (a ~= UNKNOWN or b ~= UNKNOWN) then apply(env, col, operand, a == UNKNOWN and b or a) end
+      return UNKNOWN
+    end
     if scalar(a) and scalar(b) then return apply(env, col, fold, a, b) end
     return apply(env, col, fn, a, b)
   end

@@ -56,7 +56,8 @@ local FOLD = {
   [">"] = function(a, b) return a > b end, [">="] = function(a, b) return a >= b end,
 }
 
--- op(symbol) -> {name =, fn = function(a, b), fold = function(a, b) for two scalars}.
+-- op(symbol) -> {name =, fn = function(a, b), fold = function(a, b) for two scalars,
+-- operand = function(v) raising for an operand it never takes (and, or), or nil}.
 local OPERATORS = {}
 for symbol, name in pairs(BINARY_SYMBOLS) do
   local m, fold = method(name), FOLD[symbol]
@@ -66,6 +67,7 @@ for word, name in pairs(LOGICAL_WORDS) do
   local m = method(name)
   local both = word == "and"
   OPERATORS[word] = { name = name,
+    operand = function(v) bool_operand(word, v) end, -- what one operand must be, alone
     fn = function(a, b)
       bool_operand(word, a)
       bool_operand(word, b)
