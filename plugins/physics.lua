@@ -479,6 +479,34 @@ function Histogram:abort()
   self.underflow, self.overflow, self.nan, self.total = 0, 0, 0, 0
 end
 
+------------------------------------------------------------------ functions with args
+-- Made once per step from the args a recipe gives: {"use": "physics.energy_below",
+-- "args": {"max": 0.5}} (docs/plugin-physics.md).
+
+local FACTORIES = {
+  energy_below = {
+    takes = "batch",
+    doc = "energy_below{max, k = 1, pos, vel, mass}: fn(td) -> bool [B], total energy (spring k) < max "
+      .. "(for trajectories, at every state): a mask",
+    args = {
+      { "max", "number", required = true, doc = "the energy a row must stay below" },
+      { "k", "number", default = 1, doc = "the spring constant of the potential energy" },
+      { "pos", "key", default = "pos", doc = "the positions [B, 3]" },
+      { "vel", "key", default = "vel", doc = "the velocities [B, 3]" },
+      { "mass", "key", default = "mass", doc = "the masses [B]" },
+    },
+    make = function(a)
+      local who = { type_name = "physics.energy_below" }
+      return function(td)
+        local e = F.total_energy(kit.get(who, td, a.pos), kit.get(who, td, a.vel), kit.get(who, td, a.mass), a.k)
+        local below = e:lt(a.max)
+        if below:dim() > 1 then below = below:all(-1) end -- trajectories [B, T]: every state below
+        return below
+      end
+    end,
+  },
+}
+
 --------------------------------------------------------------------- the plugin
 
 local plugin = {
@@ -491,6 +519,7 @@ local plugin = {
     ["physics.Histogram"] = Histogram,
   },
   functions = F,
+  factories = FACTORIES,
   -- what each function is a function of: tdflow check refuses one named where the other
   -- kind is called (a function of tensors as Map's fn, say)
   takes = { kinetic_energy = "tensors", potential_energy = "tensors", gravitational_energy = "tensors",

@@ -76,8 +76,19 @@ function M.resolve_function(name)
   return nil
 end
 
--- The registered function names (sorted), for "did you mean" hints.
-function M.function_list() return sorted_keys(M.functions) end
+-- The registered function names (sorted), factories' included, for "did you mean" hints.
+function M.function_list()
+  local names = sorted_keys(M.functions)
+  for _, name in ipairs(require("tensordict.flow.fn_args").names()) do names[#names + 1] = name end
+  table.sort(names)
+  return names
+end
+
+-- A function with args, {use = name, args = {...}} (flow/fn_args.lua): the function it
+-- makes; raises what is wrong with it.
+function M.resolve_use(v)
+  return require("tensordict.flow.fn_args").resolve(v)
+end
 
 function M.function_name(fn) return function_names[fn] end
 
@@ -222,10 +233,12 @@ KINDS["function"] = {
   expect = "a function or the name of a registered function",
   check = function(v)
     if type(v) == "function" then return v end
+    if type(v) == "table" and v.use ~= nil and not is_tensor(v) and not is_td(v) then return M.resolve_use(v) end
     if type(v) == "string" then
       local fn = M.resolve_function(v)
       if fn then return fn end
-      local hint = M.nearest(v, sorted_keys(M.functions))
+      if require("tensordict.flow.fn_args").factories[v] then return M.resolve_use({ use = v }) end
+      local hint = M.nearest(v, M.function_list())
       return nil, "unknown function" .. (hint and ("; did you mean '" .. hint .. "'?") or "")
     end
     return nil
@@ -236,6 +249,7 @@ KINDS["function"] = {
 -- declaration says otherwise: a problem's text, or nil.
 local TAKES_TEXT = { batch = "a batch (fn(td))", tensors = "tensors (fn(leaf, ...))" }
 local function takes_problem(name, value, takes)
+  if type(value) == "table" and not is_tensor(value) and not is_td(value) then value = value.use end
   if type(value) == "string" then M.resolve_function(value) end -- "Tensor.x" declares itself when resolved
   local declared = type(value) == "string" and M.function_takes[value]
   if not takes or not declared or declared == takes then return nil end
@@ -284,6 +298,9 @@ local function show(v)
   if type(v) == "number" then return util.number_text(v) end
   return describe(v)
 end
+
+-- Whether kind names a parameter kind (a factory's args are declared with them).
+function M.is_param_kind(kind) return KINDS[kind] ~= nil end
 
 -- Checks params against cls.params. Returns the normalised params, a list of
 -- problems, each "<where><name>: expected ..., got ..." (where is a prefix such as
@@ -376,10 +393,11 @@ function Node:spec()
   return out
 end
 
--- A parameter value as plain data (functions by their registered name).
+-- A parameter value as plain data (functions by their registered name, or {use =, args =};
+-- a function in a parameter of kind any, a mask, too).
 function M.to_plain(node, name, kind, v)
-  if kind == "function" then
-    local fname = function_names[v]
+  if kind == "function" or (kind == "any" and type(v) == "function") then
+    local fname = function_names[v] or require("tensordict.flow.fn_args").plain(v)
     if not fname then
       node:fail("spec: %s is a function without a name; register it with "
         .. "flow.register_function(name, fn) or pass its name", name)

@@ -12,6 +12,7 @@ local flow = {
   register = core.register,
   build = core.build,
   register_function = core.register_function,
+  register_factory = require("tensordict.flow.fn_args").register, -- functions with args in recipes
   resolve_function = core.resolve_function,
   is_node = core.is_node,
   registry = core.registry,
@@ -23,12 +24,13 @@ local flow = {
 flow.Seq = require("tensordict.flow.seq")
 flow.run = require("tensordict.flow.run").run
 flow.kit = require("tensordict.flow.kit") -- the plugin API: flow.kit.new() in a plugin file
+flow.expr = require("tensordict.flow.expr").fn -- flow.expr("abs(x) < 3") -> fn(td), docs/recipes.md
 
 -- Built-in node types: each module defines its types with core.define.
 -- flow.builtin maps their names to the module file that defines them.
 flow.builtin = { Seq = "seq.lua" }
 for _, name in ipairs({ "apply", "batching", "masking", "sources", "map", "memmap", "stats",
-  "csv", "synthetic", "device", "npy", "h5" }) do
+  "csv", "synthetic", "device", "npy", "h5", "eval" }) do
   for export, value in pairs(require("tensordict.flow." .. name)) do
     -- types, and helpers such as flow.RunningStats; the sources' own helpers stay inside
     if export ~= "row_batches" and export ~= "copy_position" then flow[export] = value end

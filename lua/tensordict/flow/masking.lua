@@ -1,11 +1,14 @@
 -- flow/masking.lua: nodes driven by a bool mask over the leading batch dims: Filter
 -- (keep rows), MaskedFill (write a value where the mask holds) and Where (choose
--- between a leaf and another value per row). A mask is a bool leaf of the batch (a key)
--- or what a function of the batch returns.
+-- between a leaf and another value per row). A mask is a bool leaf of the batch (a key),
+-- what a function of the batch returns, or an expression over the batch's leaves
+-- ("abs(x) < 3 and label != 2", flow/expr.lua): a string that is an identifier or a
+-- dotted path of them stays a key, anything else is an expression.
 local util = require("tensordict.util")
 local tensor = require("tensordict.tensor")
 local ops = require("tensordict.tensor.ops")
 local core = require("tensordict.flow.core")
+local expr = require("tensordict.flow.expr")
 
 local describe = util.describe
 local is_tensor = tensor.is_tensor
@@ -14,13 +17,27 @@ local is_tensor = tensor.is_tensor
 -- key_or_function (the host's check suggests function names for a key nobody gives)
 -- and takes = "batch" (a function of tensors named there is refused by name).
 local MASK_KIND = "any"
-local MASK_DOC = "a bool leaf's key, or fn(td) -> bool tensor over the leading batch dims"
+local MASK_DOC = "a bool leaf's key, an expression (\"x > 0 and not isnan(y)\"), "
+  .. "or fn(td) -> bool tensor over the leading batch dims"
 
 local function check_mask_param(self, name)
   local m = self.p[name]
   if type(m) == "function" then return end
   if type(m) == "string" and core.resolve_function(m) and not m:find("^[%w_]+$") then
     self.p[name] = core.resolve_function(m) -- a registered name such as "physics.is_bound"
+    return
+  end
+  if type(m) == "table" and m.use ~= nil then
+    local ok, fn = pcall(core.resolve_use, m) -- {use = "physics.energy_below", args = {...}}
+    if not ok then self:fail("%s: %s", name, (tostring(fn):gsub("^.-tensordict: ", ""))) end
+    self.p[name] = fn
+    return
+  end
+  if type(m) == "string" and not expr.is_plain_key(m) then
+    local e, problems = expr.compile(m)
+    if not e then self:fail(table.concat(expr.problems_text(m, problems, name .. ": "), "\n  ")) end
+    self.exprs = self.exprs or {}
+    self.exprs[name] = e
     return
   end
   local ok = pcall(require("tensordict.dict").check_key, name, m)
@@ -32,11 +49,20 @@ end
 -- The bool mask over the leading batch dims of td.
 local function mask_of(self, td, name)
   local m = self.p[name]
+  local e = self.exprs and self.exprs[name]
   local mask
-  if type(m) == "function" then
+  if e then
+    local ok, v = pcall(e.eval, e, td)
+    if not ok then self:fail("%s: %s", name, (tostring(v):gsub("^.-tensordict: ", ""))) end
+    mask = v
+  elseif type(m) == "function" then
     mask = m(td)
   else
     mask = core.get(self, td, m)
+  end
+  if e and mask:dtype() ~= "bool" then
+    self:fail("%s: the expression %q gives %s values; expected bool (a comparison, isnan(x), a bool leaf)",
+      name, m, mask:dtype())
   end
   if not is_tensor(mask) or mask:dtype() ~= "bool" then
     self:fail("%s %s is %s%s; expected a bool tensor over the batch dims", name,
@@ -62,10 +88,38 @@ local function aligned(mask, leaf)
   return mask:view(shape)
 end
 
--- A mask given as a key must be a bool leaf: a dtype declared upstream says so early.
+-- The keys a mask reads: its key, or an expression's keys (none for a function).
+local function mask_keys(self, name)
+  local m = self.p[name]
+  if self.exprs and self.exprs[name] then return { unpack(self.exprs[name].keys) } end
+  if type(m) == "function" then return {} end
+  return { m }
+end
+
+-- The host's key check: where in a mask's expression a key nobody gives is read.
+local function key_context(self, key)
+  for name, e in pairs(self.exprs or {}) do
+    local text = e:key_context(key, name)
+    if text ~= "" then return text end
+  end
+  return ""
+end
+
+-- A mask given as a key must be a bool leaf: a dtype declared upstream says so early;
+-- an expression's type errors and a result that is not bool too.
 local function mask_dtypes(name)
   return function(self, ks)
     local m = self.p[name]
+    local e = self.exprs and self.exprs[name]
+    if e then
+      local dtype, problems = e:check(ks)
+      local out = expr.problems_text(m, problems, name .. ": ")
+      if dtype and dtype ~= "bool" then
+        out[#out + 1] = ("%s: the expression %q gives %s values; a mask must be bool (a comparison, isnan(x), "
+          .. "a bool leaf)"):format(name, m, dtype)
+      end
+      return out
+    end
     if type(m) == "function" then return {} end
     return { core.dtype_problem(ks, m, function(dt) return dt == "bool" end,
       ("%s needs a bool leaf (make one with a comparison, e.g. Module with fn \"Tensor.gt\")"):format(name)) }
@@ -84,7 +138,7 @@ end
 ----------------------------------------------------------------------------- Filter
 
 local Filter = core.define("Filter", {
-  doc = "Keeps the rows where a bool key holds or a function of the batch returns true.",
+  doc = "Keeps the rows where the mask holds: a bool key, an expression or a function of the batch.",
   params = {
     { "where", MASK_KIND, required = true, key_or_function = true, takes = "batch", doc = MASK_DOC },
     { "keep_empty", "boolean", default = false, doc = "emit batches left with no rows (default: drop them)" },
@@ -93,11 +147,11 @@ local Filter = core.define("Filter", {
 
 function Filter:init()
   check_mask_param(self, "where")
-  local w = self.p.where
-  self.in_keys = type(w) == "function" and {} or { w }
+  self.in_keys = mask_keys(self, "where")
 end
 
 Filter.spec = spec_of
+Filter.key_context = key_context
 Filter.check_dtypes = mask_dtypes("where")
 
 function Filter:forward(td)
@@ -121,13 +175,12 @@ local MaskedFill = core.define("MaskedFill", {
 
 function MaskedFill:init()
   check_mask_param(self, "mask")
-  local m = self.p.mask
-  self.in_keys = {}
-  if type(m) ~= "function" then self.in_keys[1] = m end
+  self.in_keys = mask_keys(self, "mask")
   for _, k in ipairs(self.p.keys or {}) do self.in_keys[#self.in_keys + 1] = k end
 end
 
 MaskedFill.spec = spec_of
+MaskedFill.key_context = key_context
 MaskedFill.check_dtypes = mask_dtypes("mask")
 
 function MaskedFill:forward(td)
@@ -165,8 +218,7 @@ function Where:init()
       self:fail("%s has %d keys but keys has %d; they pair up one to one", name, #list, #keys)
     end
   end
-  local ins = {}
-  if type(self.p.cond) ~= "function" then ins[1] = self.p.cond end
+  local ins = mask_keys(self, "cond")
   for _, k in ipairs(keys) do ins[#ins + 1] = k end
   for _, k in ipairs(others or {}) do ins[#ins + 1] = k end
   self.in_keys = ins
@@ -174,6 +226,7 @@ function Where:init()
 end
 
 Where.spec = spec_of
+Where.key_context = key_context
 Where.check_dtypes = mask_dtypes("cond")
 
 function Where:forward(td)

@@ -41,6 +41,8 @@ function value_text(v, depth)
   if t == "boolean" or v == nil then return (tostring(v)) end
   if t == "function" then
     local name = core.function_name(v)
+    local made = not name and require("tensordict.flow.fn_args").plain(v) -- {use =, args =}
+    if made then return table_text(made, depth or 0) end
     return name and ("%q"):format(name) or "<function>"
   end
   if tensor.is_tensor(v) then return ("<tensor %s %s>"):format(v:dtype(), shape_text(v:shape())) end

@@ -90,8 +90,10 @@ function Walk:step(node, where)
           .. "so it may come from there (not checked: give that step out_keys to check it)"):format(
           label(where, node), core.key_text(k), ks.opened_by)
       elseif not self.after_unbuilt then
-        self:problem(("%s: key %s is neither given by the source nor produced upstream%s (source keys: %s)")
-          :format(label(where, node), core.key_text(k), hint, self.source_keys))
+        -- a node reading keys in an expression says where (flow/expr.lua: the column)
+        self:problem(("%s: key %s is neither given by the source nor produced upstream%s (source keys: %s)%s")
+          :format(label(where, node), core.key_text(k), hint, self.source_keys,
+            node.key_context and node:key_context(k) or ""))
       end
     end
   end

@@ -9,7 +9,9 @@
 -- { f = "one line" } documents the functions for `tdflow plugins`, an optional takes =
 -- { f = "batch" | "tensors" } says what each is a function of (recipes' checks refuse a
 -- function of tensors where a batch is passed, and the reverse). A type or function
--- defined twice is an error naming both files.
+-- defined twice is an error naming both files. An optional factories = { f = {make =,
+-- args =, takes =, doc =} } adds functions that take args in recipes ({"use":
+-- "<plugin>.f", "args": {...}}: flow/fn_args.lua).
 local util = require("tensordict.util")
 local fs = require("tensordict.fs")
 local core = require("tensordict.flow.core")
@@ -65,7 +67,7 @@ function M.register(plugin, file)
   if M.loaded[name] then
     plugin_error(file, ("a plugin named '%s' is loaded already from %s"):format(name, M.loaded[name].file))
   end
-  for _, field in ipairs({ "nodes", "functions" }) do
+  for _, field in ipairs({ "nodes", "functions", "factories" }) do
     if plugin[field] ~= nil and type(plugin[field]) ~= "table" then
       plugin_error(file, ("%s must be a table, got %s"):format(field, describe(plugin[field])))
     end
@@ -113,6 +115,18 @@ function M.register(plugin, file)
     core.register_function(full, fn, plugin.takes and plugin.takes[fname])
     M.origin[key] = file
     entry.docs[full] = plugin.docs and plugin.docs[fname] or ""
+    entry.functions[#entry.functions + 1] = full
+  end
+  for fname, def in pairs(plugin.factories or {}) do
+    local full = name .. "." .. fname
+    local key = "function " .. full
+    if M.origin[key] or core.functions[full] then
+      plugin_error(file, ("function '%s' is defined already by %s"):format(full, M.origin[key] or "another module"))
+    end
+    local ok, err = pcall(require("tensordict.flow.fn_args").register, full, def)
+    if not ok then plugin_error(file, (tostring(err):gsub("^.-tensordict: ", ""))) end
+    M.origin[key] = file
+    entry.docs[full] = type(def) == "table" and def.doc or ""
     entry.functions[#entry.functions + 1] = full
   end
   table.sort(entry.nodes)

@@ -167,8 +167,12 @@ local METHOD = {
   [C.TD_OPCAT_EXTREME] = extreme, [C.TD_OPCAT_INDEX] = arg_extreme,
   [C.TD_OPCAT_SPREAD] = spread, [C.TD_OPCAT_NORM] = norm,
 }
+-- ops.REDUCE_PARAM_FIRST: the reductions whose first argument is their parameter, not the
+-- dims (norm's p), for callers that reduce by name (flow/expr_ops.lua).
+ops.REDUCE_PARAM_FIRST = {}
 for name, op in pairs(ops.REDUCE) do
   local category = C.td_op_category(C.TD_OPS_REDUCE, op)
+  if category == C.TD_OPCAT_NORM then ops.REDUCE_PARAM_FIRST[name] = true end
   Tensor[name] = METHOD[category](op, name)
   if category == C.TD_OPCAT_EXTREME then Tensor["a" .. name] = extreme_values(op, "a" .. name) end
 end
