@@ -130,7 +130,9 @@ function M.compute(block, result)
     if spec.key then
       local k = key_of(spec.key)
       local ok, v = pcall(result.get, result, k)
-      if not ok or not T.is_tensor(v) then
+      if (not ok or v == nil) and rows == 0 then -- an empty output keeps no leaves: the stat of nothing
+        v = T.tensor({}):to("float64")
+      elseif not ok or not T.is_tensor(v) then
         util.fail(("metrics.%s: the output has no leaf '%s' (its keys: %s)"):format(name, spec.key,
           core.keys_text(result)))
       end

@@ -309,8 +309,9 @@ function M.command(tdflow, args, out, err)
   end
   if args.dry_run then
     for _, v in ipairs(list) do
-      say(out, ("%s%s  %s"):format(v.id, v.done and " (complete)" or "", table.concat(variants_of.assignments(v.set),
-        " ")))
+      local sets = {}
+      for i, a in ipairs(variants_of.assignments(v.set)) do sets[i] = "--set " .. a end
+      say(out, ("%s%s  %s"):format(v.id, v.done and " (complete)" or "", table.concat(sets, " ")))
     end
     say(out, ("tdflow: sweep %s: %d variants, each checked; they would run into %s"):format(name, #list, out_dir))
     return tdflow.EXIT_OK

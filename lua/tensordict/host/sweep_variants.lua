@@ -146,8 +146,8 @@ local function block_grid_values(path, v)
     if why then return nil, ("%s: %s"):format(where, why) end
     if range then return range end
   end
+  if type(v) == "table" and next(v) == nil then return nil, ("%s: no values (an empty list)"):format(where) end
   if not is_list(v) then
-    if type(v) == "table" and next(v) == nil then return nil, ("%s: no values (an empty list)"):format(where) end
     return nil, ('%s: expected a list of values or an integer range "a..b", got %s'):format(where, describe(v))
   end
   local texts = {}
