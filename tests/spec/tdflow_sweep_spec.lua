@@ -191,6 +191,10 @@ return { seed = 1, batch_size = 100, name = "n",
       assert.is_true(x["steps.1.scale"] >= 0.1 and x["steps.1.scale"] < 1.0, v.id)
       assert.is_true(x["steps.3.k"] >= 1 and x["steps.3.k"] <= 10 and x["steps.3.k"] % 1 == 0, v.id)
       modes[x.mode] = true
+      -- ids: numbers in 4 significant digits, then the hash of the exact values
+      assert.are.equal(("lr=%.4g,mode=%s,steps.1.scale=%.4g,steps.3.k=%d~"):format(x.lr, x.mode,
+        x["steps.1.scale"], x["steps.3.k"]), v.id:sub(1, -9))
+      assert.is_truthy(v.id:match("~%x%x%x%x%x%x%x%x$"), v.id)
     end
     assert.are.same({ a = true, b = true }, modes)
     -- through the command: a recipe's random block over seed and source.n, twice

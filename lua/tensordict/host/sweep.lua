@@ -164,7 +164,7 @@ local function plan(v, ctx, problems)
   v.sets = sets
   -- a half-written variant: its run's checkpoint goes on; anything else starts over
   v.resume_run = ctx.resume and v.sink_path and flow.MemmapSink.checkpoint_rows(v.sink_path) ~= nil or false
-  if ctx.resume and not v.resume_run and fs.exists(v.path) and not ctx.dry_run then fs.remove_tree(v.path) end
+  if ctx.resume and not v.resume_run and fs.exists(v.path) and not ctx.dry_run and v.own then fs.remove_tree(v.path) end
   local _, found = recipe.prepare(ctx.recipe, { set = sets, resume = v.resume_run or nil })
   for _, pb in ipairs(found or {}) do problems[#problems + 1] = ("variant %s: %s"):format(v.id, pb) end
 end
@@ -302,7 +302,10 @@ function M.command(tdflow, args, out, err)
   local ctx = { out = out_dir, recipe = name, base_sets = args.set or {}, resume = args.resume,
     jobs = args.jobs, workers = args.workers, dry_run = args.dry_run, snap = snap, rank = rank }
   problems = {}
-  for _, v in ipairs(list) do plan(v, ctx, problems) end
+  for i, v in ipairs(list) do
+    v.own = not rank or (i - 1) % size == rank -- under mpirun, the rank that runs it
+    plan(v, ctx, problems)
+  end
   if #problems > 0 then
     if not rank or rank == 0 then print_problems(err, name, problems) end
     return tdflow.EXIT_USAGE
@@ -327,8 +330,8 @@ function M.command(tdflow, args, out, err)
     return tdflow.EXIT_RUNTIME
   end
   local mine, rows = {}, {}
-  for i, v in ipairs(list) do
-    if not d or (i - 1) % size == d.rank then
+  for _, v in ipairs(list) do
+    if v.own then
       if v.done then
         rows[v.id] = { id = v.id, path = v.path, overrides = v.overrides, status = "skipped",
           rows_in = v.done.rows_in or 0, rows_out = v.done.rows_out or 0, seconds = v.done.seconds or 0,

@@ -23,7 +23,7 @@ local M = {}
 M.FIELDS = { "grid", "list", "random", "out" }
 M.RANGE_KINDS = { "int", "log", "choice" }
 M.MAX_VARIANTS = 100000
-M.MAX_ID = 100 -- characters of an id before its hash
+M.MAX_ID = 200 -- characters of an id before its hash (a file name holds 255 bytes)
 
 local function sorted_keys(t)
   local keys = {}
@@ -292,21 +292,27 @@ end
 ------------------------------------------------------------------------ ids
 
 -- The id of an override set: "path=value" parts joined by commas (a string value
--- without its quotes); characters other than letters, digits and . _ + - = , become
--- "_", and an id that lost characters or is longer than MAX_ID characters is cut to
--- MAX_ID and ends with "~" and a hash of the overrides, so ids stay distinct. No
--- overrides: "base".
+-- without its quotes, a number in at most 4 significant digits); characters other than
+-- letters, digits and . _ + - = , become "_", and an id that lost characters or digits,
+-- or is longer than MAX_ID characters, is cut to MAX_ID and ends with "~" and a hash of
+-- the overrides, so ids stay distinct. No overrides: "base".
 function M.id(set)
   if #set == 0 then return "base" end
-  local parts, exact = {}, {}
+  local parts, exact, lossy = {}, {}, false
   for i, o in ipairs(set) do
-    local v = overrides.value(o[2])
-    parts[i] = o[1] .. "=" .. (type(v) == "string" and v or o[2])
+    local v, text = overrides.value(o[2]), o[2]
+    if type(v) == "string" then
+      text = v
+    elseif type(v) == "number" and util.number_text(v) == text then
+      text = ("%.4g"):format(v) -- a random sample's 17 digits would bury the others
+      lossy = lossy or tonumber(text) ~= v
+    end
+    parts[i] = o[1] .. "=" .. text
     exact[i] = o[1] .. "=" .. o[2]
   end
   local raw = table.concat(parts, ",")
   local safe = raw:gsub("[^%w%._%+%-=,]", "_")
-  if safe ~= raw or #safe > M.MAX_ID then
+  if lossy or safe ~= raw or #safe > M.MAX_ID then
     safe = safe:sub(1, M.MAX_ID) .. "~" .. hash_text(table.concat(exact, "\n"))
   end
   return safe
