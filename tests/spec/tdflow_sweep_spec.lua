@@ -263,6 +263,54 @@ return { seed = 1, batch_size = 50,
   end)
 end)
 
+describe("a variant that left a checkpoint", function()
+  it("goes on with tdflow run --resume under sweep --resume", function()
+    local r = write("ck.lua", [[
+local batches = 0
+return { seed = 1, batch_size = 50,
+  source = { use = "ParticleSource", n = 200, steps = 1 },
+  steps = { { use = "Lambda", fn = function(td)
+    batches = batches + 1
+    if batches == 3 and os.getenv("SWEEP_SPEC_FIXED") == nil then error("boom at batch 3") end
+    return td end } },
+  sink = { use = "MemmapSink", path = "out", checkpoint = 50 } }
+]])
+    local out = dir .. "/ck"
+    expect(("sweep %s --grid seed=1 --out %s"):format(r, out), 1, "tdflow: sweep: seed=1 failed: steps[1] (Lambda): "
+      .. "boom at batch 3\n")
+    assert.are.equal(100, T.flow.MemmapSink.checkpoint_rows(out .. "/seed=1/out"))
+    local p = io.popen(("SWEEP_SPEC_FIXED=1 scripts/tdflow sweep %s --grid seed=1 --out %s --resume 2>&1; "
+      .. "echo \"exit $?\""):format(r, out))
+    local text = p:read("*a")
+    p:close()
+    assert.is_truthy(text:find("tdflow: sweep: 1 variant: 1 ok", 1, true) and text:find("exit 0", 1, true), text)
+    local rec = json.decode(H.read(out .. "/seed=1/out/%provenance.json"))
+    assert.are.equal(100, rec.resumed[1].rows) -- continued from the checkpoint, not started over
+    assert.are.equal("--resume", rec.command[#rec.command])
+    assert.are.equal(200, #T.load_memmap(out .. "/seed=1/out"))
+  end)
+end)
+
+describe("the variants' shares", function()
+  it("of the threads (TD_NUM_THREADS over --jobs) and of --workers", function()
+    local r = write("share.lua", [[
+return { name = "threads " .. os.getenv("TD_NUM_THREADS"), seed = 1, batch_size = 50,
+  source = { use = "ParticleSource", n = 100, steps = 1 },
+  sink = { use = "MemmapSink", path = "out" } }
+]])
+    local out = dir .. "/share"
+    local p = io.popen(("TD_NUM_THREADS=5 scripts/tdflow sweep %s --grid seed=1,2 --jobs 2 --workers 3 --out %s "
+      .. "2>&1; echo \"exit $?\""):format(r, out))
+    local text = p:read("*a")
+    p:close()
+    assert.is_truthy(text:find("exit 0", 1, true), text)
+    for _, id in ipairs({ "seed=1", "seed=2" }) do
+      local rec = json.decode(H.read(out .. "/" .. id .. "/out/%provenance.json"))
+      assert.are.same({ "threads 2", 1 }, { rec.effective.name, rec.options.workers })
+    end
+  end)
+end)
+
 describe("an interrupted sweep", function()
   it("stops its children on SIGTERM and writes the summary, exit 143", function()
     local r = write("slow.lua", [[
