@@ -33,6 +33,8 @@ local THREAD_VARS = { "OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREA
 function M.add_command(p, count_arg)
   local c = p:command("sweep", "Run many variants of a recipe (a grid, a list, seeded random samples), "
     .. "each into its own folder, and summarise them (docs/recipes.md, \"Sweeps\").")
+  c:epilog("Exit codes: 0 every variant ok (or skipped), 1 any failed (the others still ran), 2 usage or recipe "
+    .. "problems (nothing ran), 130, 143 or 129 stopped by SIGINT, SIGTERM or SIGHUP (the summary written).")
   c:argument("recipe", "The recipe: a .json or .lua file (its \"sweep\" block says the variants).")
   c:option("--grid", "Vary PATH over VALUES: comma-separated --set values, a..b for the integers a to b "
     .. "(e.g. steps.2.max=1,2,3 or seed=1..4); adds to the recipe's grid, replacing a path it has; repeatable.")
@@ -42,10 +44,10 @@ function M.add_command(p, count_arg)
   c:option("--out", "The sweep's folder (default: the recipe's \"sweep.out\", else the recipe's name with "
     .. ".sweep, in the current folder)."):argname("OUT")
   c:option("--jobs", "Variants run at a time (child processes; each gets its share of the threads).")
-    :convert(count_arg("--jobs", 1)):default("1")
+    :convert(count_arg("--jobs", 1)):default("1"):argname("N")
   c:option("--workers", "Map worker processes shared by the variants running at a time (each gets "
-    .. "WORKERS / JOBS, rounded down).")
-    :convert(count_arg("--workers"))
+    .. "W / N, rounded down; default: each keeps its recipe's).")
+    :convert(count_arg("--workers")):argname("W")
   c:flag("--resume", "Skip the variants OUT holds complete (their report says ok); run the others again.")
   c:flag("--dry-run", "Check every variant and list them, without running any.")
 end

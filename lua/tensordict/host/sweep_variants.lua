@@ -77,8 +77,13 @@ end
 
 ------------------------------------------------------------------------ values
 
--- The --set text of a recipe value (JSON: overrides.value reads it back the same).
-local function text_of(v) return json.encode(v) end
+-- The --set text of a recipe value (JSON: overrides.value reads it back the same), or
+-- nil and why for a value JSON cannot write (a Lua recipe's function, a NaN).
+local function text_of(v)
+  local ok, text = pcall(json.encode, v)
+  if ok then return text end
+  return nil, ("%s cannot be given as a --set value (JSON)"):format(describe(v))
+end
 
 -- "a..b" (integers) -> the list of texts a, a+1, .., b; nil when text is no range; and
 -- the problem of an empty or oversized one.
@@ -151,7 +156,11 @@ local function block_grid_values(path, v)
     return nil, ('%s: expected a list of values or an integer range "a..b", got %s'):format(where, describe(v))
   end
   local texts = {}
-  for i, x in ipairs(v) do texts[i] = text_of(x) end
+  for i, x in ipairs(v) do
+    local text, why = text_of(x)
+    if not text then return nil, ("%s[%d]: %s"):format(where, i, why) end
+    texts[i] = text
+  end
   return texts
 end
 
@@ -179,10 +188,14 @@ local function sampler(path, spec)
       #kinds == 1 and util.did_you_mean(kinds[1], M.RANGE_KINDS) or "")
   end
   if spec.choice ~= nil then
-    if not is_list(spec.choice) then
+    if not is_list(spec.choice) or #spec.choice == 0 then
       return nil, ("%s.choice: expected a non-empty list of values, got %s"):format(where, describe(spec.choice))
     end
     local choices = spec.choice
+    for i, x in ipairs(choices) do
+      local text, why = text_of(x)
+      if not text then return nil, ("%s.choice[%d]: %s"):format(where, i, why) end
+    end
     return function(u) return choices[math.floor(u() * #choices) + 1] end
   end
   local kind = spec.int ~= nil and "int" or "log"
@@ -268,7 +281,11 @@ local function list_sets(spec, problems)
         describe(entry))
     else
       local set = {}
-      for _, path in ipairs(sorted_keys(entry)) do set[#set + 1] = { path, text_of(entry[path]) } end
+      for _, path in ipairs(sorted_keys(entry)) do
+        local text, why = text_of(entry[path])
+        if not text then problems[#problems + 1] = ("sweep.list[%d].%s: %s"):format(i, path, why) end
+        set[#set + 1] = { path, text }
+      end
       sets[#sets + 1] = set
     end
   end
