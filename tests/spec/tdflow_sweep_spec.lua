@@ -126,6 +126,13 @@ describe("tdflow sweep --grid", function()
     expect(("rerun %q --verify -q"):format(v.path .. "/parts"), 0, "identical")
   end)
 
+  it("names OUT after the recipe by default, in the current folder", function()
+    local text = expect(("--version >/dev/null; cd %q && %q/scripts/tdflow sweep r.json --grid seed=1 --dry-run")
+      :format(dir, H.pwd()), 0)
+    assert.are.equal("seed=1  --set seed=1\ntdflow: sweep r.json: 1 variant, each checked; they would run into "
+      .. "r.sweep\n", text)
+  end)
+
   it("refuses an OUT that holds a sweep, without --resume", function()
     expect(("sweep %s --grid seed=1,2 --out %s"):format(RECIPE, out), 2,
       ("tdflow: sweep: '%s' is not empty (a sweep ran there?): continue it with --resume, or give another --out")

@@ -318,7 +318,8 @@ function M.command(tdflow, args, out, err)
       for i, a in ipairs(variants_of.assignments(v.set)) do sets[i] = "--set " .. a end
       say(out, ("%s%s  %s"):format(v.id, v.done and " (complete)" or "", table.concat(sets, " ")))
     end
-    say(out, ("tdflow: sweep %s: %d variants, each checked; they would run into %s"):format(name, #list, out_dir))
+    say(out, ("tdflow: sweep %s: %d variant%s, each checked; they would run into %s"):format(name, #list,
+      #list == 1 and "" or "s", out_dir))
     return tdflow.EXIT_OK
   end
   -- Under mpirun: rank r runs the variants r + 1, r + 1 + size, ...; rank 0 gathers the
