@@ -31,6 +31,7 @@ core/kernels/promote.c:dtype-codes  torch's promoteTypes table and its short dty
 core/kernels/promote.c:dtype-array  the same table, to read against torch's source: a new dtype adds a row and a column
 plugins/physics.lua:dtype-names  a plugin sees only the public Lua API, which has no floating-dtype query yet (issue 26, part 5: the plugin kit)
 plugins/physics.lua:op-names  its own options for reducing a time axis (mean, first, last, min, max), not the op table's ops
+lua/tensordict/host/metrics.lua:op-names  the stats a recipe's metrics block names (mean, std, min, max, sum, count, nan_count): the recipe's words, each mapped to a reduction, not the op table's ops
 lua/tensordict/tensor/method_forms.lua:op-names  torch's other spellings (NumPy's names) mapped to the op each calls: a list of aliases, not of ops
 lua/tensordict/flow/expr_ops.lua:op-names  the expression language's operator symbols (+, //, <=, and) mapped to the op each calls: syntax, not a list of ops (its functions are read from the op table)
 EOF

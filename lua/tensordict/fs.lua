@@ -22,6 +22,8 @@ once("fs_cdefs", function()
     int access(const char *path, int mode);
     int isatty(int fd);
     int rmdir(const char *path);
+    int mkdir(const char *path, uint32_t mode);
+    char *strerror(int errnum);
   ]]
   return true
 end)
@@ -84,6 +86,21 @@ function M.write_atomic(path, text, fsync)
   local C = lib.C
   if C.td_fs_write_file(path, text, #text, fsync == false and C.TD_MEMMAP_NO_FSYNC or 0) ~= 0 then
     return nil, (ffi.string(C.td_last_error()):gsub("^write_file: ", ""))
+  end
+  return true
+end
+
+-- Makes folder path and the folders above it that are missing (mkdir -p); true, or nil
+-- and why.
+function M.make_dirs(path)
+  if M.is_dir(path) then return true end
+  local parent = M.dirname(path)
+  if parent ~= path and parent ~= "." and parent ~= "" and not M.is_dir(parent) then
+    local ok, why = M.make_dirs(parent)
+    if not ok then return nil, why end
+  end
+  if ffi.C.mkdir(path, 493) ~= 0 and not M.is_dir(path) then -- 0755; a racing maker is fine
+    return nil, ("cannot make the folder '%s': %s"):format(path, ffi.string(ffi.C.strerror(ffi.errno())))
   end
   return true
 end

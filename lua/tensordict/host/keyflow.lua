@@ -140,7 +140,8 @@ end
 
 -- Checks the key flow of a prepared recipe: source (a node, or nil when it could not be
 -- built), steps (items as Walk:steps takes them), sink (a node or nil). Problems and
--- notes are appended to the lists given.
+-- notes are appended to the lists given. Returns the keys that reach the sink (a
+-- KeySet; nil when the source cannot tell its keys).
 function M.check(source, steps, sink, problems, notes)
   if not source then return end
   local keys = M.source_keys(source)
@@ -160,6 +161,7 @@ function M.check(source, steps, sink, problems, notes)
     Walk)
   w:steps(steps, "steps")
   if sink and #(sink.in_keys or {}) > 0 then w:step(sink, "sink") end
+  return ks -- the keys that reach the sink (the recipe's metrics are checked against them)
 end
 
 return M

@@ -61,6 +61,7 @@ local function parse_value(text)
   for _, at in ipairs(inexact or {}) do problems[#problems + 1] = json.inexact_text(at) end
   return v, problems
 end
+M.value = parse_value -- what a --set's text means (tdflow sweep's tables and ids)
 
 -- Splits "a.b.2.c" into parts; numbers stay text here (an object's key may be "2").
 local function split(path)

@@ -20,13 +20,15 @@ local overrides = require("tensordict.host.overrides")
 local keyflow = require("tensordict.host.keyflow")
 local sizes = require("tensordict.host.sizes")
 local host_dist = require("tensordict.host.dist")
+local metrics = require("tensordict.host.metrics")
+local sweep_variants = require("tensordict.host.sweep_variants")
 
 local describe = util.describe
 
 local M = {}
 
 local TOP = { "name", "description", "seed", "batch_size", "workers", "timeout", "vars", "source", "steps",
-  "sink" }
+  "sink", "metrics", "sweep" }
 local TOP_SET = {}
 for _, k in ipairs(TOP) do TOP_SET[k] = true end
 
@@ -110,6 +112,10 @@ end
 -- M.apply_set(t, "a.b.2.c=value"): the problems of one override (none: applied).
 M.apply_set = overrides.apply
 
+-- M.read(source): the recipe table as read (no overrides, nothing checked) and the
+-- problems of reading it (tdflow sweep reads its "sweep" block).
+M.read = read
+
 ----------------------------------------------------------------------------- $vars
 
 -- vars must be an object: a JSON array (or --set vars=[1]) is not one, however it is
@@ -182,7 +188,8 @@ end
 
 -- Reads, checks and builds a recipe. Returns the recipe (see the module's header; its
 -- notes: what could not be checked) and the problems (a list of strings; the recipe
--- is nil when there are any), then the notes. opts: set (overrides "PATH=VALUE"),
+-- is nil when there are any), then the notes (and, when there are problems, the
+-- effective recipe as far as it was made: tdflow sweep names a variant's sink). opts: set (overrides "PATH=VALUE"),
 -- workers, resume (a resumed run: the sink finds its checkpoint).
 function M.prepare(source, opts)
   opts = util.options("recipe", opts, PREPARE_OPTIONS)
@@ -257,9 +264,12 @@ function M.prepare(source, opts)
   for i, node in ipairs(r.steps) do preflight(node, ("steps[%d]"):format(i), problems, world) end
   preflight(r.sink, "sink", problems, world)
   sizes.check(r.source, r.steps, problems)
-  keyflow.check(r.source, items, r.sink, problems, notes)
+  local at_sink = keyflow.check(r.source, items, r.sink, problems, notes)
+  metrics.check(t.metrics, at_sink, r.sink, problems, notes)
+  for _, pb in ipairs(t.sweep ~= nil and sweep_variants.check(t.sweep) or {}) do problems[#problems + 1] = pb end
+  r.metrics = t.metrics
 
-  if #problems > 0 or not all_built then return nil, problems, notes end
+  if #problems > 0 or not all_built then return nil, problems, notes, effective end
   r.node = flow.Seq { steps = r.steps }
   r.sink = r.sink or flow.Discard {}
   return r, {}, notes

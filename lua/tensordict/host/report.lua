@@ -5,6 +5,7 @@
 local json = require("tensordict.json")
 local progress = require("tensordict.host.progress")
 local flow_provenance = require("tensordict.flow.provenance")
+local metrics = require("tensordict.host.metrics")
 
 local M = {}
 
@@ -28,6 +29,7 @@ function M.build(info)
     status = info.status or (record and record.status) or "ok",
     error = info.error or (record and record.error),
     provenance = record and flow_provenance.plain(record),
+    metrics = info.metrics, -- the recipe's metrics block's values (host/metrics.lua)
   }
 end
 
@@ -65,6 +67,7 @@ function M.text(report)
   end
   lines[#lines + 1] = ("total: %s rows in, %s rows out in %.3f s (%s rows/s)"):format(progress.grouped(report.rows_in),
     progress.grouped(report.rows_out), report.seconds, rate(report.rows_per_second))
+  if report.metrics then lines[#lines + 1] = "metrics: " .. metrics.text(report.metrics) end
   return (table.concat(lines, "\n"))
 end
 

@@ -2,6 +2,7 @@
 --   tdflow run RECIPE [--set PATH=VALUE ...] [--workers N] [--seed N] [--quiet] [--report FILE]
 --              [--checkpoint ROWS] [--resume]
 --   tdflow rerun OUTPUT [--into PATH] [--set PATH=VALUE ...] [--workers N] [--verify] ...
+--   tdflow sweep RECIPE [--grid PATH=VALUES ...] [--set PATH=VALUE ...] [--out OUT] [--jobs N] [--resume]
 --   tdflow check RECIPE [--set PATH=VALUE ...]
 --   tdflow inspect PATH
 --   tdflow plugins
@@ -24,6 +25,8 @@ local inspect = require("tensordict.host.inspect")
 local host_dist = require("tensordict.host.dist")
 local provenance = require("tensordict.host.provenance")
 local rerun = require("tensordict.host.rerun")
+local metrics = require("tensordict.host.metrics")
+local sweep = require("tensordict.host.sweep")
 
 local now = util.now
 local kit = flow.kit.new()
@@ -88,6 +91,7 @@ local function parser()
     :convert(count_arg("--checkpoint", 1)):argname("ROWS")
   run:flag("--resume", "Continue from the sink's last checkpoint (the same recipe and overrides).")
   rerun.add_command(p, count_arg)
+  sweep.add_command(p, count_arg)
   local check = p:command("check", "Report every problem of a recipe at once, before any data moves.")
   check:argument("recipe", "The recipe: a .json or .lua file, or - (read from standard input).")
   check:option("--set", "Override a recipe value: PATH=VALUE; repeatable."):count("*"):argname("PATH=VALUE")
@@ -231,6 +235,14 @@ function M.execute(r, opts)
     rows_out = summary.rows_out, recipe = r.path, seed = r.seed, workers = r.workers, provenance = record }
   if d then info = host_dist.aggregate(d, info) end
   bar:done(info.rows_in)
+  -- the recipe's metrics, over the sink's output (rank 0's, which reports)
+  local mok, values = true, nil
+  if not d or d.rank == 0 then mok, values = pcall(metrics.compute, r.metrics, result) end
+  if not mok then
+    info.status, info.error = "failed", message(values)
+    return false, values, report.build(info)
+  end
+  info.metrics = values
   return true, result, report.build(info)
 end
 
@@ -400,7 +412,8 @@ function M.main(argv, out, err)
     return M.EXIT_USAGE
   end
   local handlers = { run = M.run_command, check = M.check_command, inspect = M.inspect_command,
-    plugins = M.plugins_command, rerun = function(a, o, e) return rerun.command(M, a, o, e) end }
+    plugins = M.plugins_command, rerun = function(a, o, e) return rerun.command(M, a, o, e) end,
+    sweep = function(a, o, e) return sweep.command(M, a, o, e) end }
   M.argv = { "tdflow", unpack(argv) } -- the command as given, for the provenance record
   local handler_ok, code = pcall(handlers[args.command], args, out, err)
   if not handler_ok then
