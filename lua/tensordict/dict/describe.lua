@@ -24,19 +24,27 @@ local by_key = {
   end,
 }
 
+-- The tensor leaves of td as {key = "a.b", tensor =}, in key order.
+function M.leaves(td)
+  local out = {}
+  for _, path in ipairs(td:keys({ include_nested = true, leaves_only = true })) do
+    local v = td:get(path)
+    if tensor.is_tensor(v) then
+      out[#out + 1] = { key = type(path) == "table" and table.concat(path, ".") or path, tensor = v }
+    end
+  end
+  return out
+end
+
 function M.describe(x)
   if tensor.is_tensor(x) then return setmetatable(leaf_stats.of(x), ONE) end
   if not td_core.is_td(x) then
     util.fail(("describe: expected a tensor or a TensorDict, got %s"):format(util.describe(x)))
   end
   local rows = {}
-  for _, path in ipairs(x:keys({ include_nested = true, leaves_only = true })) do
-    local v = x:get(path)
-    if tensor.is_tensor(v) then
-      local s = leaf_stats.of(v)
-      s.key = type(path) == "table" and table.concat(path, ".") or path
-      rows[#rows + 1] = s
-    end
+  for i, leaf in ipairs(M.leaves(x)) do
+    rows[i] = leaf_stats.of(leaf.tensor)
+    rows[i].key = leaf.key
   end
   return setmetatable(rows, by_key)
 end
