@@ -43,14 +43,16 @@ local function columns(grid)
 end
 
 local function png(doc, metric, labels, values, out)
-  local data = {}
+  local data, lowest = {}, 0
   for i, l in ipairs(labels) do
+    if values[i] < lowest then lowest = values[i] end
     data[i] = ('"%s" %s'):format(l:gsub('"', "'"), values[i] == values[i] and ("%.17g"):format(values[i]) or "NaN")
   end
   local body = ("set title %s noenhanced\nset ylabel %s noenhanced\nset style fill solid 0.8\nset boxwidth 0.7\n"
-    .. "set grid ytics\nset xtics rotate by -30 noenhanced\nplot $DATA using 0:2:xticlabels(1) with boxes notitle\n")
+    .. "set grid ytics\n%sset xtics rotate by -30 noenhanced\nplot $DATA using 0:2:xticlabels(1) with boxes notitle\n")
     :format(gnuplot.quote(("%s per variant: %s"):format(metric, tostring(doc.recipe or "sweep"))),
-      gnuplot.quote(metric))
+      gnuplot.quote(metric), lowest >= 0 and "set yrange [0:*]\n" or "")
+  -- (bars start at 0: a metric of positive values is not drawn from its smallest)
   gnuplot.png(out, body, data, "--png " .. out)
 end
 
