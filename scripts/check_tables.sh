@@ -32,6 +32,7 @@ core/kernels/promote.c:dtype-array  the same table, to read against torch's sour
 plugins/physics.lua:dtype-names  a plugin sees only the public Lua API, which has no floating-dtype query yet (issue 26, part 5: the plugin kit)
 plugins/physics.lua:op-names  its own options for reducing a time axis (mean, first, last, min, max), not the op table's ops
 lua/tensordict/tensor/method_forms.lua:op-names  torch's other spellings (NumPy's names) mapped to the op each calls: a list of aliases, not of ops
+lua/tensordict/tensor/leaf_stats.lua:op-names  the column headings of T.describe's table (count, mean, std, min, max, ...), pandas' describe() names, not ops
 EOF
 )
 
