@@ -37,7 +37,7 @@ function M.leaves(td)
 end
 
 function M.describe(x)
-  if tensor.is_tensor(x) then return setmetatable(leaf_stats.of(x), ONE) end
+  if tensor.is_tensor(x) then return (setmetatable(leaf_stats.of(x), ONE)) end
   if not td_core.is_td(x) then
     util.fail(("describe: expected a tensor or a TensorDict, got %s"):format(util.describe(x)))
   end
@@ -46,7 +46,7 @@ function M.describe(x)
     rows[i] = leaf_stats.of(leaf.tensor)
     rows[i].key = leaf.key
   end
-  return setmetatable(rows, by_key)
+  return (setmetatable(rows, by_key))
 end
 
 return M

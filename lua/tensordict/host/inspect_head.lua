@@ -12,7 +12,7 @@ local M = {}
 M.CELL_WIDTH = 32
 
 local function number_cell(v, floating)
-  if type(v) == "boolean" then return tostring(v) end
+  if type(v) == "boolean" then return (tostring(v)) end
   if floating then return ("%.4g"):format(v) end
   return util.number_text(v)
 end

@@ -21,7 +21,7 @@ local function overrides_text(o)
   for k in pairs(o) do keys[#keys + 1] = k end
   table.sort(keys)
   for i, k in ipairs(keys) do keys[i] = ("%s=%s"):format(k, tostring(o[k])) end
-  return table.concat(keys, " ")
+  return (table.concat(keys, " "))
 end
 
 -- Lines of text in columns (the first left-aligned, the rest right-aligned but the last).
