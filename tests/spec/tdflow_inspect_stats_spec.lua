@@ -258,6 +258,14 @@ describe("T.hist", function()
     assert.is_truthy(tostring(h):find("[2, 3)  \u{2588}\u{258C}   1", 1, true), tostring(h))
     -- one value alone: a bin of width 1 around it
     assert.are.same({ 4.5, 5, 5.5 }, T.hist(T.tensor({ 5, 5 }), { bins = 2 }).edges)
+    -- a range wider than the dtype holds still gets its bins and finite edges
+    h = T.hist(T.tensor({ -1e308, 1e308, 0, 5e307 }, "float64"), { bins = 4 })
+    assert.are.same({ 1, 0, 1, 2 }, h.counts) -- 0 in [0, 5e307), 5e307 in [5e307, 1e308]
+    assert.are.same({ -1e308, -5e307, 0, 5e307, 1e308 }, h.edges)
+    assert.are.same({ 1, 2 }, T.hist(T.tensor({ -3e38, 3e38, 0 }, "float32"), { bins = 2 }).counts)
+    -- nothing finite: empty bins, everything counted apart
+    h = T.hist(T.tensor({ 0 / 0, 1 / 0 }), { bins = 2 })
+    assert.are.same({ { 0, 0 }, 1, 1 }, { h.counts, h.nan, h.inf })
   end)
 
   it("refuses bad options naming them", function()

@@ -62,8 +62,17 @@ function M.hist(t, opts)
   -- histc takes equal ends as "the tensor's own extremes", which NaN and inf would make
   -- NaN; one value alone gets a bin of width 1 around it, as torch widens it
   if lo == hi then lo, hi = lo - 0.5, hi + 0.5 end
-  local x = dtypes.is_floating(dtypes.code(t:dtype())) and t or t:to("float64")
-  local counts = x:histc(bins, lo, hi):to("float64")
+  local code = dtypes.code(t:dtype())
+  local x = dtypes.is_floating(code) and t or t:to("float64")
+  local counts
+  if hi - lo <= dtypes.max_value(dtypes.is_floating(code) and code or dtypes.code("float64")) then
+    counts = x:histc(bins, lo, hi)
+  else
+    -- a range wider than the dtype holds (-3e38 .. 3e38 in float32): histc's width would
+    -- be inf; a quarter of the values in float64 fall in the same bins
+    counts = x:to("float64"):mul(0.25):histc(bins, lo / 4, hi / 4)
+  end
+  counts = counts:to("float64")
   local h = setmetatable({ counts = {}, edges = {}, total = s.count, nan = s.nan, inf = s.inf,
     dtype = t:dtype(), width = width }, MT)
   local counted = 0
@@ -71,7 +80,10 @@ function M.hist(t, opts)
     h.counts[i] = counts[i]
     counted = counted + h.counts[i]
   end
-  for i = 0, bins do h.edges[i + 1] = lo + (hi - lo) * i / bins end
+  for i = 0, bins do
+    local e = lo + (hi - lo) * i / bins
+    h.edges[i + 1] = e - e == 0 and e or lo * (1 - i / bins) + hi * (i / bins) -- (hi - lo overflows)
+  end
   h.outside = s.count - s.nan - s.inf - counted
   return h
 end
