@@ -59,6 +59,18 @@ describe("tdflow inspect --stats", function()
     end
   end)
 
+  it("reads Python-written consolidated files", function()
+    local out = expect("inspect tests/fixtures/python-consolidated/dtypes.td --stats", 0,
+      "(consolidated file, batch size [2], 10 tensor leaves;")
+    for _, line in ipairs({
+      "uint8     uint8         6          125    93.5414               0            250    0    0         6",
+      "int64     int64         6  5.49756e+11  2.057e+12  -2199023255552  3298534883328    0    0         6",
+      "bfloat16  bfloat16      6         0.25   0.935414              -1            1.5    0    0         -",
+    }) do
+      assert.is_truthy(out:find(line, 1, true), line .. "\n" .. out)
+    end
+  end)
+
   -- (NumPy alone: importing Python tensordict takes 10+ s here; the fixtures above are
   -- Python tensordict's own folders)
   it("matches NumPy's statistics of the same values", function()
