@@ -58,6 +58,19 @@ describe("tdflow report of a run", function()
     assert.are.equal("\137PNG\r\n\26\n", H.read(png):sub(1, 8))
   end)
 
+  it("says how a failed run ended", function()
+    local failed = write("failed.json", '{"recipe": "r.json", "status": "failed", "error": "steps[1]: boom", '
+      .. '"seconds": 2, "rows_in": 10, "rows_out": 0, "nodes": [{"where": "source", "type": "CsvSource", '
+      .. '"seconds": 1.5}, {"where": "steps[1]", "seconds": 0.5}]}')
+    local out = expect("report " .. failed, 0)
+    assert.are.equal(table.concat({
+      failed .. ": run of r.json, failed, 10 rows in, 0 rows out in 2.000 s; share of the time per step:",
+      "source (CsvSource)  " .. FULL:rep(40) .. "   75.0%  1.500 s",
+      "steps[1]            " .. FULL:rep(13) .. "\u{258D}" .. (" "):rep(26) .. "   25.0%  0.500 s",
+      "error: steps[1]: boom",
+    }, "\n") .. "\n", out)
+  end)
+
   it("refuses --metric, which is for sweeps", function()
     local _, err = expect("report " .. rep .. " --metric loss", 1)
     assert.are.equal(("tdflow: report: --metric is for a sweep summary; %s is a run report\n"):format(rep), err)

@@ -65,6 +65,7 @@ local function run_text(rep, path)
   table.insert(lines, 1, ("%s: run of %s, %s, %s rows in, %s rows out in %.3f s; share of the time per step:")
     :format(path, tostring(rep.recipe or "?"), tostring(rep.status or "ok"), progress.grouped(rep.rows_in or 0),
       progress.grouped(rep.rows_out or 0), rep.seconds))
+  if rep.error then lines[#lines + 1] = "error: " .. tostring(rep.error) end
   return lines, labels, values
 end
 
