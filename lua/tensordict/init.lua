@@ -204,7 +204,7 @@ T.row_stack = T.vstack -- torch's alias
 T.load_npy = require("tensordict.tensor.npy").load_npy
 T.load_npz = require("tensordict.dict.npz").load_npz
 -- Looking at data (docs/lua-api.md, Describing data): a summary per leaf, a histogram
-T.describe = require("tensordict.dict.describe").describe
+T.describe = require("tensordict.lazy_stack.describe").describe -- TensorDicts, tensors and lazy stacks
 T.hist = require("tensordict.tensor.hist").hist
 
 -- T.TensorDict(source, batch_size, opts) and T.TensorDict.fromkeys(keys, value).

@@ -71,6 +71,26 @@ describe("tdflow inspect --stats", function()
     end
   end)
 
+  it("summarises Python's lazy stacks, whose members differ in shape, member by member", function()
+    local out = expect("inspect tests/fixtures/python-lazy-stack --stats", 0)
+    assert.are.equal(table.concat({
+      "tests/fixtures/python-lazy-stack  (memmap folder, batch size [2], 4 tensor leaves; min, max, mean and std "
+        .. "of the finite values)",
+      "key     dtype    count    mean      std  min  max  nan  inf  distinct",
+      "obs     float32      8  12.875  15.4867    0   40    0    0         -",
+      "r       int64        6     3.5  1.87083    1    6    0    0         6",
+      "n.x     float32      4     0.5  0.57735    0    1    0    0         -",
+      "only_a  bool         1       1        -    1    1    0    0         1",
+    }, "\n") .. "\n", out)
+    local d = T.describe(T.lazy_stack({ T.TensorDict({ x = T.tensor({ 1, 2 }) }, {}),
+      T.TensorDict({ x = T.tensor({ 3, 4, 5 }) }, {}) }))
+    assert.are.same({ 5, 3, 1, 5 }, { d.x.count, d.x.mean, d.x.min, d.x.max })
+    local ok, err = pcall(T.describe, T.lazy_stack({ T.TensorDict({ x = T.tensor({ 1, 2 }) }, {}),
+      T.TensorDict({ x = T.tensor({ 3, 4 }, "float64") }, {}) }))
+    assert.is_false(ok)
+    assert.is_truthy(err:find("describe: the members of the stack hold 'x' as float32 and as float64", 1, true), err)
+  end)
+
   -- (NumPy alone: importing Python tensordict takes 10+ s here; the fixtures above are
   -- Python tensordict's own folders)
   it("matches NumPy's statistics of the same values", function()
@@ -244,10 +264,10 @@ describe("T.describe", function()
     assert.are.same({ 1e4, 1e4 + 0.75 }, { d.min, d.max })
   end)
 
-  it("refuses what is neither a tensor nor a TensorDict", function()
+  it("refuses what is neither a tensor, a TensorDict nor a lazy stack", function()
     local ok, err = pcall(T.describe, 3)
     assert.is_false(ok)
-    assert.is_truthy(err:find("describe: expected a tensor or a TensorDict, got 3", 1, true), err)
+    assert.is_truthy(err:find("describe: expected a tensor, a TensorDict or a lazy stack, got 3", 1, true), err)
   end)
 end)
 

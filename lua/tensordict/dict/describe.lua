@@ -36,6 +36,9 @@ function M.leaves(td)
   return out
 end
 
+-- rows (summaries with keys) as describe returns them: printable, indexed by key.
+function M.rows(rows) return (setmetatable(rows, by_key)) end
+
 function M.describe(x)
   if tensor.is_tensor(x) then return (setmetatable(leaf_stats.of(x), ONE)) end
   if not td_core.is_td(x) then
@@ -46,7 +49,7 @@ function M.describe(x)
     rows[i] = leaf_stats.of(leaf.tensor)
     rows[i].key = leaf.key
   end
-  return (setmetatable(rows, by_key))
+  return M.rows(rows)
 end
 
 return M

@@ -36,20 +36,12 @@ local function h5_rows(h)
   local batch = h:batch_size()
   if #batch == 0 then return T.describe(h:to_tensordict()) end
   local slab = math.max(1, math.floor(M.SLAB_BYTES / math.max(1, h5_row_bytes(h))))
-  local states, order = {}, {}
+  local keyed = leaf_stats.keyed("the slabs")
   for row0 = 1, batch[1], slab do
     local part = h:read_rows(row0, math.min(slab, batch[1] - row0 + 1))
-    for _, leaf in ipairs(inspect_leaves.tensors(part)) do
-      if not states[leaf.key] then
-        states[leaf.key] = leaf_stats.new(leaf.tensor:dtype())
-        order[#order + 1] = leaf.key
-      end
-      states[leaf.key]:add(leaf.tensor)
-    end
+    for _, leaf in ipairs(inspect_leaves.tensors(part)) do keyed:add(leaf.key, leaf.tensor) end
   end
-  local rows = {}
-  for i, k in ipairs(order) do rows[i] = states[k]:summary(k) end
-  return rows
+  return keyed:summaries()
 end
 
 -- The text for path: a title line, then one row per tensor leaf.

@@ -52,6 +52,34 @@ function State:summary(key)
   }
 end
 
+-- Running summaries by key, in the order the keys first come, for containers read in
+-- parts (an HDF5 file a slab of rows at a time, a lazy stack member by member). parts
+-- names the parts in the message for a key whose dtype changes between them.
+local Keyed = {}
+Keyed.__index = Keyed
+
+function M.keyed(parts)
+  return setmetatable({ parts = parts, states = {}, order = {} }, Keyed)
+end
+
+function Keyed:add(key, t)
+  local s = self.states[key]
+  if not s then
+    s = M.new(t:dtype())
+    self.states[key], self.order[#self.order + 1] = s, key
+  elseif s.dtype ~= t:dtype() then
+    util.fail(("describe: %s hold '%s' as %s and as %s"):format(self.parts, key, s.dtype, t:dtype()))
+  end
+  s:add(t)
+end
+
+-- The summaries (each with its key), in key order.
+function Keyed:summaries()
+  local rows = {}
+  for i, k in ipairs(self.order) do rows[i] = self.states[k]:summary(k) end
+  return rows
+end
+
 -- The summary of one tensor.
 function M.of(t)
   return M.new(t:dtype()):add(t):summary()
