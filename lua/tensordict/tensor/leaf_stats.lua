@@ -59,7 +59,7 @@ local Keyed = {}
 Keyed.__index = Keyed
 
 function M.keyed(parts)
-  return setmetatable({ parts = parts, states = {}, order = {} }, Keyed)
+  return (setmetatable({ parts = parts, states = {}, order = {} }, Keyed))
 end
 
 function Keyed:add(key, t)
