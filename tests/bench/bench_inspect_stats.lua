@@ -58,4 +58,21 @@ if np_seconds then
 else
   print("numpy: not available where TD_PYTHON points (no comparison)")
 end
+-- integers: 1 GiB of int64 labels (10 values: the bitmap road for distinct values), then
+-- of ids (all distinct: every chunk stops counting at 1000)
+for _, case in ipairs({ { "labels", function(t) return t:remainder(10) end }, { "ids", function(t) return t end } }) do
+  local path = dir .. "/" .. case[1]
+  T.TensorDict({ v = case[2](T.arange(0, 134217727)) }, { 134217728 }):memmap(path):free()
+  collectgarbage()
+  local int_td = T.load_memmap(path)
+  local v = int_td:get("v")
+  local int_copy = best(3, function()
+    local from = ffi.cast("char *", C.td_tensor_data_borrow(v.h))
+    for k = 0, 7 do ffi.C.memcpy(C.td_tensor_data_borrow(buf.h), from + k * 2 ^ 27, 2 ^ 27) end -- buf: 128 MiB
+  end)
+  local d
+  local int_stats = best(3, function() d = T.describe(int_td) end)
+  print(("%-46s %7.3f s, memcpy %7.3f s, ours/memcpy %.2f (distinct %s)"):format("describe of 1 GiB of int64 "
+    .. case[1], int_stats, int_copy, int_stats / int_copy, tostring(d.v.distinct)))
+end
 os.execute("rm -rf '" .. dir .. "'")
