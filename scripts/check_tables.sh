@@ -34,6 +34,7 @@ plugins/physics.lua:op-names  its own options for reducing a time axis (mean, fi
 lua/tensordict/host/metrics.lua:op-names  the stats a recipe's metrics block names (mean, std, min, max, sum, count, nan_count): the recipe's words, each mapped to a reduction, not the op table's ops
 lua/tensordict/tensor/method_forms.lua:op-names  torch's other spellings (NumPy's names) mapped to the op each calls: a list of aliases, not of ops
 lua/tensordict/flow/expr_ops.lua:op-names  the expression language's operator symbols (+, //, <=, and) mapped to the op each calls: syntax, not a list of ops (its functions are read from the op table)
+lua/tensordict/tensor/leaf_stats.lua:op-names  the column headings of T.describe's table (count, mean, std, min, max, ...), pandas' describe() names, not ops
 EOF
 )
 

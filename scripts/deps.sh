@@ -4,6 +4,7 @@ set -euo pipefail
 packages=(luajit libluajit-5.1-dev libopenblas-dev libcjson-dev libsleef-dev zlib1g-dev lua-busted lua-check lua-argparse libreadline8 make gcc pkg-config
           libopenmpi-dev openmpi-bin  # OpenMPI: tensordict.dist (docs/dist.md)
           libhdf5-dev  # HDF5: T.from_h5, td:to_h5, H5Source / H5Sink (docs/h5.md)
+          gnuplot-nox  # PNG charts: tdflow inspect --hist --plot, tdflow report --png (docs/recipes.md)
           luarocks)                   # the install spec builds the rock (docs/building.md)
 missing=()
 for p in "${packages[@]}"; do

@@ -913,6 +913,28 @@ int32_t td_stats_merge(int64_t *count, td_tensor *mean, td_tensor *m2, int64_t c
 int32_t td_stats_normalize(const td_tensor *x, int32_t batch_dims, const td_tensor *mean,
                            const td_tensor *var, double eps, td_tensor *out);
 
+/* ---- a leaf's summary (core/kernels/leaf_stats.c) ---- */
+/* What `tdflow inspect --stats` and T.describe show of a tensor, over all its elements:
+ * min, max, mean and M2 (the sum of squared deviations) of the finite values, in float64,
+ * merged over fixed-size chunks in order (the same for any thread count); for bool and
+ * integer dtypes the distinct values, ascending, while there are at most
+ * TD_LEAF_DISTINCT_MAX (distinct -1 past it, and always for floating dtypes). */
+enum { TD_LEAF_DISTINCT_MAX = 1000 };
+typedef struct td_leaf_stats {
+  int32_t dtype;
+  int64_t count;  /* elements added */
+  int64_t finite; /* of them finite (all, for bool and integers) */
+  int64_t nan;
+  int64_t inf;    /* +inf and -inf */
+  double min, max, mean, m2; /* NaN until a finite value is added */
+  int64_t distinct;
+  int64_t values[TD_LEAF_DISTINCT_MAX];
+} td_leaf_stats;
+/* An empty state for tensors of dtype. */
+void td_leaf_stats_init(td_leaf_stats *s, int32_t dtype);
+/* Adds t's elements (any strides; t's dtype must be the state's) to s. */
+int32_t td_leaf_stats_add(td_leaf_stats *s, const td_tensor *t);
+
 /* A streaming reader of numeric CSV (RFC 4180 quotes, \n, \r\n or \r line ends). */
 typedef struct td_csv td_csv;
 /* Opens path; with has_header the first record names the columns. An empty file gives

@@ -203,6 +203,9 @@ T.row_stack = T.vstack -- torch's alias
 -- NumPy's files (docs/lua-api.md, NumPy files)
 T.load_npy = require("tensordict.tensor.npy").load_npy
 T.load_npz = require("tensordict.dict.npz").load_npz
+-- Looking at data (docs/lua-api.md, Describing data): a summary per leaf, a histogram
+T.describe = require("tensordict.lazy_stack.describe").describe -- TensorDicts, tensors and lazy stacks
+T.hist = require("tensordict.tensor.hist").hist
 
 -- T.TensorDict(source, batch_size, opts) and T.TensorDict.fromkeys(keys, value).
 T.TensorDict = setmetatable({ methods = td_core.methods }, {

@@ -116,9 +116,11 @@ local function is_hdf5(path)
   return head == "\137HDF\r\n\26\n"
 end
 
--- The text of the tree for path, and of the provenance record of the run that wrote it;
--- raises a clear error when path holds no container.
-function M.text(path)
+-- The container at path (memmap folder and consolidated file: a TensorDict over the mapped
+-- files; HDF5 file: tensordict.h5's reader) and what it is ("memmap folder", ...); raises a
+-- clear error when path holds none. --stats, --head and --hist (host/inspect_*.lua) open
+-- it here too.
+function M.open(path)
   local td, what
   if fs.is_dir(path) then
     if not fs.exists(path .. "/meta.json") then
@@ -136,6 +138,13 @@ function M.text(path)
     local ckpt = checkpoint_line(path)
     util.fail(("inspect: %s: no such file or folder%s"):format(path, ckpt and (" (" .. ckpt .. ")") or ""))
   end
+  return td, what
+end
+
+-- The text of the tree for path, and of the provenance record of the run that wrote it;
+-- raises a clear error when path holds no container.
+function M.text(path)
+  local td, what = M.open(path)
   local lines, totals = {}, { leaves = 0, bytes = 0, values = 0 }
   walk(td, "", lines, totals)
   table.insert(lines, 1, ("%s  (%s, batch size %s, %d tensor leaves, %s%s)"):format(path, what, batch_text(td),

@@ -4,7 +4,8 @@
 --   tdflow rerun OUTPUT [--into PATH] [--set PATH=VALUE ...] [--workers N] [--verify] ...
 --   tdflow sweep RECIPE [--grid PATH=VALUES ...] [--set PATH=VALUE ...] [--out OUT] [--jobs N] [--resume]
 --   tdflow check RECIPE [--set PATH=VALUE ...]
---   tdflow inspect PATH
+--   tdflow inspect PATH [--stats | --head N | --hist KEY [--bins N] [--plot FILE.png]]
+--   tdflow report FILE [--metric NAME] [--png OUT.png]
 --   tdflow plugins
 --   tdflow help [COMMAND]
 --   tdflow --version
@@ -21,7 +22,8 @@ local recipe = require("tensordict.host.recipe")
 local plugins = require("tensordict.host.plugins")
 local progress = require("tensordict.host.progress")
 local report = require("tensordict.host.report")
-local inspect = require("tensordict.host.inspect")
+local inspect_views = require("tensordict.host.inspect_views")
+local report_command = require("tensordict.host.report_command")
 local host_dist = require("tensordict.host.dist")
 local provenance = require("tensordict.host.provenance")
 local rerun = require("tensordict.host.rerun")
@@ -95,8 +97,11 @@ local function parser()
   local check = p:command("check", "Report every problem of a recipe at once, before any data moves.")
   check:argument("recipe", "The recipe: a .json or .lua file, or - (read from standard input).")
   check:option("--set", "Override a recipe value: PATH=VALUE; repeatable."):count("*"):argname("PATH=VALUE")
-  local ins = p:command("inspect", "Show a memmap folder, a consolidated file or an HDF5 file as a tree.")
+  local ins = p:command("inspect", "Show a memmap folder, a consolidated file or an HDF5 file as a tree, or "
+    .. "look at its values (--stats, --head, --hist).")
   ins:argument("path", "A memmap folder (meta.json inside), a consolidated file or an HDF5 file.")
+  inspect_views.add_options(ins, count_arg)
+  report_command.add_command(p)
   p:command("plugins", "List the node types and functions of every plugin, with their files.")
   return p
 end
@@ -357,7 +362,7 @@ function M.check_command(args, out, err)
 end
 
 function M.inspect_command(args, out, err)
-  local ok, text = pcall(inspect.text, args.path)
+  local ok, text = pcall(inspect_views.text, args)
   if not ok then
     say(err, "tdflow: " .. message(text))
     return M.EXIT_RUNTIME
@@ -412,7 +417,8 @@ function M.main(argv, out, err)
     return M.EXIT_USAGE
   end
   local handlers = { run = M.run_command, check = M.check_command, inspect = M.inspect_command,
-    plugins = M.plugins_command, rerun = function(a, o, e) return rerun.command(M, a, o, e) end,
+    plugins = M.plugins_command, report = report_command.command,
+    rerun = function(a, o, e) return rerun.command(M, a, o, e) end,
     sweep = function(a, o, e) return sweep.command(M, a, o, e) end }
   M.argv = { "tdflow", unpack(argv) } -- the command as given, for the provenance record
   local handler_ok, code = pcall(handlers[args.command], args, out, err)
