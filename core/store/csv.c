@@ -13,15 +13,25 @@
  * around them; they are parsed exactly whatever the locale (core/src/number.c),
  * integers with a range check for the destination dtype.
  *
+ * Messy files (td_csv_open_opts): gzip input is inflated as it is read (gzread into the
+ * same buffer: never the whole file in memory); comment lines and comment tails are
+ * dropped while a record is parsed (a byte table of the characters that end an
+ * unquoted field keeps the scan one load per byte); records starting on listed lines
+ * are dropped before anyone sees them; a cell equal to an NA value is missing (NaN, or
+ * its column's default), and a cell that does not parse is an error, missing, or drops
+ * its row, with counts of each.
+ *
  * It lives on the store floor with the other file formats: it reads a file into the
  * caller's tensors, and nothing below it reads files.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "dtype_table.h"
 #include "store_internal.h"
@@ -43,9 +53,22 @@ typedef struct csv_span {
 
 struct td_csv {
   int fd;
+  gzFile gz; /* non-NULL when the file is gzip: it owns fd */
   char *path;
   char delim;
   int32_t has_header;
+  char comment;          /* 0: none */
+  uint8_t stops[256];    /* the bytes that end an unquoted field */
+  int32_t on_bad;        /* TD_CSV_BAD_* */
+  char **na;             /* n_na missing-value texts */
+  int64_t *na_len;
+  int32_t n_na;
+  int32_t na_numeric;    /* an NA text parses as a number: look before parsing */
+  int64_t *skip_lines;   /* sorted, n_skip of them */
+  int32_t n_skip;
+  char **defaults;       /* ncols texts (NULL: none), or NULL */
+  int64_t limit;         /* records td_csv_read may still take; -1: no limit */
+  int64_t counts[TD_CSV_NCOUNTS];
   char *buf;
   int64_t cap, pos, end; /* unread data is buf[pos, end) */
   int32_t eof;
@@ -78,6 +101,18 @@ static int32_t refill(td_csv *r) {
     r->buf = nb;
     r->cap *= 2;
   }
+  if (r->gz) {
+    int64_t want = r->cap - r->end;
+    int n = gzread(r->gz, r->buf + r->end, (unsigned)(want > (1 << 30) ? (1 << 30) : want));
+    int zerr = Z_OK;
+    const char *zmsg = n <= 0 ? gzerror(r->gz, &zerr) : NULL;
+    if (n < 0 || (n == 0 && zerr != Z_OK))
+      return td_fail(TD_EIO, "csv: %s: the gzip stream is corrupt or cut short near line %lld: %s", r->path,
+                     (long long)r->line, zmsg && *zmsg ? zmsg : "read failed");
+    if (n == 0) r->eof = 1;
+    r->end += n;
+    return TD_OK;
+  }
   for (;;) {
     ssize_t n = read(r->fd, r->buf + r->end, (size_t)(r->cap - r->end));
     if (n < 0 && errno == EINTR) continue;
@@ -104,14 +139,24 @@ static int32_t add_span(td_csv *r, int64_t off, int64_t len, int64_t line, int32
 
 enum { REC_OK = 1, REC_MORE = 0, REC_END = 2 };
 
+/* From p (a comment character) to the end of its line: the offset of the line end (e
+ * at the end of the file), or -1 when the buffer ends first and more data may come. */
+static int64_t comment_end(const td_csv *r, int64_t p) {
+  const char *b = r->buf;
+  int64_t e = r->end;
+  while (p < e && b[p] != '\n' && b[p] != '\r') p++;
+  return p == e && !r->eof ? -1 : p;
+}
+
 /* Parses the record at r->pos into r->spans without consuming it. Returns REC_OK (with
  * *next and *next_line where the following record starts), REC_MORE (the buffer ends
  * inside the record and more data may come), REC_END (no record left), or a TD_E*
- * code. Blank lines before the record are skipped. */
+ * code. Blank lines and comment lines before the record are skipped. */
 static int32_t parse_record(td_csv *r, int64_t *next, int64_t *next_line) {
-  const char *b = r->buf, d = r->delim;
+  const char *b = r->buf, d = r->delim, cm = r->comment;
+  const uint8_t *stops = r->stops;
   int64_t p = r->pos, e = r->end, line = r->line;
-  /* Blank lines (and a lone line end) are not records. */
+  /* Blank lines (and a lone line end) are not records, nor are comment lines. */
   for (;;) {
     if (p == e) return r->eof ? REC_END : REC_MORE;
     if (b[p] == '\n') {
@@ -120,6 +165,9 @@ static int32_t parse_record(td_csv *r, int64_t *next, int64_t *next_line) {
       if (p + 1 == e && !r->eof) return REC_MORE;
       p += (p + 1 < e && b[p + 1] == '\n') ? 2 : 1;
       line++;
+    } else if (cm && b[p] == cm) {
+      p = comment_end(r, p);
+      if (p < 0) return REC_MORE;
     } else {
       break;
     }
@@ -151,16 +199,20 @@ static int32_t parse_record(td_csv *r, int64_t *next, int64_t *next_line) {
       }
       int32_t st = add_span(r, start, p - 1 - start, fline, 1);
       if (st) return st;
-      if (p < e && b[p] != d && b[p] != '\n' && b[p] != '\r')
+      if (p < e && b[p] != d && b[p] != '\n' && b[p] != '\r' && !(cm && b[p] == cm))
         return td_fail(TD_EINVAL,
                        "csv: %s: line %lld, column %d: unexpected '%c' after a closing quote",
                        r->path, (long long)line, (int)r->nspans, b[p]);
     } else {
       int64_t start = p;
-      while (p < e && b[p] != d && b[p] != '\n' && b[p] != '\r') p++;
+      while (p < e && !stops[(uint8_t)b[p]]) p++;
       if (p == e && !r->eof) return REC_MORE;
       int32_t st = add_span(r, start, p - start, fline, 0);
       if (st) return st;
+    }
+    if (cm && p < e && b[p] == cm) { /* the rest of the line is a comment */
+      p = comment_end(r, p);
+      if (p < 0) return REC_MORE;
     }
     if (p == e) break; /* end of file ends the record */
     if (b[p] == d) {
@@ -181,6 +233,17 @@ static int32_t parse_record(td_csv *r, int64_t *next, int64_t *next_line) {
   return REC_OK;
 }
 
+/* Whether the record starting on line is one the options skip (binary search). */
+static bool skipped_line(const td_csv *r, int64_t line) {
+  int32_t lo = 0, hi = r->n_skip;
+  while (lo < hi) {
+    int32_t mid = lo + (hi - lo) / 2;
+    if (r->skip_lines[mid] < line) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo < r->n_skip && r->skip_lines[lo] == line;
+}
+
 /* The next record into r->spans (consumed unless peek). REC_OK, REC_END or an error. */
 static int32_t next_record(td_csv *r, bool peek) {
   for (;;) {
@@ -189,6 +252,11 @@ static int32_t next_record(td_csv *r, bool peek) {
     if (st == REC_MORE) {
       st = refill(r);
       if (st) return st;
+      continue;
+    }
+    if (st == REC_OK && r->n_skip > 0 && skipped_line(r, r->rec_line)) { /* as if absent */
+      r->pos = next;
+      r->line = next_line;
       continue;
     }
     if (st == REC_OK && !peek) {
@@ -234,20 +302,101 @@ static void store(char *p, int32_t dtype, double fv, int64_t iv) {
 
 /* ---- public entry points ----------------------------------------------------------- */
 
+static void free_texts(char **texts, int32_t n) {
+  if (!texts) return;
+  for (int32_t i = 0; i < n; i++) free(texts[i]);
+  free(texts);
+}
+
 TD_EXPORT void td_csv_close(td_csv *r) {
   if (!r) return;
-  if (r->fd >= 0) close(r->fd);
-  if (r->names)
-    for (int32_t i = 0; i < r->ncols; i++) free(r->names[i]);
-  free(r->names);
+  if (r->gz) gzclose(r->gz);
+  else if (r->fd >= 0) close(r->fd);
+  free_texts(r->names, r->ncols);
+  free_texts(r->na, r->n_na);
+  free_texts(r->defaults, r->ncols);
+  free(r->na_len);
+  free(r->skip_lines);
   free(r->spans);
   free(r->buf);
   free(r->path);
   free(r);
 }
 
-static td_csv *open_reader(const char *path, int32_t delimiter) {
+static int cmp_i64(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* Takes the options into r (copies: the caller's arrays may go). TD_OK or an error. */
+static int32_t take_options(td_csv *r, const td_csv_options *o) {
+  const char *call = "csv_open";
+  int32_t c = o->comment;
+  if (c < 0 || c > 127 || c == '"' || c == '\n' || c == '\r' || c == r->delim)
+    return td_fail(TD_EINVAL,
+                   "%s: the comment character must be one ASCII character other than a quote, a line end "
+                   "or the delimiter, got code %d",
+                   call, (int)c);
+  if (o->on_bad_cell < TD_CSV_BAD_ERROR || o->on_bad_cell > TD_CSV_BAD_SKIP_ROW)
+    return td_fail(TD_EINVAL, "%s: on_bad_cell %d is not one of TD_CSV_BAD_*", call, (int)o->on_bad_cell);
+  if (o->n_na < 0 || (o->n_na > 0 && !o->na_values) || o->n_skip_lines < 0 ||
+      (o->n_skip_lines > 0 && !o->skip_lines))
+    return td_fail(TD_EINVAL, "%s: a count of NA values or skipped lines without its array", call);
+  r->comment = (char)c;
+  r->on_bad = o->on_bad_cell;
+  r->stops[(uint8_t)r->delim] = r->stops['\n'] = r->stops['\r'] = 1;
+  if (c) r->stops[(uint8_t)c] = 1;
+  if (o->n_na > 0) {
+    r->na = calloc((size_t)o->n_na, sizeof *r->na);
+    r->na_len = calloc((size_t)o->n_na, sizeof *r->na_len);
+    if (!r->na || !r->na_len) return td_fail(TD_ENOMEM, "%s: out of memory", call);
+    for (int32_t i = 0; i < o->n_na; i++) {
+      if (!o->na_values[i]) return td_fail(TD_EINVAL, "%s: NA value %d is NULL", call, (int)i + 1);
+      r->na[i] = strdup(o->na_values[i]);
+      r->n_na = i + 1;
+      if (!r->na[i]) return td_fail(TD_ENOMEM, "%s: out of memory", call);
+      r->na_len[i] = (int64_t)strlen(r->na[i]);
+      double v; /* "NaN" parses as NaN: only a number (-999) must be looked for first */
+      if (td_parse_double(r->na[i], r->na_len[i], &v) && v == v) r->na_numeric = 1;
+    }
+  }
+  if (o->n_skip_lines > 0) {
+    r->skip_lines = malloc((size_t)o->n_skip_lines * sizeof *r->skip_lines);
+    if (!r->skip_lines) return td_fail(TD_ENOMEM, "%s: out of memory", call);
+    memcpy(r->skip_lines, o->skip_lines, (size_t)o->n_skip_lines * sizeof *r->skip_lines);
+    r->n_skip = o->n_skip_lines;
+    qsort(r->skip_lines, (size_t)r->n_skip, sizeof *r->skip_lines, cmp_i64);
+  }
+  return TD_OK;
+}
+
+/* The options r was opened with, for a second reader of the same file (count_rows). */
+static td_csv_options options_of(const td_csv *r) {
+  return (td_csv_options){.delimiter = r->delim, .has_header = r->has_header, .comment = r->comment,
+                          .on_bad_cell = r->on_bad, .n_na = r->n_na, .na_values = (const char *const *)r->na,
+                          .n_skip_lines = r->n_skip, .skip_lines = r->skip_lines};
+}
+
+/* Opens the file, plain or gzip (by its first two bytes, whatever its name). */
+static int32_t open_file(td_csv *r) {
+  r->fd = open(r->path, O_RDONLY | O_CLOEXEC);
+  if (r->fd < 0) return td_fail(TD_EIO, "csv_open: cannot open '%s': %s", r->path, strerror(errno));
+  unsigned char magic[2];
+  ssize_t n;
+  do n = pread(r->fd, magic, 2, 0);
+  while (n < 0 && errno == EINTR);
+  if (n == 2 && magic[0] == 0x1f && magic[1] == 0x8b) {
+    r->gz = gzdopen(r->fd, "rb");
+    if (!r->gz) return td_fail(TD_ENOMEM, "csv_open: %s: cannot start inflating the gzip file", r->path);
+    gzbuffer(r->gz, 1 << 18);
+  }
+  return TD_OK;
+}
+
+static td_csv *open_reader(const char *path, const td_csv_options *o) {
   if (!path) return td_fail_null(TD_EINVAL, "csv_open: path is NULL");
+  if (!o) return td_fail_null(TD_EINVAL, "csv_open: the options are NULL");
+  int32_t delimiter = o->delimiter;
   if (delimiter <= 0 || delimiter > 127 || delimiter == '"' || delimiter == '\n' ||
       delimiter == '\r')
     return td_fail_null(
@@ -259,7 +408,9 @@ static td_csv *open_reader(const char *path, int32_t delimiter) {
   if (!r) return td_fail_null(TD_ENOMEM, "csv_open: out of memory");
   r->fd = -1;
   r->delim = (char)delimiter;
+  r->has_header = o->has_header != 0;
   r->line = 1;
+  r->limit = -1;
   r->cap = td_csv_block_bytes > 0 ? td_csv_block_bytes : CSV_BLOCK;
   r->path = strdup(path);
   r->buf = malloc((size_t)r->cap);
@@ -267,13 +418,7 @@ static td_csv *open_reader(const char *path, int32_t delimiter) {
     td_csv_close(r);
     return td_fail_null(TD_ENOMEM, "csv_open: out of memory");
   }
-  r->fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (r->fd < 0) {
-    td_fail(TD_EIO, "csv_open: cannot open '%s': %s", path, strerror(errno));
-    td_csv_close(r);
-    return NULL;
-  }
-  if (refill(r)) {
+  if (take_options(r, o) || open_file(r) || refill(r)) {
     td_csv_close(r);
     return NULL;
   }
@@ -286,10 +431,9 @@ static td_csv *open_reader(const char *path, int32_t delimiter) {
   return r;
 }
 
-TD_EXPORT td_csv *td_csv_open(const char *path, int32_t delimiter, int32_t has_header) {
-  td_csv *r = open_reader(path, delimiter);
+TD_EXPORT td_csv *td_csv_open_opts(const char *path, const td_csv_options *opts) {
+  td_csv *r = open_reader(path, opts);
   if (!r) return NULL;
-  r->has_header = has_header != 0;
   int32_t st = next_record(r, !r->has_header);
   if (st < 0) {
     td_csv_close(r);
@@ -320,6 +464,39 @@ TD_EXPORT td_csv *td_csv_open(const char *path, int32_t delimiter, int32_t has_h
   return r;
 }
 
+TD_EXPORT td_csv *td_csv_open(const char *path, int32_t delimiter, int32_t has_header) {
+  td_csv_options o = {.delimiter = delimiter, .has_header = has_header};
+  return td_csv_open_opts(path, &o);
+}
+
+TD_EXPORT int32_t td_csv_set_default(td_csv *r, int32_t col, const char *text) {
+  if (!r) return td_fail(TD_EINVAL, "csv_set_default: the reader is NULL");
+  if (col < 0 || col >= r->ncols)
+    return td_fail(TD_EINDEX, "csv_set_default: column %d is out of range (the file has %d columns)",
+                   (int)col + 1, (int)r->ncols);
+  if (!r->defaults) {
+    r->defaults = calloc((size_t)r->ncols, sizeof *r->defaults);
+    if (!r->defaults) return td_fail(TD_ENOMEM, "csv_set_default: out of memory");
+  }
+  char *copy = text ? strdup(text) : NULL;
+  if (text && !copy) return td_fail(TD_ENOMEM, "csv_set_default: out of memory");
+  free(r->defaults[col]);
+  r->defaults[col] = copy;
+  return TD_OK;
+}
+
+TD_EXPORT int32_t td_csv_limit_records(td_csv *r, int64_t n) {
+  if (!r) return td_fail(TD_EINVAL, "csv_limit_records: the reader is NULL");
+  r->limit = n < 0 ? -1 : n;
+  return TD_OK;
+}
+
+TD_EXPORT int32_t td_csv_counts(const td_csv *r, int64_t *out) {
+  if (!r || !out) return td_fail(TD_EINVAL, "csv_counts: the reader or out is NULL");
+  memcpy(out, r->counts, sizeof r->counts);
+  return TD_OK;
+}
+
 TD_EXPORT int32_t td_csv_num_columns(const td_csv *r) { return r ? r->ncols : 0; }
 
 TD_EXPORT const char *td_csv_column_name_borrow(const td_csv *r, int32_t col) {
@@ -331,7 +508,8 @@ TD_EXPORT int64_t td_csv_line(const td_csv *r) { return r ? r->line : 0; }
 
 TD_EXPORT int64_t td_csv_count_rows(const td_csv *r) {
   if (!r) return td_fail(TD_EINVAL, "csv_count_rows: the reader is NULL");
-  td_csv *c = open_reader(r->path, r->delim);
+  td_csv_options o = options_of(r);
+  td_csv *c = open_reader(r->path, &o);
   if (!c) return td_last_status();
   int64_t rows = 0;
   for (;;) {
@@ -377,6 +555,89 @@ static int32_t cell_error(const td_csv *r, const csv_span *s, int32_t col, const
                  (long long)s->line, (int)col + 1, name, shown, what);
 }
 
+/* What became of a cell: stored as parsed, stored as missing (NA text) or replaced (a
+ * bad cell under TD_CSV_BAD_MISSING), or its row is dropped. Errors are negative. */
+enum { CELL_STORED = 0, CELL_MISSING = 1, CELL_REPLACED = 2, CELL_SKIP_ROW = 3 };
+
+/* Whether the cell's text (blanks around it trimmed) is one of the NA values. */
+static bool is_na(const td_csv *r, const csv_span *s) {
+  const char *t = r->buf + s->off;
+  int64_t n = s->len;
+  td_trim_blanks(&t, &n);
+  for (int32_t i = 0; i < r->n_na; i++)
+    if (r->na_len[i] == n && memcmp(r->na[i], t, (size_t)n) == 0) return true;
+  return false;
+}
+
+/* Parses text[0, n) for dtype into dst: 1 stored, 0 not a number, -1 out of range. */
+static int parse_store(const char *text, int64_t n, int32_t dtype, char *dst) {
+  if (td_dtype_is_floating(dtype)) {
+    double v;
+    if (!td_parse_double(text, n, &v)) return 0;
+    store(dst, dtype, v, 0);
+    return 1;
+  }
+  int64_t v = 0, lo, hi;
+  int ok = td_parse_int64(text, n, &v);
+  td_dtype_exact_range(dtype, &lo, &hi);
+  if (ok == 0) return 0;
+  if (ok < 0 || v < lo || v > hi) return -1;
+  store(dst, dtype, 0, v);
+  return 1;
+}
+
+/* A missing cell (an NA text, or a bad cell taken as missing): its column's default,
+ * else NaN in a floating column; an integer column without a default drops the row
+ * under TD_CSV_BAD_SKIP_ROW and is an error otherwise (an integer has no NaN). */
+static int32_t fill_missing(const td_csv *r, const csv_span *s, int32_t col, int32_t dtype, char *dst,
+                            int32_t outcome) {
+  const char *dflt = r->defaults ? r->defaults[col] : NULL;
+  if (dflt) {
+    if (parse_store(dflt, (int64_t)strlen(dflt), dtype, dst) == 1) return outcome;
+    char what[96];
+    snprintf(what, sizeof what, "%s: its column's default '%.40s' is not a %s either", td_dtype_name(dtype),
+             dflt, td_dtype_name(dtype));
+    return cell_error(r, s, col, what);
+  }
+  if (td_dtype_is_floating(dtype)) {
+    store(dst, dtype, NAN, 0);
+    return outcome;
+  }
+  if (r->on_bad == TD_CSV_BAD_SKIP_ROW) return CELL_SKIP_ROW;
+  char what[160];
+  snprintf(what, sizeof what,
+           "%s: %s in an integer column without a default (give it a default, or skip such rows)",
+           td_dtype_name(dtype), outcome == CELL_MISSING ? "a missing value" : "a bad cell");
+  return cell_error(r, s, col, what);
+}
+
+/* Reads one cell into dst by the reader's rules: a CELL_* outcome or an error. NA texts
+ * are looked for only where parsing fails or gives NaN, unless one of them is a number
+ * (-999): the plain path stays one parse per cell. */
+static int32_t read_cell(const td_csv *r, const csv_span *s, int32_t col, int32_t dtype, char *dst) {
+  const char *text = r->buf + s->off;
+  if (r->na_numeric && is_na(r, s)) return fill_missing(r, s, col, dtype, dst, CELL_MISSING);
+  int ok = 0;
+  if (td_dtype_is_floating(dtype)) {
+    double v;
+    if (td_parse_double(text, s->len, &v)) {
+      if (v != v && r->n_na > 0 && is_na(r, s)) return fill_missing(r, s, col, dtype, dst, CELL_MISSING);
+      store(dst, dtype, v, 0);
+      return CELL_STORED;
+    }
+  } else {
+    ok = parse_store(text, s->len, dtype, dst);
+    if (ok == 1) return CELL_STORED;
+  }
+  if (r->n_na > 0 && !r->na_numeric && is_na(r, s)) return fill_missing(r, s, col, dtype, dst, CELL_MISSING);
+  if (r->on_bad == TD_CSV_BAD_SKIP_ROW) return CELL_SKIP_ROW;
+  if (r->on_bad == TD_CSV_BAD_MISSING) return fill_missing(r, s, col, dtype, dst, CELL_REPLACED);
+  if (ok == 0) return cell_error(r, s, col, td_dtype_name(dtype));
+  char what[64];
+  snprintf(what, sizeof what, "%s (out of range)", td_dtype_name(dtype));
+  return cell_error(r, s, col, what);
+}
+
 TD_EXPORT int64_t td_csv_read(td_csv *r, int64_t max_rows, int32_t ndest, const int32_t *columns,
                               td_tensor *const *outs, const int64_t *out_cols) {
   const char *call = "csv_read";
@@ -405,39 +666,38 @@ TD_EXPORT int64_t td_csv_read(td_csv *r, int64_t max_rows, int32_t ndest, const 
                      call, (int)i, (long long)out_cols[i], (long long)width);
   }
   int64_t rows = 0;
-  while (rows < max_rows) {
+  while (rows < max_rows && r->limit != 0) {
     int32_t st = next_record(r, false);
     if (st < 0) return st;
     if (st == REC_END) break;
+    if (r->limit > 0) r->limit--;
+    r->counts[TD_CSV_COUNT_RECORDS]++;
     if (r->nspans != r->ncols)
       return td_fail(TD_EINVAL, "csv: %s: line %lld has %d fields, expected %d%s", r->path,
                      (long long)r->rec_line, (int)r->nspans, (int)r->ncols,
                      r->has_header ? " (as in the header)" : " (as in the first line)");
-    for (int32_t i = 0; i < ndest; i++) {
+    int64_t missing = 0, replaced = 0;
+    int32_t kept = CELL_STORED;
+    for (int32_t i = 0; i < ndest && kept == CELL_STORED; i++) {
       const td_tensor *t = outs[i];
       const csv_span *s = &r->spans[columns[i]];
-      const char *text = r->buf + s->off;
       char *dst =
           td_tensor_ptr(t) +
           (rows * t->strides[0] + (t->ndim == 2 ? out_cols[i] * t->strides[1] : 0)) * t->itemsize;
-      if (td_dtype_is_floating(t->dtype)) {
-        double v;
-        if (!td_parse_double(text, s->len, &v))
-          return cell_error(r, s, columns[i], td_dtype_name(t->dtype));
-        store(dst, t->dtype, v, 0);
-      } else {
-        int64_t v = 0, lo, hi;
-        int ok = td_parse_int64(text, s->len, &v);
-        td_dtype_exact_range(t->dtype, &lo, &hi);
-        if (ok == 0) return cell_error(r, s, columns[i], td_dtype_name(t->dtype));
-        if (ok < 0 || v < lo || v > hi) {
-          char what[64];
-          snprintf(what, sizeof what, "%s (out of range)", td_dtype_name(t->dtype));
-          return cell_error(r, s, columns[i], what);
-        }
-        store(dst, t->dtype, 0, v);
+      kept = read_cell(r, s, columns[i], t->dtype, dst);
+      if (kept == CELL_MISSING || kept == CELL_REPLACED) {
+        if (kept == CELL_MISSING) missing++;
+        else replaced++;
+        kept = CELL_STORED;
       }
     }
+    if (kept < 0) return kept;
+    if (kept == CELL_SKIP_ROW) {
+      r->counts[TD_CSV_COUNT_SKIPPED_ROWS]++;
+      continue; /* the next record overwrites what this one stored */
+    }
+    r->counts[TD_CSV_COUNT_MISSING] += missing;
+    r->counts[TD_CSV_COUNT_REPLACED] += replaced;
     rows++;
   }
   return rows;

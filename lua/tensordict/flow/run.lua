@@ -137,6 +137,7 @@ function M.run(source, node, sink, opts)
   -- keeps: its rows out are its rows in).
   local function profile_list()
     sink_m.batches_out, sink_m.rows_out = sink_m.batches_in, sink_m.rows_in
+    source_m.counts = meter.counts_of(source)
     local nodes = { source_m }
     for _, p in ipairs(node and node:profile() or {}) do nodes[#nodes + 1] = p end
     nodes[#nodes + 1] = sink_m

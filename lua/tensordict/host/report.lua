@@ -63,6 +63,13 @@ function M.text(report)
       ("%d/%d"):format(r.batches_in, r.batches_out), progress.grouped(r.rows_in), progress.grouped(r.rows_out),
       rate(r.rows_per_second))
   end
+  for _, r in ipairs(report.nodes) do -- what nodes counted besides rows, by name
+    local names = {}
+    for k in pairs(r.counts or {}) do names[#names + 1] = k end
+    table.sort(names)
+    for i, k in ipairs(names) do names[i] = ("%s %s"):format(progress.grouped(r.counts[k]), k:gsub("_", " ")) end
+    if #names > 0 then lines[#lines + 1] = ("%s %s: %s"):format(r.where, r.type, table.concat(names, ", ")) end
+  end
   lines[#lines + 1] = ("total: %s rows in, %s rows out in %.3f s (%s rows/s)"):format(progress.grouped(report.rows_in),
     progress.grouped(report.rows_out), report.seconds, rate(report.rows_per_second))
   return (table.concat(lines, "\n"))
