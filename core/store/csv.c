@@ -595,8 +595,7 @@ static int32_t fill_missing(const td_csv *r, const csv_span *s, int32_t col, int
   if (dflt) {
     if (parse_store(dflt, (int64_t)strlen(dflt), dtype, dst) == 1) return outcome;
     char what[96];
-    snprintf(what, sizeof what, "%s: its column's default '%.40s' is not a %s either", td_dtype_name(dtype),
-             dflt, td_dtype_name(dtype));
+    snprintf(what, sizeof what, "%s, nor its column's default '%.40s'", td_dtype_name(dtype), dflt);
     return cell_error(r, s, col, what);
   }
   if (td_dtype_is_floating(dtype)) {

@@ -65,7 +65,9 @@ function M.text(report)
   end
   for _, r in ipairs(report.nodes) do -- what nodes counted besides rows, by name
     local names = {}
-    for k in pairs(r.counts or {}) do names[#names + 1] = k end
+    for k, v in pairs(r.counts or {}) do
+      if v ~= 0 then names[#names + 1] = k end -- the JSON keeps the zeros
+    end
     table.sort(names)
     for i, k in ipairs(names) do names[i] = ("%s %s"):format(progress.grouped(r.counts[k]), k:gsub("_", " ")) end
     if #names > 0 then lines[#lines + 1] = ("%s %s: %s"):format(r.where, r.type, table.concat(names, ", ")) end
