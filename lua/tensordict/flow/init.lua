@@ -28,7 +28,7 @@ flow.kit = require("tensordict.flow.kit") -- the plugin API: flow.kit.new() in a
 -- flow.builtin maps their names to the module file that defines them.
 flow.builtin = { Seq = "seq.lua" }
 for _, name in ipairs({ "apply", "batching", "masking", "sources", "map", "memmap", "stats",
-  "csv", "synthetic", "device", "npy", "h5" }) do
+  "csv", "synthetic", "device", "npy", "h5", "nan" }) do
   for export, value in pairs(require("tensordict.flow." .. name)) do
     -- types, and helpers such as flow.RunningStats; the sources' own helpers stay inside
     if export ~= "row_batches" and export ~= "copy_position" then flow[export] = value end
