@@ -16,6 +16,7 @@ local shard_rows = require("tensordict.flow.sources").shard_rows
 local provenance = require("tensordict.flow.provenance")
 local resume = require("tensordict.flow.resume")
 local interrupt = require("tensordict.flow.interrupt")
+local fit_pass = require("tensordict.flow.fit_pass")
 
 local fail, describe = util.fail, util.describe
 local now, took, gave, spent = meter.now, meter.took, meter.gave, meter.spent
@@ -168,6 +169,10 @@ function M.run(source, node, sink, opts)
       run = { summary = summary, source = source, node = node, sink = sink, seed = seed, record = record,
         signature = resume.signature(source, node, sink), on_resume = opts.on_resume,
         set_phase = function(p) phase = p end }
+    end
+    if fit_pass.needed(node) then -- Normalize{fit = true}: a first pass (of its own) before this one
+      phase = "run"
+      fit_pass.run(M.run, source, node, { seed = seed, workers = opts.workers, ctx = ctx }, record)
     end
     random.manual_seed(seed)
     for _, part in ipairs({ { "source", source }, { "node", node }, { "sink", sink } }) do
