@@ -32,10 +32,10 @@ describe("Normalize{fit = true} in flow.run", function()
     assert.are.equal(50, fitted.count)
     H.assert_near(fitted.mean, mean, 1e-12)
     H.assert_near(fitted.var, var, 1e-9)
-    -- a single node (no list) is "node"
+    -- a single node (no list) is steps[1], as in the run's report
     local rec2 = {}
     flow.run(src, flow.Normalize{ keys = { "x" }, fit = true }, flow.Discard{}, { provenance = rec2 })
-    assert.are.equal(50, rec2.fitted.node.x.count)
+    assert.are.equal(50, rec2.fitted["steps[1]"].x.count)
   end)
 
   it("fits after the steps before it, run as fresh copies that leave the run's nodes as they were", function()

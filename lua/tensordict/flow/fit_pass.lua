@@ -46,7 +46,7 @@ end
 -- record: the run's provenance record or nil.
 function M.run(run, source, node, opts, record)
   local steps = top_steps(node)
-  local prefix_where = is_seq(node) and "steps[%d]" or "node"
+  local prefix_where = "steps[%d]" -- as the run's report names places (a single node is steps[1])
   for j, step in ipairs(steps) do
     if fits(step) then
       local where = prefix_where:format(j)
