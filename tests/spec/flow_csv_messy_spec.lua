@@ -128,6 +128,41 @@ describe("CsvSource on messy files", function()
     assert.are.equal(1, src2:counts().bad_rows_skipped)
   end)
 
+  it("counts dropped rows as records: checkpoints and ranks' shares stay exact", function()
+    local lines = { "i" }
+    for i = 1, 20 do lines[#lines + 1] = i % 4 == 0 and "bad" or tostring(i) end
+    local path = write("shares.csv", table.concat(lines, "\n") .. "\n")
+    local function src()
+      return CsvSource{ path = path, batch_size = 3, on_bad_cell = "skip_row", columns = { i = "int64" } }
+    end
+    local want = {}
+    for i = 1, 20 do if i % 4 ~= 0 then want[#want + 1] = i end end
+    -- two ranks read disjoint record ranges (1-10, 11-20) whose rows make the whole
+    local got = {}
+    for rank, dropped in ipairs({ 2, 3 }) do
+      local s = src()
+      for b in s:iter({ dist = { size = 2, rank = rank - 1 } }) do
+        for _, v in ipairs(b.i:totable()) do got[#got + 1] = v end
+      end
+      assert.are.same({ missing_cells = 0, bad_cells_replaced = 0, bad_rows_skipped = dropped }, s:counts())
+    end
+    assert.are.same(want, got)
+    -- a checkpoint after the first batch names the records consumed; a restored pass goes on
+    local s = src()
+    local it = s:iter({})
+    assert.are.same({ 1, 2, 3 }, it().i:totable())
+    assert.are.same({ 5, 6, 7 }, it().i:totable())
+    local state = s:state()
+    assert.are.same({ rows = 7 }, state)
+    local again = src()
+    again:restore(state)
+    local rest = {}
+    for b in again:iter({}) do
+      for _, v in ipairs(b.i:totable()) do rest[#rest + 1] = v end
+    end
+    assert.are.same({ 9, 10, 11, 13, 14, 15, 17, 18, 19 }, rest)
+  end)
+
   it("takes usecols as pandas' name for a list of columns, by name only", function()
     local path = write("use.csv", "a,b,c\n1,2,3\n")
     local src = CsvSource{ path = path, batch_size = 2, usecols = { "c", "a" } }

@@ -68,6 +68,10 @@ describe("Normalize{fit = true} in flow.run", function()
       .. "steps[1] (Lambda) cannot be")
     H.raises(function() flow.run(src, { flow.Normalize{ keys = { "nope" }, fit = true } }, flow.Discard{}) end,
       "steps[1] (Normalize{fit = true}): the fitting pass failed: Normalize: fit: batch 1 of the fitting pass:")
+    H.raises(function()
+      flow.run(src, { flow.Seq{ flow.Normalize{ keys = { "x" }, fit = true } } }, flow.Discard{})
+    end, "steps[1].steps[1]: Normalize{fit = true} must be a top-level step (the fitting pass runs the steps before "
+      .. "it); move it out of its Seq")
     -- spec: a node built from it fits again
     assert.are.same({ type = "Normalize", keys = { "x" }, fit = true },
       flow.Normalize{ keys = { "x" }, fit = true }:spec())

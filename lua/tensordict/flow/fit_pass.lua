@@ -22,8 +22,31 @@ end
 
 local function fits(step) return type(step.fit_begin) == "function" and step.p and step.p.fit end
 
--- Whether node has a step to fit before the run.
+-- A step to fit inside a nested Seq: its place, or nil. The pass runs the top-level
+-- steps before a step; one nested deeper would need its Seq cut in two.
+local function nested_fit(seq, where)
+  for j, step in ipairs(seq.nodes) do
+    local here = ("%s[%d]"):format(where, j)
+    if is_seq(step) then
+      for i, inner in ipairs(step.nodes) do
+        if fits(inner) then return ("%s.steps[%d]"):format(here, i), inner end
+      end
+      local deeper, inner = nested_fit(step, here .. ".steps")
+      if deeper then return deeper, inner end
+    end
+  end
+  return nil
+end
+
+-- Whether node has a step to fit before the run (one nested in a Seq is refused).
 function M.needed(node)
+  if is_seq(node) then
+    local where, inner = nested_fit(node, "steps")
+    if where then
+      util.fail(("%s: %s{fit = true} must be a top-level step (the fitting pass runs the steps before it); "
+        .. "move it out of its Seq"):format(where, inner.type_name))
+    end
+  end
   for _, step in ipairs(top_steps(node)) do
     if fits(step) then return true end
   end
