@@ -253,7 +253,7 @@ describe("CsvSource on messy files", function()
     local tdflow, expect = H.tdflow_runner(dir)
     local _ = tdflow
     expect("run " .. recipe .. " --report " .. report, 0,
-      "\nsource CsvSource: 1 bad rows skipped, 1 missing cells\n", "3 rows out")
+      "\nsource CsvSource: bad rows skipped: 1, missing cells: 1\n", "3 rows out")
     local rep = json.decode(assert(H.read(report)))
     assert.are.equal("CsvSource", rep.nodes[1].type)
     assert.are.same({ missing_cells = 1, bad_cells_replaced = 0, bad_rows_skipped = 1 }, rep.nodes[1].counts)

@@ -113,8 +113,8 @@ describe("DropNaN and FillNaN in a JSON recipe", function()
       sink = { use = "MemmapSink", path = out } }))
     local report = dir .. "/report.json"
     local _, expect = H.tdflow_runner(dir)
-    expect("run " .. recipe .. " --report " .. report, 0, "\nsteps[1] FillNaN: 1 filled nans\n",
-      "\nsteps[2] DropNaN: 2 dropped rows\n", "\nsource CsvSource: 3 missing cells\n")
+    expect("run " .. recipe .. " --report " .. report, 0, "\nsteps[1] FillNaN: filled nans: 1\n",
+      "\nsteps[2] DropNaN: dropped rows: 2\n", "\nsource CsvSource: missing cells: 3\n")
     local td = T.load_memmap(out)
     assert.are.same({ 2, 4, 5 }, td.a:totable())
     assert.are.same({ -1, 4, 5 }, td.c:totable())

@@ -69,7 +69,7 @@ function M.text(report)
       if v ~= 0 then names[#names + 1] = k end -- the JSON keeps the zeros
     end
     table.sort(names)
-    for i, k in ipairs(names) do names[i] = ("%s %s"):format(progress.grouped(r.counts[k]), k:gsub("_", " ")) end
+    for i, k in ipairs(names) do names[i] = ("%s: %s"):format(k:gsub("_", " "), progress.grouped(r.counts[k])) end
     if #names > 0 then lines[#lines + 1] = ("%s %s: %s"):format(r.where, r.type, table.concat(names, ", ")) end
   end
   lines[#lines + 1] = ("total: %s rows in, %s rows out in %.3f s (%s rows/s)"):format(progress.grouped(report.rows_in),
