@@ -58,6 +58,10 @@ describe("flow.DropNaN", function()
     assert.are.equal(clean, node(clean))
     assert.is_nil(node(T.TensorDict({ x = T.full({ 2 }, nan) }, { 2 })))
     assert.are.same({ dropped_rows = 2 }, node:counts())
+    local empty = T.TensorDict({ x = T.zeros(0, 3), y = T.zeros(0) }, { 0 })
+    assert.are.equal(empty, flow.DropNaN{}(empty))
+    H.raises(function() flow.DropNaN{}(T.TensorDict({ x = T.ones(2) }, {})) end,
+      "DropNaN: needs a batch with a batch dim to drop rows from (batch size [])")
   end)
 
   it("refuses keys that are not float tensors", function()

@@ -80,6 +80,7 @@ end
 
 function DropNaN:forward(td)
   if td:batch_dims() == 0 then self:fail("needs a batch with a batch dim to drop rows from (batch size [])") end
+  if #td == 0 then return td end -- nothing to drop (and a [0, -1] view has no size to infer)
   local drop
   for _, leaf in ipairs(float_leaves(self, td)) do
     local bad = bad_rows(leaf.x, self.p.inf)
