@@ -4,8 +4,8 @@
  * The file is read with read() in blocks of 1 MiB into one buffer; a record that
  * straddles the end of the buffer is parsed again once the buffer has been refilled
  * (the unread tail moved to the front, the buffer doubled when one record fills it).
- * Parsing a record yields field spans (offsets into the buffer); td_csv_read then turns
- * the requested fields into numbers and stores them into the callers' tensors.
+ * Parsing a record yields field spans (offsets into the buffer); td_csv_read
+ * (csv_read.c) then turns the requested fields into numbers in the callers' tensors.
  *
  * Accepted: fields quoted with '"' (a doubled "" inside is a quote; delimiters and line
  * ends inside quotes are data), line ends \n, \r\n and a lone \r, a UTF-8 byte order
@@ -17,68 +17,30 @@
  * same buffer: never the whole file in memory); comment lines and comment tails are
  * dropped while a record is parsed (a byte table of the characters that end an
  * unquoted field keeps the scan one load per byte); records starting on listed lines
- * are dropped before anyone sees them; a cell equal to an NA value is missing (NaN, or
- * its column's default), and a cell that does not parse is an error, missing, or drops
- * its row, with counts of each.
+ * are dropped before anyone sees them. What a cell becomes (NA texts, defaults, bad
+ * cells) is csv_read.c's.
  *
  * It lives on the store floor with the other file formats: it reads a file into the
  * caller's tensors, and nothing below it reads files.
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <zlib.h>
 
-#include "dtype_table.h"
-#include "store_internal.h"
+#include "csv_internal.h"
 
 /* CSV_MAX_RECORD: a record (one row, quotes and all) longer than this is refused: the
  * buffer doubles while a record does not fit, and a file that is no CSV (/dev/zero, a
  * binary file without line ends) would otherwise grow it until the machine runs out of
  * memory (issue 28). */
-enum { CSV_BLOCK = 1 << 20, CSV_SHOW = 48, CSV_MAX_RECORD = 1 << 28 };
+enum { CSV_BLOCK = 1 << 20, CSV_MAX_RECORD = 1 << 28 };
 
 /* The first buffer's size (store_internal.h). */
 int64_t td_csv_block_bytes = CSV_BLOCK;
-
-typedef struct csv_span {
-  int64_t off, len; /* in the buffer; a quoted field's text without its outer quotes */
-  int64_t line;     /* where the field starts */
-  int32_t quoted;
-} csv_span;
-
-struct td_csv {
-  int fd;
-  gzFile gz; /* non-NULL when the file is gzip: it owns fd */
-  char *path;
-  char delim;
-  int32_t has_header;
-  char comment;          /* 0: none */
-  uint8_t stops[256];    /* the bytes that end an unquoted field */
-  int32_t on_bad;        /* TD_CSV_BAD_* */
-  char **na;             /* n_na missing-value texts */
-  int64_t *na_len;
-  int32_t n_na;
-  int32_t na_numeric;    /* an NA text parses as a number: look before parsing */
-  int64_t *skip_lines;   /* sorted, n_skip of them */
-  int32_t n_skip;
-  char **defaults;       /* ncols texts (NULL: none), or NULL */
-  int64_t limit;         /* records td_csv_read may still take; -1: no limit */
-  int64_t counts[TD_CSV_NCOUNTS];
-  char *buf;
-  int64_t cap, pos, end; /* unread data is buf[pos, end) */
-  int32_t eof;
-  int64_t line; /* line number of buf[pos], 1-based */
-  int32_t ncols;
-  char **names; /* ncols names, or NULL without a header */
-  csv_span *spans;
-  int32_t nspans, span_cap;
-  int64_t rec_line; /* first line of the last record parsed */
-};
 
 /* ---- buffer --------------------------------------------------------------------- */
 
@@ -136,8 +98,6 @@ static int32_t add_span(td_csv *r, int64_t off, int64_t len, int64_t line, int32
 }
 
 /* ---- records -------------------------------------------------------------------- */
-
-enum { REC_OK = 1, REC_MORE = 0, REC_END = 2 };
 
 /* From p (a comment character) to the end of its line: the offset of the line end (e
  * at the end of the file), or -1 when the buffer ends first and more data may come. */
@@ -244,8 +204,7 @@ static bool skipped_line(const td_csv *r, int64_t line) {
   return lo < r->n_skip && r->skip_lines[lo] == line;
 }
 
-/* The next record into r->spans (consumed unless peek). REC_OK, REC_END or an error. */
-static int32_t next_record(td_csv *r, bool peek) {
+int32_t td_csv_next_record(td_csv *r, bool peek) {
   for (;;) {
     int64_t next = r->pos, next_line = r->line;
     int32_t st = parse_record(r, &next, &next_line);
@@ -268,7 +227,7 @@ static int32_t next_record(td_csv *r, bool peek) {
 }
 
 /* A field's text, quotes undone, as a new string (NULL when out of memory). */
-static char *span_text(const td_csv *r, const csv_span *s) {
+char *td_csv_span_text(const td_csv *r, const csv_span *s) {
   char *out = malloc((size_t)s->len + 1);
   if (!out) return NULL;
   const char *src = r->buf + s->off;
@@ -281,24 +240,6 @@ static char *span_text(const td_csv *r, const csv_span *s) {
   return out;
 }
 
-
-/* Stores v at p as dtype, by the dtype table's kind: integers (already range-checked)
- * from iv, floating types from fv. */
-#define PUT_I(DT) *(DT *)p = (DT)iv
-#define PUT_H(DT) *(DT *)p = td_float_to_half((float)fv)
-#define PUT_BF(DT) *(DT *)p = td_float_to_bfloat16((float)fv)
-#define PUT_F(DT) *(DT *)p = (DT)fv
-#define PUT_CASE(_, DN, DT, DK, ...) \
-  case TD_##DN:                      \
-    PUT_##DK(DT);                    \
-    break;
-static void store(char *p, int32_t dtype, double fv, int64_t iv) {
-  switch (dtype) {
-    TD_DTYPES_NUM(PUT_CASE, _)
-    default:
-      break;
-  }
-}
 
 /* ---- public entry points ----------------------------------------------------------- */
 
@@ -434,7 +375,7 @@ static td_csv *open_reader(const char *path, const td_csv_options *o) {
 TD_EXPORT td_csv *td_csv_open_opts(const char *path, const td_csv_options *opts) {
   td_csv *r = open_reader(path, opts);
   if (!r) return NULL;
-  int32_t st = next_record(r, !r->has_header);
+  int32_t st = td_csv_next_record(r, !r->has_header);
   if (st < 0) {
     td_csv_close(r);
     return NULL;
@@ -454,7 +395,7 @@ TD_EXPORT td_csv *td_csv_open_opts(const char *path, const td_csv_options *opts)
         td_trim_blanks(&t, &s.len);
         s.off = t - r->buf;
       }
-      r->names[i] = span_text(r, &s);
+      r->names[i] = td_csv_span_text(r, &s);
       if (!r->names[i]) {
         td_csv_close(r);
         return td_fail_null(TD_ENOMEM, "csv_open: out of memory");
@@ -467,34 +408,6 @@ TD_EXPORT td_csv *td_csv_open_opts(const char *path, const td_csv_options *opts)
 TD_EXPORT td_csv *td_csv_open(const char *path, int32_t delimiter, int32_t has_header) {
   td_csv_options o = {.delimiter = delimiter, .has_header = has_header};
   return td_csv_open_opts(path, &o);
-}
-
-TD_EXPORT int32_t td_csv_set_default(td_csv *r, int32_t col, const char *text) {
-  if (!r) return td_fail(TD_EINVAL, "csv_set_default: the reader is NULL");
-  if (col < 0 || col >= r->ncols)
-    return td_fail(TD_EINDEX, "csv_set_default: column %d is out of range (the file has %d columns)",
-                   (int)col + 1, (int)r->ncols);
-  if (!r->defaults) {
-    r->defaults = calloc((size_t)r->ncols, sizeof *r->defaults);
-    if (!r->defaults) return td_fail(TD_ENOMEM, "csv_set_default: out of memory");
-  }
-  char *copy = text ? strdup(text) : NULL;
-  if (text && !copy) return td_fail(TD_ENOMEM, "csv_set_default: out of memory");
-  free(r->defaults[col]);
-  r->defaults[col] = copy;
-  return TD_OK;
-}
-
-TD_EXPORT int32_t td_csv_limit_records(td_csv *r, int64_t n) {
-  if (!r) return td_fail(TD_EINVAL, "csv_limit_records: the reader is NULL");
-  r->limit = n < 0 ? -1 : n;
-  return TD_OK;
-}
-
-TD_EXPORT int32_t td_csv_counts(const td_csv *r, int64_t *out) {
-  if (!r || !out) return td_fail(TD_EINVAL, "csv_counts: the reader or out is NULL");
-  memcpy(out, r->counts, sizeof r->counts);
-  return TD_OK;
 }
 
 TD_EXPORT int32_t td_csv_num_columns(const td_csv *r) { return r ? r->ncols : 0; }
@@ -513,7 +426,7 @@ TD_EXPORT int64_t td_csv_count_rows(const td_csv *r) {
   if (!c) return td_last_status();
   int64_t rows = 0;
   for (;;) {
-    int32_t st = next_record(c, false);
+    int32_t st = td_csv_next_record(c, false);
     if (st < 0) {
       td_csv_close(c);
       return st;
@@ -530,173 +443,9 @@ TD_EXPORT int64_t td_csv_skip_rows(td_csv *r, int64_t n) {
   if (n < 0) return td_fail(TD_EINVAL, "csv_skip_rows: %lld rows is negative", (long long)n);
   int64_t rows = 0;
   while (rows < n) {
-    int32_t st = next_record(r, false);
+    int32_t st = td_csv_next_record(r, false);
     if (st < 0) return st;
     if (st == REC_END) break;
-    rows++;
-  }
-  return rows;
-}
-
-/* The failing cell, for messages: its text (shortened), its column's name. */
-static int32_t cell_error(const td_csv *r, const csv_span *s, int32_t col, const char *what) {
-  char *text = span_text(r, s);
-  char shown[CSV_SHOW + 4];
-  if (text && strlen(text) > CSV_SHOW) {
-    memcpy(shown, text, CSV_SHOW);
-    strcpy(shown + CSV_SHOW, "...");
-  } else {
-    snprintf(shown, sizeof shown, "%s", text ? text : "");
-  }
-  free(text);
-  char name[96] = "";
-  if (r->names) snprintf(name, sizeof name, " ('%s')", r->names[col]);
-  return td_fail(TD_EINVAL, "csv: %s: line %lld, column %d%s: cannot parse '%s' as %s", r->path,
-                 (long long)s->line, (int)col + 1, name, shown, what);
-}
-
-/* What became of a cell: stored as parsed, stored as missing (NA text) or replaced (a
- * bad cell under TD_CSV_BAD_MISSING), or its row is dropped. Errors are negative. */
-enum { CELL_STORED = 0, CELL_MISSING = 1, CELL_REPLACED = 2, CELL_SKIP_ROW = 3 };
-
-/* Whether the cell's text (blanks around it trimmed) is one of the NA values. */
-static bool is_na(const td_csv *r, const csv_span *s) {
-  const char *t = r->buf + s->off;
-  int64_t n = s->len;
-  td_trim_blanks(&t, &n);
-  for (int32_t i = 0; i < r->n_na; i++)
-    if (r->na_len[i] == n && memcmp(r->na[i], t, (size_t)n) == 0) return true;
-  return false;
-}
-
-/* Parses text[0, n) for dtype into dst: 1 stored, 0 not a number, -1 out of range. */
-static int parse_store(const char *text, int64_t n, int32_t dtype, char *dst) {
-  if (td_dtype_is_floating(dtype)) {
-    double v;
-    if (!td_parse_double(text, n, &v)) return 0;
-    store(dst, dtype, v, 0);
-    return 1;
-  }
-  int64_t v = 0, lo, hi;
-  int ok = td_parse_int64(text, n, &v);
-  td_dtype_exact_range(dtype, &lo, &hi);
-  if (ok == 0) return 0;
-  if (ok < 0 || v < lo || v > hi) return -1;
-  store(dst, dtype, 0, v);
-  return 1;
-}
-
-/* A missing cell (an NA text, or a bad cell taken as missing): its column's default,
- * else NaN in a floating column; an integer column without a default drops the row
- * under TD_CSV_BAD_SKIP_ROW and is an error otherwise (an integer has no NaN). */
-static int32_t fill_missing(const td_csv *r, const csv_span *s, int32_t col, int32_t dtype, char *dst,
-                            int32_t outcome) {
-  const char *dflt = r->defaults ? r->defaults[col] : NULL;
-  if (dflt) {
-    if (parse_store(dflt, (int64_t)strlen(dflt), dtype, dst) == 1) return outcome;
-    char what[96];
-    snprintf(what, sizeof what, "%s, nor its column's default '%.40s'", td_dtype_name(dtype), dflt);
-    return cell_error(r, s, col, what);
-  }
-  if (td_dtype_is_floating(dtype)) {
-    store(dst, dtype, NAN, 0);
-    return outcome;
-  }
-  if (r->on_bad == TD_CSV_BAD_SKIP_ROW) return CELL_SKIP_ROW;
-  char what[160];
-  snprintf(what, sizeof what,
-           "%s: %s in an integer column without a default (give it a default, or skip such rows)",
-           td_dtype_name(dtype), outcome == CELL_MISSING ? "a missing value" : "a bad cell");
-  return cell_error(r, s, col, what);
-}
-
-/* Reads one cell into dst by the reader's rules: a CELL_* outcome or an error. NA texts
- * are looked for only where parsing fails or gives NaN, unless one of them is a number
- * (-999): the plain path stays one parse per cell. */
-static int32_t read_cell(const td_csv *r, const csv_span *s, int32_t col, int32_t dtype, char *dst) {
-  const char *text = r->buf + s->off;
-  if (r->na_numeric && is_na(r, s)) return fill_missing(r, s, col, dtype, dst, CELL_MISSING);
-  int ok = 0;
-  if (td_dtype_is_floating(dtype)) {
-    double v;
-    if (td_parse_double(text, s->len, &v)) {
-      if (v != v && r->n_na > 0 && is_na(r, s)) return fill_missing(r, s, col, dtype, dst, CELL_MISSING);
-      store(dst, dtype, v, 0);
-      return CELL_STORED;
-    }
-  } else {
-    ok = parse_store(text, s->len, dtype, dst);
-    if (ok == 1) return CELL_STORED;
-  }
-  if (r->n_na > 0 && !r->na_numeric && is_na(r, s)) return fill_missing(r, s, col, dtype, dst, CELL_MISSING);
-  if (r->on_bad == TD_CSV_BAD_SKIP_ROW) return CELL_SKIP_ROW;
-  if (r->on_bad == TD_CSV_BAD_MISSING) return fill_missing(r, s, col, dtype, dst, CELL_REPLACED);
-  if (ok == 0) return cell_error(r, s, col, td_dtype_name(dtype));
-  char what[64];
-  snprintf(what, sizeof what, "%s (out of range)", td_dtype_name(dtype));
-  return cell_error(r, s, col, what);
-}
-
-TD_EXPORT int64_t td_csv_read(td_csv *r, int64_t max_rows, int32_t ndest, const int32_t *columns,
-                              td_tensor *const *outs, const int64_t *out_cols) {
-  const char *call = "csv_read";
-  if (!r) return td_fail(TD_EINVAL, "%s: the reader is NULL", call);
-  if (max_rows < 0)
-    return td_fail(TD_EINVAL, "%s: max_rows %lld is negative", call, (long long)max_rows);
-  if (ndest < 0 || (ndest > 0 && (!columns || !outs || !out_cols)))
-    return td_fail(TD_EINVAL, "%s: %d destinations without their arrays", call, (int)ndest);
-  for (int32_t i = 0; i < ndest; i++) {
-    const td_tensor *t = outs[i];
-    if (columns[i] < 0 || columns[i] >= r->ncols)
-      return td_fail(TD_EINDEX, "%s: column %d is out of range (the file has %d columns)", call,
-                     (int)columns[i] + 1, (int)r->ncols);
-    if (!t) return td_fail(TD_EINVAL, "%s: destination %d is NULL", call, (int)i);
-    if (!td_check_cpu(call, t, "destination") || !td_check_writable(call, t))
-      return td_last_status();
-    if (t->dtype == TD_BOOL || !td_check_dtype(call, t->dtype))
-      return td_fail(TD_EDTYPE, "%s: destination %d has dtype %s; expected a numeric dtype", call,
-                     (int)i, td_dtype_name(t->dtype) ? td_dtype_name(t->dtype) : "unknown");
-    if (t->ndim < 1 || t->ndim > 2 || t->shape[0] < max_rows)
-      return td_fail(TD_ESHAPE, "%s: destination %d needs 1 or 2 dims and at least %lld rows", call,
-                     (int)i, (long long)max_rows);
-    int64_t width = t->ndim == 2 ? t->shape[1] : 1;
-    if (out_cols[i] < 0 || out_cols[i] >= width)
-      return td_fail(TD_EINDEX, "%s: destination %d: column %lld is out of range (width %lld)",
-                     call, (int)i, (long long)out_cols[i], (long long)width);
-  }
-  int64_t rows = 0;
-  while (rows < max_rows && r->limit != 0) {
-    int32_t st = next_record(r, false);
-    if (st < 0) return st;
-    if (st == REC_END) break;
-    if (r->limit > 0) r->limit--;
-    r->counts[TD_CSV_COUNT_RECORDS]++;
-    if (r->nspans != r->ncols)
-      return td_fail(TD_EINVAL, "csv: %s: line %lld has %d fields, expected %d%s", r->path,
-                     (long long)r->rec_line, (int)r->nspans, (int)r->ncols,
-                     r->has_header ? " (as in the header)" : " (as in the first line)");
-    int64_t missing = 0, replaced = 0;
-    int32_t kept = CELL_STORED;
-    for (int32_t i = 0; i < ndest && kept == CELL_STORED; i++) {
-      const td_tensor *t = outs[i];
-      const csv_span *s = &r->spans[columns[i]];
-      char *dst =
-          td_tensor_ptr(t) +
-          (rows * t->strides[0] + (t->ndim == 2 ? out_cols[i] * t->strides[1] : 0)) * t->itemsize;
-      kept = read_cell(r, s, columns[i], t->dtype, dst);
-      if (kept == CELL_MISSING || kept == CELL_REPLACED) {
-        if (kept == CELL_MISSING) missing++;
-        else replaced++;
-        kept = CELL_STORED;
-      }
-    }
-    if (kept < 0) return kept;
-    if (kept == CELL_SKIP_ROW) {
-      r->counts[TD_CSV_COUNT_SKIPPED_ROWS]++;
-      continue; /* the next record overwrites what this one stored */
-    }
-    r->counts[TD_CSV_COUNT_MISSING] += missing;
-    r->counts[TD_CSV_COUNT_REPLACED] += replaced;
     rows++;
   }
   return rows;
