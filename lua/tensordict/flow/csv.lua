@@ -51,7 +51,7 @@ end
 local is_list = options.is_list
 
 -- Resolves the columns parameter against the file's header into leaves:
--- { key =, dtype =, cols = {0-based column numbers}, grouped = bool }.
+-- { key =, dtype =, cols = {0-based column numbers}, grouped = bool, default = text or nil }.
 function CsvSource:resolve(r)
   local p = self.p
   local names, index = r:column_names(), {}
@@ -148,9 +148,8 @@ function CsvSource:resolve(r)
         for i, ref in ipairs(list) do leaf.cols[i] = column(ref, ("%s[%d]"):format(where, i)) - 1 end
         leaves[#leaves + 1] = leaf
       else
-        self:fail("columns%s: expected a dtype name, a list of columns, {dtype =, default =} or {columns =, dtype =}, "
-          .. "got %s",
-          where, describe(v))
+        self:fail("columns%s: expected a dtype name, a list of columns, {dtype =, default =} or "
+          .. "{columns =, dtype =}, got %s", where, describe(v))
       end
     end
   else
