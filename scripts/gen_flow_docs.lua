@@ -19,7 +19,12 @@ local KIND_TITLES = { source = "Sources", node = "Nodes", sink = "Sinks" }
 local function show_default(v)
   if v == nil then return "" end
   if type(v) == "string" then return ('"%s"'):format(v) end
-  if type(v) == "table" then return next(v) == nil and "{}" or "(table)" end
+  if type(v) == "table" then
+    if next(v) == nil then return "{}" end
+    local texts = {} -- a list of texts (CsvSource's na_values) is shown as written in JSON
+    for i, x in ipairs(v) do texts[i] = type(x) == "string" and ('"%s"'):format(x) or nil end
+    return #texts == #v and #texts > 0 and "[" .. table.concat(texts, ", ") .. "]" or "(table)"
+  end
   return tostring(v)
 end
 

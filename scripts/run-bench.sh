@@ -29,6 +29,7 @@ lua_bench bench_sweep "size sweep 1e2..1e7 at 1 and 2 threads, ours vs torch; wr
 lua_bench bench_flow "pipeline nodes: flow.run's and tdflow's cost per node per batch"
 lua_bench bench_pipeline "source -> Normalize -> Filter -> Map x2 -> Rebatch -> MemmapSink; Python tensordict side by side where TD_PYTHON has it"
 lua_bench bench_expr "an expression (flow.expr, Filter{where = \"...\"}) vs the same ops written by hand, 1M rows"
+lua_bench bench_csv "CsvSource: rows/s of a clean file plainly and with the messy-file options, gzip vs zcat > /dev/null; ~50 MB under TD_BENCH_DIR"
 lua_bench bench_normalize "Normalize's nan policies against the plain update (propagate), updating and with fixed statistics"
 lua_bench bench_flow_memmap "MemmapSink, ReplayBuffer; writes ~1.4 GiB under TD_BENCH_DIR"
 lua_bench bench_h5 "H5Source over a 1 GiB HDF5 file (TD_H5_BENCH_MB) vs raw H5Dread of the same hyperslabs and PersistentTensorDict where TD_PYTHON has h5py; ~1 GiB under TD_BENCH_DIR"

@@ -958,6 +958,32 @@ int64_t td_csv_skip_rows(td_csv *r, int64_t n);
  * column (number and header name) and the cell's text. */
 int64_t td_csv_read(td_csv *r, int64_t max_rows, int32_t ndest, const int32_t *columns,
                     td_tensor *const *outs, const int64_t *out_cols);
+/* Messy files: what a reader opened with td_csv_open_opts does beyond td_csv_open's.
+ * Input whose first bytes are gzip's magic is inflated as it is read (streamed). */
+enum { TD_CSV_BAD_ERROR = 0, TD_CSV_BAD_MISSING = 1, TD_CSV_BAD_SKIP_ROW = 2 };
+typedef struct td_csv_options {
+  int32_t delimiter;   /* one ASCII character */
+  int32_t has_header;
+  int32_t comment;     /* 0, or a character: from it to the line end (outside quotes) is ignored */
+  int32_t on_bad_cell; /* a cell that does not parse: TD_CSV_BAD_ERROR (fail), _MISSING (taken
+                          as missing), _SKIP_ROW (its row is dropped) */
+  int32_t n_na;        /* cells equal to one of these (blanks around trimmed) are missing: */
+  const char *const *na_values; /* their column's default, else NaN (an integer column without a
+                          default: the row is dropped under _SKIP_ROW, else an error) */
+  int32_t n_skip_lines;
+  const int64_t *skip_lines; /* 1-based lines of the file: records starting there are skipped */
+} td_csv_options;
+td_csv *td_csv_open_opts(const char *path, const td_csv_options *opts);
+/* The text that fills missing cells of column col (0-based), parsed for the destination's
+ * dtype when used; NULL: none. */
+int32_t td_csv_set_default(td_csv *r, int32_t col, const char *text);
+/* td_csv_read takes at most n more records (stored or dropped); negative: no limit. */
+int32_t td_csv_limit_records(td_csv *r, int64_t n);
+/* Counts since open, into out[TD_CSV_NCOUNTS]: records td_csv_read consumed, missing
+ * cells stored (NaN or default), bad cells replaced, rows dropped. */
+enum { TD_CSV_COUNT_RECORDS = 0, TD_CSV_COUNT_MISSING = 1, TD_CSV_COUNT_REPLACED = 2,
+       TD_CSV_COUNT_SKIPPED_ROWS = 3, TD_CSV_NCOUNTS = 4 };
+int32_t td_csv_counts(const td_csv *r, int64_t *out);
 
 /* ---- growing memmap folders: flow.MemmapSink, flow.ReplayBuffer (core/store/append.c) ----
  * An append writes batches (rows along batch dim 0) into a temporary sibling of prefix

@@ -23,7 +23,7 @@ const char *td_py_dtype_list(char *buf, size_t n);
 /* FNV-1a of a NUL-terminated text: both loaders dedupe a NonTensorStack's texts. */
 uint64_t td_py_text_hash(const char *s);
 
-/* ---- CSV (csv.c) ---- */
+/* ---- CSV (csv.c; the reader's own internals: csv_internal.h) ---- */
 /* The size of a reader's first buffer, 1 MiB: the fuzz target (tests/fuzz/fuzz_csv.c)
  * lowers it so that records cross the buffer's end (a refill, a record parsed again)
  * in inputs of a few bytes. Nothing else changes it. */

@@ -101,6 +101,7 @@ function M.values(values, dir, n)
     flow.Shuffle { buffer = 4, seed = 1 }, flow.Normalize { keys = { "b" } },
     flow.Map { fn = function(b) return b end, workers = 0 },
     flow.Lambda { fn = function(b) return b end }, flow.Filter { where = "a" },
+    flow.DropNaN {}, flow.FillNaN { keys = { "b" }, value = 1, posinf = 2 },
     flow.Seq { steps = { flow.Take { n = 3 }, flow.Select { keys = { "a" } } } },
     flow.Collect { cat = true }, flow.Discard {},
     flow.MemmapSink { path = ("%s/sink%d"):format(dir, n), existsok = true },
@@ -116,7 +117,7 @@ local function is_node(v) return flow.is_node(v) end
 
 -- The methods a node of any kind may be asked for, called on nodes from the pool.
 local METHODS = { "forward", "push", "open", "close", "spec", "check_keys", "flush", "drain", "preflight",
-  "iter", "len", "keys", "write", "finish", "abort", "keys_after", "is_done", "profile", "set_profile" }
+  "iter", "len", "keys", "write", "finish", "abort", "keys_after", "is_done", "profile", "set_profile", "counts" }
 
 function M.flow_targets()
   require("tensordict.host.plugins").load_all() -- the plugins' node types are fuzzed too

@@ -9,6 +9,7 @@ local dtypes = require("tensordict.tensor.dtype")
 local td_core = require("tensordict.dict")
 local core = require("tensordict.flow.core")
 local shard_rows = require("tensordict.flow.sources").shard_rows
+local options = require("tensordict.flow.csv_options")
 
 local describe = util.describe
 local is_tensor, is_td = tensor.is_tensor, td_core.is_td
@@ -20,29 +21,37 @@ local CsvSource = core.define("CsvSource", {
     { "path", "string", required = true, doc = "the CSV file (it must exist when the node is made)" },
     { "batch_size", "integer", required = true, min = 1, doc = "rows per batch (the last one may be smaller)" },
     { "columns", "any", doc = "which columns, as what: a list of names or 1-based numbers, or a table "
-      .. "key -> dtype | {names...} | {columns = {...}, dtype =} (default: every column)" },
+      .. "key -> dtype | {names...} | {dtype =, default =} | {columns = {...}, dtype =, default =} (default: every "
+      .. "column); default fills the column's missing cells" },
+    { "usecols", "any", doc = "pandas' name for a list of columns (names only: pandas counts from 0); "
+      .. "give it or columns" },
     { "header", "boolean", default = true,
       doc = "the first line names the columns (without it they are col1, col2, ...)" },
     { "delimiter", "string", default = ",", doc = "one ASCII character (\"\\t\" for TSV)" },
     { "dtype", "dtype", default = "float32", doc = "the dtype of columns that do not name one (any numeric dtype)" },
+    { "na_values", "any", default = options.NA_VALUES,
+      doc = "cells equal to one of these texts are missing: the column's default, else NaN (an integer column "
+        .. "without a default: an error, or the row skipped with on_bad_cell = \"skip_row\")" },
+    { "on_bad_cell", "string", default = "error", one_of = { "error", "nan", "skip_row" },
+      doc = "a cell that does not parse as its column's dtype: fail naming it, take it as missing, or skip its row" },
+    { "comment", "string", doc = "one character: a line starting with it, or the rest of a line after it "
+      .. "(outside quotes), is ignored" },
+    { "skip_rows", "any", doc = "N: skip the first N data rows; a list: skip the records starting on these "
+      .. "lines of the file (from 1, the header's line included)" },
   },
 })
 
 -- Opens a reader (closed by the GC unless closed first).
 local function open_reader(self)
-  local r, msg = csv.open(self.p.path, self.p.delimiter, self.p.header)
+  local r, msg = csv.open(self.p.path, self.reader_opts)
   if not r then self:fail("%s", msg) end
   return r
 end
 
-local function is_list(t)
-  local n = 0
-  for _ in pairs(t) do n = n + 1 end
-  return n == #t
-end
+local is_list = options.is_list
 
 -- Resolves the columns parameter against the file's header into leaves:
--- { key =, dtype =, cols = {0-based column numbers}, grouped = bool }.
+-- { key =, dtype =, cols = {0-based column numbers}, grouped = bool, default = text or nil }.
 function CsvSource:resolve(r)
   local p = self.p
   local names, index = r:column_names(), {}
@@ -86,7 +95,11 @@ function CsvSource:resolve(r)
     return dtypes.name(code)
   end
   local leaves = {}
-  local cols = p.columns
+  local cols = options.columns(self)
+  local function default_of(v, where, dt)
+    if v == nil then return nil end
+    return options.default_text(self, where, v, dt, dtypes.is_floating(dtypes.code(dt, "dtype")))
+  end
   if cols == nil then
     for c = 1, ncols do
       if index[names[c]] == -1 then
@@ -116,6 +129,11 @@ function CsvSource:resolve(r)
       local v, where = cols[k], ("." .. k)
       if type(v) == "string" then
         leaves[#leaves + 1] = { key = k, dtype = dtype_of(v, where), cols = { column(k, where) - 1 } }
+      elseif type(v) == "table" and not is_tensor(v) and not is_td(v) and v.columns == nil and #v == 0
+          and (v.dtype ~= nil or v.default ~= nil) then -- {dtype =, default =}: the column named k
+        local dt = v.dtype ~= nil and dtype_of(v.dtype, where .. ".dtype") or p.dtype
+        leaves[#leaves + 1] = { key = k, dtype = dt, cols = { column(k, where) - 1 },
+          default = default_of(v.default, where, dt) }
       elseif type(v) == "table" and not is_tensor(v) and not is_td(v) then
         local list, dt = v, p.dtype
         if v.columns ~= nil then
@@ -126,12 +144,12 @@ function CsvSource:resolve(r)
           end
         end
         if #list == 0 then self:fail("columns%s: an empty list of columns", where) end
-        local leaf = { key = k, dtype = dt, cols = {}, grouped = true }
+        local leaf = { key = k, dtype = dt, cols = {}, grouped = true, default = default_of(v.default, where, dt) }
         for i, ref in ipairs(list) do leaf.cols[i] = column(ref, ("%s[%d]"):format(where, i)) - 1 end
         leaves[#leaves + 1] = leaf
       else
-        self:fail("columns%s: expected a dtype name, a list of columns or {columns =, dtype =}, got %s",
-          where, describe(v))
+        self:fail("columns%s: expected a dtype name, a list of columns, {dtype =, default =} or "
+          .. "{columns =, dtype =}, got %s", where, describe(v))
       end
     end
   else
@@ -153,11 +171,7 @@ function CsvSource:resolve(r)
 end
 
 function CsvSource:init()
-  local p = self.p
-  local d = p.delimiter
-  if #d ~= 1 or d == '"' or d == "\n" or d == "\r" or d:byte() > 127 then
-    self:fail("delimiter must be one ASCII character other than a quote or a line end, got %q", p.delimiter)
-  end
+  self.reader_opts = options.reader_options(self)
   local r = open_reader(self)
   local ok, leaves = pcall(self.resolve, self, r)
   r:close()
@@ -166,6 +180,22 @@ function CsvSource:init()
   self.out_keys = {}
   for i, leaf in ipairs(leaves) do self.out_keys[i] = leaf.key end
   self.readers = {}
+  self.tally = options.zero_tally()
+end
+
+-- A run's counts start at zero (flow.run opens the source).
+function CsvSource:open() self.tally = options.zero_tally() end
+
+-- What the messy-file options did in this run: missing cells stored (NaN or default),
+-- bad cells replaced (on_bad_cell = "nan"), rows skipped (on_bad_cell = "skip_row"); the
+-- passes that ended and the ones in progress.
+function CsvSource:counts()
+  local out = {}
+  for k, v in pairs(self.tally) do out[k] = v end
+  for state in pairs(self.readers) do
+    if state.r then options.tally(out, state.r:counts()) end
+  end
+  return out
 end
 
 function CsvSource:keys() return self.out_keys end
@@ -189,14 +219,15 @@ function CsvSource:preflight()
     :format(self.p.batch_size, self.columns_read)) }
 end
 
--- Data rows in the file: one scan the first time, remembered.
+-- Data rows in the file (less skip_rows): one scan the first time, remembered. Rows
+-- that on_bad_cell = "skip_row" will drop are counted: len() is what a pass may read.
 function CsvSource:len()
   if self.rows == nil then
     local r = open_reader(self)
     local n, msg = r:count_rows()
     r:close()
     if not n then self:fail("%s", msg) end
-    self.rows = n
+    self.rows = math.max(n - self.skip_leading, 0)
   end
   return self.rows
 end
@@ -212,44 +243,49 @@ function CsvSource:iter(ctx)
   local plan = self.plan
   local function finish()
     self.readers[state] = nil
-    if state.r then state.r:close() end
+    if state.r then
+      options.tally(self.tally, state.r:counts())
+      state.r:close()
+    end
     state.r = nil
   end
   local function fail_with(msg)
     finish()
     self:fail("%s", msg)
   end
-  local left = math.huge -- rows this pass may still read
+  options.set_defaults(self, state.r, leaves)
+  local ok, msg = state.r:skip_rows(self.skip_leading)
+  if not ok then fail_with(msg) end
+  local left -- records this pass may still read (rows yielded, or dropped as bad)
   if ctx and ctx.dist and ctx.dist.size > 1 then
     local lo, hi = shard_rows(self:len(), ctx)
-    local ok, msg = state.r:skip_rows(lo - 1)
+    ok, msg = state.r:skip_rows(lo - 1)
     if not ok then fail_with(msg) end
     left = hi - lo + 1
   end
-  local done = 0 -- rows this pass has yielded
+  local base = 0 -- records before this pass's reads: a checkpoint's position counts records
   if self.from then -- a checkpoint's position: its rows are skipped, not parsed
-    local ok, msg = state.r:skip_rows(self.from.rows)
+    ok, msg = state.r:skip_rows(self.from.rows)
     if not ok then fail_with(msg) end
-    done, left = self.from.rows, left - self.from.rows
+    base = self.from.rows
+    if left then left = left - self.from.rows end
   end
+  if left then state.r:limit_records(math.max(left, 0)) end
   self.from = nil
+  local done = base -- records this pass has consumed
   self.position = function() return { rows = done } end
   return function()
     local r = state.r
     if r == nil then return nil end
-    if left <= 0 then
-      finish()
-      return nil
-    end
     local tensors, outs = {}, {}
     for i, leaf in ipairs(leaves) do
       local t = leaf.grouped and create.empty({ b, #leaf.cols }, leaf.dtype) or create.empty({ b }, leaf.dtype)
       tensors[i] = t
       for _ = 1, #leaf.cols do outs[#outs + 1] = t end
     end
-    local n, msg = r:read(math.min(b, left), plan, outs)
-    if not n then fail_with(msg) end
-    left, done = left - n, done + n
+    local n, err = r:read(b, plan, outs)
+    if not n then fail_with(err) end
+    done = base + r:counts().records
     if n == 0 then
       finish()
       return nil
@@ -260,14 +296,17 @@ function CsvSource:iter(ctx)
       if n < b then t = t[{ { 1, n } }] end
       td:set(leaf.key, t)
     end
-    if n < b then finish() end -- a short batch is the last one
+    if n < b then finish() end -- a short batch is the last one (the reader fills a batch past dropped rows)
     return td
   end
 end
 
 function CsvSource:close()
   for state in pairs(self.readers) do
-    if state.r then state.r:close() end
+    if state.r then
+      options.tally(self.tally, state.r:counts())
+      state.r:close()
+    end
     state.r = nil
   end
   self.readers = {}

@@ -30,7 +30,7 @@ flow.expr = require("tensordict.flow.expr").fn -- flow.expr("abs(x) < 3") -> fn(
 -- flow.builtin maps their names to the module file that defines them.
 flow.builtin = { Seq = "seq.lua" }
 for _, name in ipairs({ "apply", "batching", "masking", "sources", "map", "memmap", "stats",
-  "csv", "synthetic", "device", "npy", "h5", "eval" }) do
+  "csv", "synthetic", "device", "npy", "h5", "eval", "nan" }) do
   for export, value in pairs(require("tensordict.flow." .. name)) do
     -- types, and helpers such as flow.RunningStats; the sources' own helpers stay inside
     if export ~= "row_batches" and export ~= "copy_position" then flow[export] = value end

@@ -43,6 +43,13 @@ function M.labelled(m, where, type_name)
   return out
 end
 
+-- What a node counted besides rows (CsvSource's missing cells, DropNaN's dropped rows):
+-- node:counts(), a table of name -> number, or nil for a node that counts nothing.
+function M.counts_of(node)
+  if type(node) == "table" and type(node.counts) == "function" then return node:counts() end
+  return nil
+end
+
 M.now = now
 
 return M

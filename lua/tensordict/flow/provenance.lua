@@ -41,7 +41,7 @@ function M.status_of(err)
   return "failed"
 end
 
-local NODE_FIELDS = { "where", "type", "seconds", "batches_in", "rows_in", "batches_out", "rows_out" }
+local NODE_FIELDS = { "where", "type", "seconds", "batches_in", "rows_in", "batches_out", "rows_out", "counts" }
 
 -- The run ends (or reaches its commit, for the copy the sink keeps): status, error,
 -- end time, rows, and the per-node report when the run was profiled.

@@ -16,6 +16,7 @@ local shard_rows = require("tensordict.flow.sources").shard_rows
 local provenance = require("tensordict.flow.provenance")
 local resume = require("tensordict.flow.resume")
 local interrupt = require("tensordict.flow.interrupt")
+local fit_pass = require("tensordict.flow.fit_pass")
 
 local fail, describe = util.fail, util.describe
 local now, took, gave, spent = meter.now, meter.took, meter.gave, meter.spent
@@ -137,6 +138,7 @@ function M.run(source, node, sink, opts)
   -- keeps: its rows out are its rows in).
   local function profile_list()
     sink_m.batches_out, sink_m.rows_out = sink_m.batches_in, sink_m.rows_in
+    source_m.counts = meter.counts_of(source)
     local nodes = { source_m }
     for _, p in ipairs(node and node:profile() or {}) do nodes[#nodes + 1] = p end
     nodes[#nodes + 1] = sink_m
@@ -167,6 +169,10 @@ function M.run(source, node, sink, opts)
       run = { summary = summary, source = source, node = node, sink = sink, seed = seed, record = record,
         signature = resume.signature(source, node, sink), on_resume = opts.on_resume,
         set_phase = function(p) phase = p end }
+    end
+    if fit_pass.needed(node) then -- Normalize{fit = true}: a first pass (of its own) before this one
+      phase = "run"
+      fit_pass.run(M.run, source, node, { seed = seed, workers = opts.workers, ctx = ctx }, record)
     end
     random.manual_seed(seed)
     for _, part in ipairs({ { "source", source }, { "node", node }, { "sink", sink } }) do

@@ -166,6 +166,7 @@ local function profile_into(seq, where, out)
       profile_into(node, here .. ".steps", out)
     elseif seq.prof then
       out[#out + 1] = meter.labelled(seq.prof[j], here, node.type_name)
+      out[#out].counts = meter.counts_of(node)
     end
   end
   return out

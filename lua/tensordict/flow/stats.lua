@@ -564,6 +564,8 @@ local Normalize = core.define("Normalize", {
       doc = "a NaN or an infinity in a leaf: \"error\" refuses the batch (naming the key, the batch and "
         .. "the count), \"ignore\" takes the statistics over the finite values and lets them through, "
         .. "\"propagate\" folds them in (every later row becomes NaN)" },
+    { "fit", "boolean", default = false, doc = "take the statistics from a first pass over the source through "
+      .. "the steps before this one (flow.run makes it, and merges the ranks' under mpirun), then apply them fixed" },
   },
 })
 
@@ -573,10 +575,13 @@ function Normalize:init()
     self:fail("keys has %d keys but out_keys has %d; they pair up one to one", #p.keys, #p.out_keys)
   end
   self.in_keys, self.out_keys = p.keys, p.out_keys or p.keys
+  if p.fit and (p.stats ~= nil or p.update) then
+    self:fail("fit = true takes the statistics from a first pass; it goes with neither stats nor update = true")
+  end
   self.update = p.update
-  if self.update == nil then self.update = p.stats == nil end
+  if self.update == nil then self.update = p.stats == nil and not p.fit end
   self.stats = read_stats("Normalize", p.stats, p.keys)
-  for _, k in ipairs(p.keys) do
+  for _, k in ipairs(p.fit and {} or p.keys) do
     local rs = self.stats:get(k)
     if rs and not rs.shape then rs = nil end -- an entry that never saw a row
     if not rs and not self.update then
@@ -692,6 +697,10 @@ local function restore(self, upto)
 end
 
 function Normalize:forward(td)
+  if self.p.fit and not self.fitted then
+    self:fail("fit = true: no statistics yet; flow.run (and tdflow) make the fitting pass first "
+      .. "(Normalize.fit(source, keys) makes one by hand)")
+  end
   local keys, outs, eps, nan = self.in_keys, self.out_keys, self.p.eps, self.p.nan
   local bd = td:batch_dims()
   local results = {}
@@ -770,19 +779,49 @@ end
 -- part of the data would look like a finished run's. In a data-parallel run every rank
 -- ends with the statistics of all rows: each rank's, merged in rank order (Chan's
 -- formula, as merge does), equal to one process's within float rounding; rank 0 saves.
+-- Every rank's statistics merged in rank order (a collective: every rank calls it).
+local function merge_ranks(d, set, keys)
+  local merged = new_set(keys)
+  for _, plain in ipairs(d.all_values(set:to_plain())) do merged:merge(read_stats("Normalize", plain, keys)) end
+  return merged
+end
+
 function Normalize:close(failed)
   local d = self.dist
   if d and self.update and not failed then
-    local merged = new_set(self.p.keys)
-    for _, plain in ipairs(d.all_values(self.stats:to_plain())) do
-      merged:merge(read_stats("Normalize", plain, self.p.keys))
-    end
-    self.stats, self.changed = merged, true
+    self.stats, self.changed = merge_ranks(d, self.stats, self.p.keys), true
   end
   if self.p.path and self.changed and not failed and (not d or d.rank == 0) then
     self.stats:save(self.p.path)
     self.changed = false
   end
+end
+
+-- fit = true, driven by flow/fit_pass.lua: fit_begin() gives what the first pass folds
+-- batches into (fit_batch), fit_end(acc, dist) fixes the statistics of all of it (every
+-- rank's merged in rank order under mpirun) and returns them as plain data for the
+-- run's record. A node without fit = true fits nothing (fit_begin gives nil).
+function Normalize:fit_begin()
+  if not self.p.fit then return nil end
+  self.batches = 0
+  return new_set(self.p.keys)
+end
+
+function Normalize:fit_batch(set, td)
+  self.batches = self.batches + 1
+  local ok, err = pcall(set.update, set, td, self.p.nan)
+  if not ok then
+    self:fail("fit: batch %d of the fitting pass: %s", self.batches, tostring(err):gsub("^.-tensordict: ", ""))
+  end
+end
+
+function Normalize:fit_end(set, dist)
+  if dist then set = merge_ranks(dist, set, self.p.keys) end
+  for _, k in ipairs(self.p.keys) do
+    if not set:get(k).shape then self:fail("fit: the fitting pass saw no row of %s", core.key_text(k)) end
+  end
+  self.stats, self.fitted, self.changed = set, true, true
+  return set:to_plain()
 end
 
 -- Checkpoints: the running statistics, bit for bit (count, mean and M2 as float64
@@ -813,13 +852,14 @@ end
 function Normalize:spec()
   local p = self.p
   local out = { type = self.type_name, keys = core.plain_copy(self, "keys", p.keys), update = self.update }
+  if p.fit then out.fit, out.update = true, nil end -- a node built from it fits again
   if p.eps ~= 1e-5 then out.eps = p.eps end
   if p.nan ~= "error" then out.nan = p.nan end
   if p.out_keys then out.out_keys = core.plain_copy(self, "out_keys", p.out_keys) end
   if p.path then out.path = p.path end
   if type(p.stats) == "string" and not self.changed then
     out.stats = p.stats
-  else
+  elseif not p.fit then
     local plain = self.stats:to_plain()
     if next(plain) ~= nil then out.stats = core.plain_copy(self, "stats", plain) end
   end

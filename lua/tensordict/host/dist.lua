@@ -69,6 +69,10 @@ function M.aggregate(d, info)
       for _, k in ipairs({ "seconds", "batches_in", "rows_in", "batches_out", "rows_out" }) do
         into[k] = into[k] + row[k]
       end
+      for k, v in pairs(row.counts or {}) do -- a node's own counts (CsvSource's, DropNaN's)
+        into.counts = into.counts or {}
+        into.counts[k] = (into.counts[k] or 0) + v
+      end
     end
   end
   local out = {}

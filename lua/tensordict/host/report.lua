@@ -65,6 +65,15 @@ function M.text(report)
       ("%d/%d"):format(r.batches_in, r.batches_out), progress.grouped(r.rows_in), progress.grouped(r.rows_out),
       rate(r.rows_per_second))
   end
+  for _, r in ipairs(report.nodes) do -- what nodes counted besides rows, by name
+    local names = {}
+    for k, v in pairs(r.counts or {}) do
+      if v ~= 0 then names[#names + 1] = k end -- the JSON keeps the zeros
+    end
+    table.sort(names)
+    for i, k in ipairs(names) do names[i] = ("%s: %s"):format(k:gsub("_", " "), progress.grouped(r.counts[k])) end
+    if #names > 0 then lines[#lines + 1] = ("%s %s: %s"):format(r.where, r.type, table.concat(names, ", ")) end
+  end
   lines[#lines + 1] = ("total: %s rows in, %s rows out in %.3f s (%s rows/s)"):format(progress.grouped(report.rows_in),
     progress.grouped(report.rows_out), report.seconds, rate(report.rows_per_second))
   if report.metrics then lines[#lines + 1] = "metrics: " .. metrics.text(report.metrics) end

@@ -16,12 +16,44 @@ Reader.__index = Reader
 
 local function c_message() return (ffi.string(C.td_last_error()):gsub("^csv: ", "")) end
 
--- A reader of path (delimiter: one character; header: the first record names the
--- columns), closed by the GC unless closed first; or nil and the message.
-function M.open(path, delimiter, has_header)
-  local r = C.td_csv_open(path, delimiter:byte(), has_header and 1 or 0)
+local BAD = { error = C.TD_CSV_BAD_ERROR, nan = C.TD_CSV_BAD_MISSING, skip_row = C.TD_CSV_BAD_SKIP_ROW }
+
+-- A reader of path, closed by the GC unless closed first; or nil and the message.
+-- opts: delimiter (one character), header (the first record names the columns),
+-- comment (nil or one character), on_bad_cell ("error", "nan", "skip_row"),
+-- na_values (a list of texts), skip_lines (a list of 1-based line numbers).
+function M.open(path, opts)
+  local na, skip = opts.na_values or {}, opts.skip_lines or {}
+  local o = ffi.new("td_csv_options")
+  o.delimiter, o.has_header = opts.delimiter:byte(), opts.header and 1 or 0
+  o.comment = opts.comment and opts.comment:byte() or 0
+  o.on_bad_cell = BAD[opts.on_bad_cell or "error"]
+  -- the texts stay referenced until the open returns (C copies them)
+  local na_c = ffi.new("const char *[?]", math.max(#na, 1), na)
+  o.n_na, o.na_values = #na, na_c
+  local skip_c = ffi.new("int64_t[?]", math.max(#skip, 1), skip)
+  o.n_skip_lines, o.skip_lines = #skip, skip_c
+  local r = C.td_csv_open_opts(path, o)
   if r == nil then return nil, c_message() end
   return (setmetatable({ r = ffi.gc(r, C.td_csv_close) }, Reader))
+end
+
+-- text fills the missing cells of column col (1-based), parsed for its dtype when used.
+function Reader:set_default(col, text)
+  if C.td_csv_set_default(self.r, col - 1, text) ~= 0 then return nil, c_message() end
+  return true
+end
+
+-- Reads take at most n more records (stored or dropped).
+function Reader:limit_records(n) C.td_csv_limit_records(self.r, n) end
+
+-- Counts since open: records consumed, missing cells stored (NaN or default), bad cells
+-- replaced, rows dropped.
+function Reader:counts()
+  local out = ffi.new("int64_t[?]", C.TD_CSV_NCOUNTS)
+  C.td_csv_counts(self.r, out)
+  return { records = tonumber(out[C.TD_CSV_COUNT_RECORDS]), missing = tonumber(out[C.TD_CSV_COUNT_MISSING]),
+    replaced = tonumber(out[C.TD_CSV_COUNT_REPLACED]), skipped_rows = tonumber(out[C.TD_CSV_COUNT_SKIPPED_ROWS]) }
 end
 
 function Reader:close()
