@@ -15,6 +15,7 @@ local sources = require("tensordict.flow.sources")
 local checkpoint_io = require("tensordict.flow.checkpoint")
 local ranks = require("tensordict.flow.memmap_ranks")
 local replay_ranks = require("tensordict.flow.replay_ranks")
+local samplers = require("tensordict.flow.samplers")
 local row_batches, copy_position = sources.row_batches, sources.copy_position
 local ToDevice = require("tensordict.flow.device").ToDevice
 local td_device = require("tensordict.dict.device")
@@ -384,9 +385,10 @@ local GENERATOR_MT = getmetatable(random.Generator(0))
 local ReplayBuffer = core.define("ReplayBuffer", {
   kind = "sink",
   doc = "A ring of capacity rows on disk (memmap_like of the first batch's structure): "
-    .. "extend(td) writes rows, wrapping around; sample(n, gen) draws n rows uniformly "
-    .. "with replacement. Its fill count and cursor are kept on disk: a ring at path is "
-    .. "reopened. As a sink, write extends and finish returns the buffer.",
+    .. "extend(td) writes rows, wrapping around; sample(n, gen) draws n rows as the sampler says "
+    .. "(torchrl's samplers: uniform with replacement by default). Its fill count, cursor and "
+    .. "priorities are kept on disk: a ring at path is reopened. As a sink, write extends and "
+    .. "finish returns the buffer.",
   params = {
     { "path", "string", required = true, doc = "the folder of the ring (capacity rows, zero-filled at first); "
       .. "a ring already there is reopened, with its rows, length and cursor" },
@@ -394,14 +396,32 @@ local ReplayBuffer = core.define("ReplayBuffer", {
     { "existsok", "boolean", default = false, doc = "replace what is at path (a ring too) with a new ring "
       .. "at the first extend" },
     { "fsync", "boolean", default = true, doc = "sync the preallocated files (crash-safe creation)" },
+    { "sampler", "string", default = "uniform", one_of = samplers.NAMES, doc = "how sample draws: uniform with "
+      .. "replacement, without_replacement (each row once per epoch), prioritized (by priority, with "
+      .. "importance weights), slice (pieces of trajectories)" },
+    { "alpha", "number", min = 0, doc = "prioritized: P(i) = p_i^alpha / sum p^alpha (default 0.6)" },
+    { "beta", "number", min = 0, doc = "prioritized: importance weights (N P(i))^-beta, over the largest "
+      .. "(default 0.4)" },
+    { "eps", "number", min = 0, doc = "prioritized: added to every priority (default 1e-8)" },
+    { "drop_last", "boolean", doc = "without_replacement: start a new epoch rather than return fewer than n rows "
+      .. "(default false)" },
+    { "traj_key", "key", doc = "slice: the leaf of trajectory ids (rows with equal ids in a row are one)" },
+    { "end_key", "key", doc = "slice: the bool leaf marking each trajectory's last step (instead of traj_key)" },
+    { "slice_len", "integer", min = 1, doc = "slice: steps per piece (n / slice_len pieces)" },
+    { "num_slices", "integer", min = 1, doc = "slice: pieces per sample (n / num_slices steps each; instead of "
+      .. "slice_len)" },
   },
   examples = {
     'local rb = flow.ReplayBuffer{path = "rb", capacity = 100000}; rb:extend(td); local b = rb:sample(256, g)',
+    'flow.ReplayBuffer{path = "rb", capacity = 1000000, sampler = "prioritized", alpha = 0.7, beta = 0.5}',
+    'flow.ReplayBuffer{path = "rb", capacity = 1000000, sampler = "slice", traj_key = "episode", slice_len = 32}',
   },
 })
 
 function ReplayBuffer:init()
   self.pos, self.filled = 0, 0
+  self.extends = 0 -- extends so far (what a sampler's cache is of)
+  self.sampler = samplers.new(self)
 end
 
 -- The ring at path mapped read-write with its counters (fill count and cursor).
@@ -410,6 +430,7 @@ local function map_ring(self, hint)
   if not ring then self:fail("%s%s", counters, hint or "") end
   self.buf, self.counters = ring, counters
   self.filled, self.pos = counters[3], counters[4]
+  self.sampler:ring_ready(self, false)
   return ring
 end
 
@@ -455,6 +476,7 @@ local function make_ring(self, td)
   local counters, err = append.new_ring_counters(self.p.path, self.p.capacity, opts)
   if not counters then self:fail("extend: %s", err) end
   self.buf, self.counters, self.pos, self.filled = ring, counters, 0, 0
+  self.sampler:ring_ready(self, true)
 end
 
 -- rb:extend(td): td's rows go after the newest ones, wrapping around; of a batch of
@@ -489,11 +511,14 @@ function ReplayBuffer:extend(td)
   self.filled = math.min(cap, self.filled + n)
   local counters = self.counters
   counters[3], counters[4] = self.filled, self.pos
+  self.extends = self.extends + 1
+  self.sampler:extended(self, pos, n)
   return self
 end
 
--- rb:sample(n [, gen]): n rows drawn uniformly with replacement from the filled ones
--- (gen a T.Generator, else the global generator): a new TensorDict of batch {n}.
+-- rb:sample(n [, gen]): n rows drawn from the filled ones as the sampler says (gen a
+-- T.Generator, else the global generator): a new TensorDict of batch {n}
+-- (flow/samplers.lua).
 function ReplayBuffer:sample(n, gen)
   if not util.is_int(n) or n < 0 then
     self:fail("sample: n must be a non-negative integer, got %s", describe(n))
@@ -506,16 +531,21 @@ function ReplayBuffer:sample(n, gen)
   if gen ~= nil and getmetatable(gen) ~= GENERATOR_MT then
     self:fail("sample: gen must be a T.Generator (or nil: the global one), got %s", describe(gen))
   end
-  -- The index tensor is kept while n stays the same (append.sample_rows: the positions
-  -- go straight to the C gather, cheaper than the index grammar for a few hundred rows).
-  local idx = self.idx
-  if idx == nil or self.idx_n ~= n then
-    idx = append.sample_index(n)
-    self.idx, self.idx_n = idx, n
+  return self.sampler:sample(self, n, gen)
+end
+
+-- rb:update_priority(index, priority): with sampler = "prioritized", rows index (1-based,
+-- as a sample's "index": a tensor, a number or an array) take priority (one each, or one
+-- for all; finite and >= 0). Returns rb.
+function ReplayBuffer:update_priority(index, priority)
+  attach(self)
+  if self.ranks then
+    self:fail("update_priority: in a data-parallel run (mpirun) the ranks' rows reach the ring at finish; "
+      .. "update after the run")
   end
-  local out, msg = append.sample_rows(self.buf, self.filled, idx, gen)
-  if not out then self:fail("sample: %s", msg) end
-  return out
+  if self.filled == 0 then self:fail("update_priority: the buffer is empty (extend it first)") end
+  self.sampler:update_priority(self, index, priority)
+  return self
 end
 
 -- The rows and the counters durable (msync).
@@ -524,6 +554,7 @@ function ReplayBuffer:sync()
     self.buf:sync()
     local ok, msg = append.sync_counters(self.counters)
     if not ok then self:fail("sync: %s", msg) end
+    self.sampler:sync(self)
   end
   return self
 end
@@ -535,11 +566,18 @@ function ReplayBuffer:finish()
   local w = self.ranks
   if w then
     self.ranks = nil
-    local ok, err = pcall(replay_ranks.finish, self, w, function() attach(self) end,
+    local ok, total = pcall(replay_ranks.finish, self, w, function() attach(self) end,
       function(structure) make_ring(self, structure) end, function() map_ring(self) end)
     if not ok then
       replay_ranks.abort(w)
-      error(err, 0)
+      error(total, 0)
+    end
+    -- the rows placed: the stream's last (at most capacity), ending at the cursor
+    local cap = self.p.capacity
+    local placed = math.min(total, cap)
+    if placed > 0 then
+      self.extends = self.extends + 1
+      self.sampler:extended(self, (self.pos - placed) % cap, placed)
     end
   end
   return self:sync()
