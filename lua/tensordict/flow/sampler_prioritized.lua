@@ -31,7 +31,7 @@ Prioritized.__index = Prioritized
 function M.new(rb, base)
   setmetatable(Prioritized, base)
   local p = rb.p
-  return setmetatable({ alpha = p.alpha or M.ALPHA, beta = p.beta or M.BETA, eps = p.eps or M.EPS }, Prioritized)
+  return (setmetatable({ alpha = p.alpha or M.ALPHA, beta = p.beta or M.BETA, eps = p.eps or M.EPS }, Prioritized))
 end
 
 -- The tree's value of a raw priority.

@@ -32,7 +32,7 @@ function M.new(rb, base)
     rb:fail("sampler = \"slice\" needs slice_len (steps per piece) or num_slices (pieces per sample)%s",
       p.slice_len and ", not both" or "")
   end
-  return setmetatable({}, Slice)
+  return (setmetatable({}, Slice))
 end
 
 -- The leaf key of rb's ring in ring order (oldest row first), one value per row.

@@ -107,8 +107,8 @@ function M.new(rb)
   for _, k in ipairs({ "alpha", "beta", "eps" }) do finite(rb, k) end
   if name == "prioritized" then return prioritized.new(rb, Base) end
   if name == "slice" then return slice.new(rb, Base) end
-  if name == "without_replacement" then return setmetatable({ drop_last = p.drop_last == true }, Permuted) end
-  return setmetatable({}, Uniform)
+  if name == "without_replacement" then return (setmetatable({ drop_last = p.drop_last == true }, Permuted)) end
+  return (setmetatable({}, Uniform))
 end
 
 return M

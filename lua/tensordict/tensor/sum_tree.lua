@@ -23,8 +23,8 @@ function M.new(leaves)
   return (setmetatable({ t = ffi.gc(t, C.td_sum_tree_free), leaves = leaves }, SumTree))
 end
 
-function SumTree:total() return C.td_sum_tree_total(self.t) end
-function SumTree:min_positive() return C.td_sum_tree_min_positive(self.t) end
+function SumTree:total() return (C.td_sum_tree_total(self.t)) end
+function SumTree:min_positive() return (C.td_sum_tree_min_positive(self.t)) end
 
 -- Leaves index (int64, 0-based) take priority (float64, one each or one for all).
 -- true, or nil and the message (nothing changed then).
