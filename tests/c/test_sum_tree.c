@@ -1,6 +1,7 @@
 /* test_sum_tree.c: td_sum_tree against a linear scan: totals and minima after batches
  * of updates (duplicates, zeros, a capacity that is not a power of two), draws at and
- * around every prefix-sum boundary, the importance weights' formula, leaves written
+ * around every prefix-sum boundary and at the end of [0, 1), capacities around the
+ * tree's block of 16, the importance weights' formula, leaves written
  * through to the caller's tensor and read back by a new tree, no drift over a million
  * updates, and every refusal's message (nothing changes after one). */
 #include <stdint.h>
@@ -108,6 +109,9 @@ static void test_basics(void) {
   check_against_scan(t, ref, n);
   CHECK_EQ_I(td_sum_tree_find(t, u, 1, one, NULL), 0);
   CHECK_EQ_I(I(one)[0], 7); /* the last positive leaf */
+  F(u)[0] = nextafter(1, 0); /* u * total may round to the total: still a leaf that holds something */
+  CHECK_EQ_I(td_sum_tree_find(t, u, 1, one, NULL), 0);
+  CHECK_EQ_I(I(one)[0], 7);
 
   /* refusals: nothing changes */
   double before = td_sum_tree_total(t);
@@ -188,8 +192,25 @@ static void test_no_drift(void) {
   td_tensor_release(pr);
 }
 
+/* Capacities around the block size and its powers: one leaf, 16, 17, 257, 4097. */
+static void test_capacities(void) {
+  const int64_t caps[] = {1, 16, 17, 257, 4097};
+  for (size_t c = 0; c < sizeof caps / sizeof *caps; c++) {
+    const int64_t n = caps[c];
+    td_tensor *leaves = vec(n, TD_FLOAT64);
+    for (int64_t i = 0; i < n; i++) F(leaves)[i] = (double)(i % 5); /* zeros among them */
+    if (n == 1) F(leaves)[0] = 2;
+    td_sum_tree *t = td_sum_tree_new(leaves);
+    CHECK(t != NULL);
+    check_against_scan(t, F(leaves), n);
+    td_sum_tree_free(t);
+    td_tensor_release(leaves);
+  }
+}
+
 int main(void) {
   test_basics();
+  test_capacities();
   test_no_drift();
   CHECK_SUMMARY();
 }
