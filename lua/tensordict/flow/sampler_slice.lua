@@ -77,6 +77,20 @@ local function trajectories(self, rb)
   return starts, lens
 end
 
+-- The trajectories of lens at least len steps long (their positions in lens), and the
+-- longest length; kept while the trajectories and len stay the same.
+local function long_enough(self, lens, len)
+  if self.fit_of ~= lens or self.fit_len ~= len then
+    local fit, longest = {}, 0
+    for i, l in ipairs(lens) do
+      if l >= len then fit[#fit + 1] = i end
+      longest = math.max(longest, l)
+    end
+    self.fit, self.longest, self.fit_of, self.fit_len = fit, longest, lens, len
+  end
+  return self.fit, self.longest
+end
+
 function Slice:sample(rb, n, gen)
   local p = rb.p
   local len, count = p.slice_len, p.num_slices
@@ -86,11 +100,7 @@ function Slice:sample(rb, n, gen)
       p.slice_len or p.num_slices)
   end
   local starts, lens = trajectories(self, rb)
-  local fit, longest = {}, 0
-  for i, l in ipairs(lens) do
-    if l >= len then fit[#fit + 1] = i end
-    longest = math.max(longest, l)
-  end
+  local fit, longest = long_enough(self, lens, len)
   if #fit == 0 then
     rb:fail("sample: no trajectory has slice_len = %d steps (the longest of the %d has %d)", len, #lens, longest)
   end
