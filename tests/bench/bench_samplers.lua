@@ -46,7 +46,7 @@ end
 local function chunk(first, n)
   local id = T.arange(first, first + n - 1, "int64")
   return T.TensorDict({ obs = T.rand(n, 32), action = T.rand(n, 4), reward = T.rand(n),
-    done = id:remainder(EPISODE):eq(0), episode = id:sub(1):div(EPISODE, "floor") }, { n })
+    done = id:remainder(EPISODE):eq(0), episode = id:sub(1):floor_divide(EPISODE) }, { n })
 end
 
 local function filled(params)
