@@ -289,6 +289,9 @@ describe("ReplayBuffer prioritized sampler", function()
       "update_priority: 2 priorities for 3 indices (give one, or one each)")
     H.raises(function() rb:update_priority(T.tensor({ 1.5 }), 1) end,
       "update_priority: index must hold integers (a sample's \"index\"), got dtype float32")
+    H.raises(function() rb:update_priority({ 1, 1.5 }, 1) end,
+      "update_priority: index must hold integers (a sample's \"index\"), got 1.5")
+    H.raises(function() rb:update_priority(2.5, 1) end, "update_priority: index must hold integers")
     H.raises(function() rb:update_priority("x", 1) end,
       "update_priority: index must be a tensor, a number or an array, got 'x'")
     assert.are.same(before, rb:sample(20, T.Generator(1)):get("index"):totable())

@@ -109,6 +109,13 @@ function Prioritized:update_priority(rb, index, priority)
   if is_tensor(index) and index:dtype():match("float") then
     rb:fail("update_priority: index must hold integers (a sample's \"index\"), got dtype %s", index:dtype())
   end
+  if type(index) == "number" or (type(index) == "table" and not is_tensor(index)) then
+    for _, i in ipairs(type(index) == "number" and { index } or index) do
+      if not util.is_int(i) then
+        rb:fail("update_priority: index must hold integers (a sample's \"index\"), got %s", util.describe(i))
+      end
+    end
+  end
   index = as_flat(rb, "index", index, "int64")
   priority = as_flat(rb, "priority", priority, "float64"):clone()
   local n, np = index:numel(), priority:numel()
