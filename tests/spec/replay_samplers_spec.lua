@@ -265,6 +265,8 @@ describe("ReplayBuffer prioritized sampler", function()
     H.raises(function() prioritized(dir .. "/rb", { alpha = 0.9 }):len() end, "ReplayBuffer: '" .. dir
       .. "/rb/%priorities' holds priorities for alpha = 0.7, not 0.9 (pass that alpha, or existsok = true for a "
       .. "new ring)")
+    H.raises(function() prioritized(dir .. "/rb", { capacity = 20 }):len() end, "ReplayBuffer: '" .. dir
+      .. "/rb' is a ring of 12 rows, not 20 (capacity); pass existsok = true to replace it")
     -- a ring made by another sampler: its rows start at priority 1
     local u = ReplayBuffer({ path = dir .. "/u", capacity = 4 }):extend(rows(1, 3))
     u:sync()

@@ -430,7 +430,6 @@ local function map_ring(self, hint)
   if not ring then self:fail("%s%s", counters, hint or "") end
   self.buf, self.counters = ring, counters
   self.filled, self.pos = counters[3], counters[4]
-  self.sampler:ring_ready(self, false)
   return ring
 end
 
@@ -445,6 +444,7 @@ local function attach(self)
     self:fail("'%s' is a ring of %d rows, not %d (capacity); pass existsok = true to replace it",
       self.p.path, #ring, self.p.capacity)
   end
+  self.sampler:ring_ready(self, false)
 end
 
 -- A pipeline's open: the ring at path is reopened (or, with existsok, replaced at the
@@ -567,7 +567,8 @@ function ReplayBuffer:finish()
   if w then
     self.ranks = nil
     local ok, total = pcall(replay_ranks.finish, self, w, function() attach(self) end,
-      function(structure) make_ring(self, structure) end, function() map_ring(self) end)
+      function(structure) make_ring(self, structure) end,
+      function() map_ring(self); self.sampler:ring_ready(self, false) end)
     if not ok then
       replay_ranks.abort(w)
       error(total, 0)
