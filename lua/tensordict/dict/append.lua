@@ -2,7 +2,7 @@
 -- writes batches of rows into a temporary sibling of its path and commits the folder
 -- atomically (until then, and after an abort or a crash, the path keeps what it held);
 -- a ring is a preallocated folder of a batch's structure with another row count.
--- flow/memmap.lua's MemmapSink and ReplayBuffer are built on these. Failures come back
+-- flow/memmap.lua's MemmapSink and flow/replay_buffer.lua's ReplayBuffer are built on these. Failures come back
 -- as (nil, message), the library's message without the C call's own prefix ("append: ",
 -- "commit: "), for a node to raise in its own name.
 local ffi = require("ffi")
