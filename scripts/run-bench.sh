@@ -32,6 +32,7 @@ lua_bench bench_expr "an expression (flow.expr, Filter{where = \"...\"}) vs the 
 lua_bench bench_csv "CsvSource: rows/s of a clean file plainly and with the messy-file options, gzip vs zcat > /dev/null; ~50 MB under TD_BENCH_DIR"
 lua_bench bench_normalize "Normalize's nan policies against the plain update (propagate), updating and with fixed statistics"
 lua_bench bench_flow_memmap "MemmapSink, ReplayBuffer; writes ~1.4 GiB under TD_BENCH_DIR"
+lua_bench bench_samplers "ReplayBuffer's samplers: sample(256) of a 1M-row ring, prioritized vs uniform; torchrl's buffers where TD_PYTHON has torchrl; ~160 MiB under TD_BENCH_DIR"
 lua_bench bench_h5 "H5Source over a 1 GiB HDF5 file (TD_H5_BENCH_MB) vs raw H5Dread of the same hyperslabs and PersistentTensorDict where TD_PYTHON has h5py; ~1 GiB under TD_BENCH_DIR"
 lua_bench bench_flow_map "Map: 2 workers vs 1, and shipping a 4 MiB batch vs memcpy twice"
 lua_bench bench_checkpoint "resumable runs: checkpoints every 64 MiB of a 1 GiB run vs none, --resume to the first row, the provenance record; ~2.3 GiB under TD_BENCH_DIR"

@@ -1310,6 +1310,36 @@ int32_t td_signal_restore(int32_t signo);
  * be sent. */
 int32_t td_signal_raise(int32_t signo);
 
+/* ---- sum trees (core/kernels/sum_tree.c): flow.ReplayBuffer's prioritized sampler ----
+ * A sum tree and a min tree over the capacity non-negative priorities of a float64
+ * tensor (the leaves: contiguous, 1-D, writable, on the CPU; the tree holds a reference
+ * to it and writes the priorities set into it, so a mapped file keeps them). The total,
+ * the smallest positive priority and a batch of draws by prefix sum cost O(log capacity)
+ * per element; sums are recomputed from both children at every step (never adjusted by
+ * differences), so they do not drift however many updates come. A leaf of priority 0 is
+ * never drawn. Indices are 0-based. */
+typedef struct td_sum_tree td_sum_tree;
+/* A tree over leaves (every value finite and >= 0, else an error naming the first bad
+ * one); NULL with the error set. */
+td_sum_tree *td_sum_tree_new(const td_tensor *leaves);
+void td_sum_tree_free(td_sum_tree *t);
+int64_t td_sum_tree_capacity(const td_sum_tree *t);
+/* The sum of the leaves, and their smallest positive value (+inf when none is). */
+double td_sum_tree_total(const td_sum_tree *t);
+double td_sum_tree_min_positive(const td_sum_tree *t);
+/* Sets leaf index[i] to priority[i] (int64 and float64 tensors of one numel, or a
+ * priority of one element for every index; duplicates: the last wins). Everything is
+ * checked first (indices in [0, capacity), priorities finite and >= 0): on an error
+ * nothing changed. 0 or a negative TD_E* code. */
+int32_t td_sum_tree_set(td_sum_tree *t, const td_tensor *index, const td_tensor *priority);
+/* For each u[i] in [0, 1) (float64): the leaf where the prefix sums pass u[i] * total,
+ * into index[i] (int64), and when weight is not NULL (float32 or float64) the
+ * importance weight (p / min_positive) ^ -beta of that leaf, the weight
+ * (N P(i)) ^ -beta divided by the largest one. u, index and weight: contiguous, one
+ * numel. An empty tree (total 0) is an error. */
+int32_t td_sum_tree_find(const td_sum_tree *t, const td_tensor *u, double beta, td_tensor *index,
+                         td_tensor *weight);
+
 #ifdef __cplusplus
 }
 #endif

@@ -106,6 +106,7 @@ function M.values(values, dir, n)
     flow.Collect { cat = true }, flow.Discard {},
     flow.MemmapSink { path = ("%s/sink%d"):format(dir, n), existsok = true },
     flow.ReplayBuffer { path = ("%s/rb%d"):format(dir, n), capacity = 8, existsok = true },
+    flow.ReplayBuffer { path = ("%s/per%d"):format(dir, n), capacity = 8, existsok = true, sampler = "prioritized" },
     flow.KeySet.new({ "a", "b" }),
     { seed = 1, workers = 0 }, { dist = 5 }, { timeout = 0.01 },
     M.spec(values, "source"), M.spec(values, "node"), M.spec(values, "sink"),
@@ -117,7 +118,8 @@ local function is_node(v) return flow.is_node(v) end
 
 -- The methods a node of any kind may be asked for, called on nodes from the pool.
 local METHODS = { "forward", "push", "open", "close", "spec", "check_keys", "flush", "drain", "preflight",
-  "iter", "len", "keys", "write", "finish", "abort", "keys_after", "is_done", "profile", "set_profile", "counts" }
+  "iter", "len", "keys", "write", "finish", "abort", "keys_after", "is_done", "profile", "set_profile", "counts",
+  "sample", "update_priority" }
 
 function M.flow_targets()
   require("tensordict.host.plugins").load_all() -- the plugins' node types are fuzzed too

@@ -234,19 +234,21 @@ describe("tdflow run under mpirun", function()
     local dir = helpers.tmpdir()
     -- 210 rows into rings of 500 (room to spare), 150 (the stream wraps; its first
     -- rows are overwritten) and 60 (only the last rank's rows stay); each recipe run
-    -- twice, the second run reopening the ring at its cursor
-    for _, cap in ipairs({ 500, 150, 60 }) do
+    -- twice, the second run reopening the ring at its cursor; and a prioritized ring,
+    -- whose priorities file the ranks leave as one process does
+    for _, case in ipairs({ { 500 }, { 150 }, { 60 }, { 150, ', sampler = "prioritized"' } }) do
+      local cap, sampler = case[1], case[2] or ""
       local want
       for _, ranks in ipairs({ 0, 2, 3 }) do
-        local out = ("%s/rb%d-%d"):format(dir, cap, ranks)
+        local out = ("%s/rb%d%s-%d"):format(dir, cap, case[2] and "p" or "", ranks)
         local recipe = dir .. "/rb.lua"
         helpers.write(recipe, ([[
 return {
   seed = 5, batch_size = 7, workers = 0,
   source = { use = "ParticleSource", n = 210, steps = 4 },
   steps = { { use = "Map", fn = "physics.features" } },
-  sink = { use = "ReplayBuffer", path = %q, capacity = %d },
-}]]):format(out, cap))
+  sink = { use = "ReplayBuffer", path = %q, capacity = %d%s },
+}]]):format(out, cap, sampler))
         for run = 1, 2 do
           local rc, text = tdflow(ranks, recipe .. " -q")
           assert.are.equal(0, rc, ("capacity %d, %d ranks, run %d: %s"):format(cap, ranks, run, text))
@@ -257,8 +259,9 @@ return {
           local ring = T.load_memmap(out)
           assert.are.equal(cap, #ring)
         else
-          assert.are.same(want, got, ("capacity %d on %d ranks"):format(cap, ranks))
+          assert.are.same(want, got, ("capacity %d%s on %d ranks"):format(cap, sampler, ranks))
         end
+        if case[2] then assert.is_truthy(got["./%priorities"], "the priorities file") end
         assert.are.same({}, siblings(out))
       end
     end

@@ -2,7 +2,7 @@
 -- writes batches of rows into a temporary sibling of its path and commits the folder
 -- atomically (until then, and after an abort or a crash, the path keeps what it held);
 -- a ring is a preallocated folder of a batch's structure with another row count.
--- flow/memmap.lua's MemmapSink and ReplayBuffer are built on these. Failures come back
+-- flow/memmap.lua's MemmapSink and flow/replay_buffer.lua's ReplayBuffer are built on these. Failures come back
 -- as (nil, message), the library's message without the C call's own prefix ("append: ",
 -- "commit: "), for a node to raise in its own name.
 local ffi = require("ffi")
@@ -235,6 +235,12 @@ end
 -- go straight to the C gather, without the index grammar's checks and conversion.
 function M.sample_rows(ring, filled, idx, gen)
   if C.td_randint_(header(idx), 0, filled, gen and gen.g or nil) < 0 then return nil, c_message() end
+  return M.gather_rows(ring, idx)
+end
+
+-- The rows of ring at idx (int64, 0-based positions the caller made in range), as a new
+-- unlocked TensorDict (one C gather per leaf).
+function M.gather_rows(ring, idx)
   local out = wrap(C.td_dict_index(cdict(ring), nil, 0, header(idx), 0))
   C.td_dict_set_locked(cdict(out), 0) -- a ring is locked (a memmap); a sample is the caller's
   return out

@@ -351,8 +351,8 @@ function M.check_params(cls, params, where)
         if not found then
           local names = {}
           for i, allowed in ipairs(spec.one_of) do names[i] = show(allowed) end
-          problems[#problems + 1] = ("%s%s: expected one of %s, got %s"):format(where, name,
-            table.concat(names, ", "), show(v))
+          problems[#problems + 1] = ("%s%s: expected one of %s, got %s%s"):format(where, name,
+            table.concat(names, ", "), show(v), util.did_you_mean(value, spec.one_of))
         end
       elseif spec.min and value < spec.min then
         problems[#problems + 1] = ("%s%s: expected %s >= %s, got %s"):format(where, name,

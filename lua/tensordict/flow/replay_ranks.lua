@@ -44,7 +44,7 @@ local function put(ring, at, rows)
   if first < n then ring[{ { 1, n - first } }] = rows[{ { first + 1, n } }] end
 end
 
--- Every rank calls it: the stream into the ring. attach(), make_ring(structure) and
+-- Every rank calls it: the stream into the ring. Returns the stream's rows. attach(), make_ring(structure) and
 -- map_ring() are the ReplayBuffer's own: rank 0 reopens or makes the ring, then the
 -- others map it.
 function M.finish(rb, w, attach, make_ring, map_ring)
@@ -70,7 +70,10 @@ function M.finish(rb, w, attach, make_ring, map_ring)
   end)
   if not ok then ranks.failed(rb, w, rank, err) end
   local at = d.share({ pos = rb.pos, filled = rb.filled })
-  if total == 0 then return M.abort(w) end
+  if total == 0 then
+    M.abort(w)
+    return 0
+  end
   ok, rank, err = ranks.outcomes(w, function()
     if d.rank ~= 0 then map_ring() end -- the ring rank 0 has just made or kept
     local cap = rb.p.capacity
@@ -99,6 +102,7 @@ function M.finish(rb, w, attach, make_ring, map_ring)
   end)
   M.abort(w)
   if not ok then ranks.failed(rb, w, rank, err) end
+  return total
 end
 
 -- This rank's spill goes. Idempotent.
