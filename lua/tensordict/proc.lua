@@ -42,7 +42,7 @@ local POSIX_SPAWN_SETSIGMASK = 8
 local WNOHANG = 1
 local EINTR, ECHILD = 4, 10
 
-local function errno_text(e) return ffi.string(C.strerror(e)) end
+local function errno_text(e) return (ffi.string(C.strerror(e))) end
 
 -- The environment of this process as {"NAME=value", ...}.
 function M.environment()
@@ -61,7 +61,7 @@ function M.self_exe()
   local buf = ffi.new("char[4096]")
   local n = C.td_proc_readlink("/proc/self/exe", buf, 4096)
   if n <= 0 or n >= 4096 then return nil end
-  return ffi.string(buf, n)
+  return (ffi.string(buf, n))
 end
 
 -- A NULL-terminated char *[] of the strings (kept alive by the returned anchor).
@@ -104,7 +104,7 @@ end
 -- An exit status as the shell shows it: the code, or 128 + the signal that ended it.
 local function status_code(status)
   local sig = bit.band(status, 0x7f)
-  if sig == 0 then return bit.band(bit.rshift(status, 8), 0xff) end
+  if sig == 0 then return (bit.band(bit.rshift(status, 8), 0xff)) end
   return 128 + sig
 end
 

@@ -152,7 +152,7 @@ function M.text(values)
     local v = values[name]
     parts[#parts + 1] = ("%s = %s"):format(name, v == json.null and "-" or util.number_text(v))
   end
-  return table.concat(parts, ", ")
+  return (table.concat(parts, ", "))
 end
 
 return M

@@ -93,7 +93,7 @@ end
 local function thread_share(jobs)
   local budget = T.get_num_threads()
   local local_ranks = tonumber(os.getenv("OMPI_COMM_WORLD_LOCAL_SIZE") or os.getenv("MPI_LOCALNRANKS") or "") or 1
-  return math.max(1, math.floor(budget / (jobs * local_ranks)))
+  return (math.max(1, math.floor(budget / (jobs * local_ranks))))
 end
 
 -- A child's environment: ours without the MPI launcher's variables, with its thread

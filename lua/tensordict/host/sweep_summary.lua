@@ -127,7 +127,7 @@ function M.table_text(rows)
   end
   local lines = { fmt(header) }
   for _, f in ipairs(body) do lines[#lines + 1] = fmt(f) end
-  return table.concat(lines, "\n")
+  return (table.concat(lines, "\n"))
 end
 
 -- "tdflow: sweep: 8 variants: 7 ok, 1 failed (OUT/sweep.json, OUT/sweep.csv)".
