@@ -121,6 +121,15 @@ describe("tdflow sweep --grid", function()
     end
   end)
 
+  it("-q prints only the counts line, and writes the same summary", function()
+    local out3 = dir .. "/g3"
+    local text, code = tdflow(("sweep %s --grid steps.2.max=1,2 --out %s -q"):format(RECIPE, out3))
+    assert.are.equal(0, code, text)
+    assert.are.equal("tdflow: sweep: 2 variants: 2 ok (" .. out3 .. "/sweep.json, " .. out3 .. "/sweep.csv)\n",
+      text)
+    assert.are.same({ "ok", "ok" }, { summary(out3).variants[1].status, summary(out3).variants[2].status })
+  end)
+
   it("lets tdflow rerun repeat one variant alone, byte for byte", function()
     local v = summary(out).variants[4]
     expect(("rerun %q --verify -q"):format(v.path .. "/parts"), 0, "identical")

@@ -50,6 +50,8 @@ function M.add_command(p, count_arg)
     :convert(count_arg("--workers")):argname("W")
   c:flag("--resume", "Skip the variants OUT holds complete (their report says ok); run the others again.")
   c:flag("--dry-run", "Check every variant and list them, without running any.")
+  c:flag("-q --quiet", "No line per finished variant and no summary table (sweep.json and sweep.csv are "
+    .. "written; failures and the counts line still print).")
 end
 
 local function say(out, text)
@@ -302,7 +304,8 @@ function M.command(tdflow, args, out, err)
     return tdflow.EXIT_USAGE
   end
   local ctx = { out = out_dir, recipe = name, base_sets = args.set or {}, resume = args.resume,
-    jobs = args.jobs, workers = args.workers, dry_run = args.dry_run, snap = snap, rank = rank }
+    jobs = args.jobs, workers = args.workers, dry_run = args.dry_run, snap = snap, rank = rank,
+    quiet_progress = args.quiet }
   problems = {}
   for i, v in ipairs(list) do
     v.own = not rank or (i - 1) % size == rank -- under mpirun, the rank that runs it
@@ -361,7 +364,7 @@ function M.command(tdflow, args, out, err)
   for _, row in ipairs(ordered) do failed = failed + (row.status == "failed" and 1 or 0) end
   if not d or d.rank == 0 then
     local wok, werr = summary.write(out_dir, name, ordered)
-    say(out, summary.table_text(ordered))
+    if not args.quiet then say(out, summary.table_text(ordered)) end
     for _, row in ipairs(ordered) do
       if row.error then say(err, ("tdflow: sweep: %s failed: %s"):format(row.id, row.error)) end
     end
