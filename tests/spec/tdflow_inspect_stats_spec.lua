@@ -71,6 +71,20 @@ describe("tdflow inspect --stats", function()
     end
   end)
 
+  it("shows Python's lazy stacks as a tree: -1 where the members' sizes differ, nested stacks", function()
+    local out = expect("inspect tests/fixtures/python-lazy-stack", 0)
+    assert.are.equal(table.concat({
+      "tests/fixtures/python-lazy-stack  (memmap folder, batch size [2], 3 tensor leaves, 96 B, 1 non-tensor values)",
+      "|-- obs              float32  [2, -1]              32 B",
+      "|-- r                int64    [2, 3]               48 B",
+      "|-- n/  LazyStackedTensorDict batch [2]",
+      "|   `-- x                float32  [2, 2]               16 B",
+      "`-- s                [\"first\",\"second\"] (non-tensor)",
+    }, "\n") .. "\n", out)
+    out = expect("inspect tests/fixtures/python-lazy-stack-dim1", 0) -- stacked at dim 2: the count goes there
+    assert.is_truthy(out:find("`-- x                float64  [3, 2, -1]           144 B", 1, true), out)
+  end)
+
   it("summarises Python's lazy stacks, whose members differ in shape, member by member", function()
     local out = expect("inspect tests/fixtures/python-lazy-stack --stats", 0)
     assert.are.equal(table.concat({

@@ -22,7 +22,7 @@ end
 
 local function batch_text(td)
   local text = util.format_list(td:batch_size())
-  local names = not h5.is_h5(td) and td_core.dim_names(td)
+  local names = not h5.is_h5(td) and not T.is_lazy_stack(td) and td_core.dim_names(td)
   if names then
     local parts = {}
     for i, n in ipairs(names) do parts[i] = n or "_" end
@@ -47,6 +47,37 @@ local function h5_leaf(h, k)
            numel = function() return n end }
 end
 
+-- A lazy stack's leaf whose members differ in shape (a Python-written folder may hold
+-- one), which cannot be read as one tensor: its dtype, its shape as Python prints the
+-- stack's (the members' sizes, -1 where they differ, the member count at the stack
+-- dim) and its members' elements, read from the members (as_list).
+local function ragged_leaf(ls, k)
+  local members = ls:get(k, nil, { as_list = true })
+  local shape, n = members[1]:shape(), 0
+  for _, m in ipairs(members) do
+    local sh = m:shape()
+    for d = 1, #shape do
+      if sh[d] ~= shape[d] then shape[d] = -1 end
+    end
+    n = n + m:numel()
+  end
+  table.insert(shape, ls:stack_dim(), #members)
+  local dtype = members[1]:dtype()
+  return { dtype = function() return dtype end, shape = function() return shape end,
+           numel = function() return n end }
+end
+
+-- td's value at k: a tensor, a TensorDict, a value, or what ragged_leaf describes.
+local function value_at(td, k)
+  local ok, v = pcall(td.get, td, k)
+  if ok then return v end
+  if T.is_lazy_stack(td) then
+    local members = td:get(k, nil, { as_list = true })
+    if T.is_tensor(members[1]) then return ragged_leaf(td, k), true end
+  end
+  error(v, 0)
+end
+
 -- The tree's lines for td (indent: the prefix drawn before each line); an HDF5
 -- container's datasets are described from their headers, not read.
 local function walk(td, indent, lines, totals)
@@ -56,12 +87,14 @@ local function walk(td, indent, lines, totals)
     local last = i == #keys
     local branch, child_indent = last and "`-- " or "|-- ", indent .. (last and "    " or "|   ")
     local tensor_leaf = is_h5 and td:kind(k) == "tensor"
-    local v = tensor_leaf and h5_leaf(td, k) or td:get(k)
+    local v
+    if tensor_leaf then v = h5_leaf(td, k) else v, tensor_leaf = value_at(td, k) end
     if h5.is_h5(v) then
       lines[#lines + 1] = ("%s%s%s/  group batch %s"):format(indent, branch, k, batch_text(v))
       walk(v, child_indent, lines, totals)
-    elseif T.is_tensordict(v) then
-      lines[#lines + 1] = ("%s%s%s/  TensorDict batch %s"):format(indent, branch, k, batch_text(v))
+    elseif T.is_tensordict(v) or T.is_lazy_stack(v) then
+      lines[#lines + 1] = ("%s%s%s/  %s batch %s"):format(indent, branch, k,
+        T.is_lazy_stack(v) and "LazyStackedTensorDict" or "TensorDict", batch_text(v))
       walk(v, child_indent, lines, totals)
     elseif tensor_leaf or T.is_tensor(v) then
       local bytes = leaf_bytes(v)
