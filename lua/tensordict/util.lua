@@ -284,6 +284,14 @@ local function distance(a, b)
   return prev[#b]
 end
 
+-- The keys of table t as strings, sorted (a stable order for messages and output).
+function M.sorted_keys(t)
+  local keys = {}
+  for k in pairs(t) do keys[#keys + 1] = tostring(k) end
+  table.sort(keys)
+  return keys
+end
+
 -- The closest of names to word (case-insensitive), or nil when none is close. Names
 -- that are not strings (the keys of a Lua table given where an object was expected)
 -- are never close.

@@ -50,15 +50,14 @@ local function read_all(params)
   end
 end
 
-local plain = best(REPEATS, read_all({ path = path, batch_size = 65536 }), collectgarbage)
+local plain = best(REPEATS, read_all({ path = path, batch_size = 65536 }))
 print(("CsvSource, %d rows x %d float32 columns (%.1f MB): plain %.3f s (%.2f M rows/s, %.0f MB/s)"):format(ROWS,
   COLS, mb, plain, ROWS / plain / 1e6, mb / plain))
 if has_options then
-  local messy = best(REPEATS, read_all({ path = path, batch_size = 65536, comment = "#", on_bad_cell = "nan" }),
-    collectgarbage)
+  local messy = best(REPEATS, read_all({ path = path, batch_size = 65536, comment = "#", on_bad_cell = "nan" }))
   print(("  with na_values (default), comment, on_bad_cell = \"nan\": %.3f s = %.3fx plain"):format(messy,
     messy / plain))
-  local gz = best(REPEATS, read_all({ path = path .. ".gz", batch_size = 65536 }), collectgarbage)
+  local gz = best(REPEATS, read_all({ path = path .. ".gz", batch_size = 65536 }))
   local zcat = best(REPEATS, function()
     local t0 = now()
     assert(os.execute(("zcat %q > /dev/null"):format(path .. ".gz")) == 0)

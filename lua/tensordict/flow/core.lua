@@ -31,12 +31,7 @@ M.MAX_WORKERS = 1024
 -- The closest of names to word, or nil (util.nearest: "did you mean" hints).
 M.nearest = util.nearest
 
-local function sorted_keys(t)
-  local out = {}
-  for k in pairs(t) do out[#out + 1] = k end
-  table.sort(out)
-  return out
-end
+local sorted_keys = util.sorted_keys
 
 ----------------------------------------------------------------------- functions
 

@@ -20,12 +20,7 @@ local STAT_SET = {}
 for _, s in ipairs(M.STATS) do STAT_SET[s] = true end
 local FIELDS = { "key", "stat" }
 
-local function sorted_keys(t)
-  local keys = {}
-  for k in pairs(t) do keys[#keys + 1] = tostring(k) end
-  table.sort(keys)
-  return keys
-end
+local sorted_keys = util.sorted_keys
 
 local function is_object(v)
   return type(v) == "table" and getmetatable(v) ~= json.array_mt and not core.is_node(v)

@@ -25,12 +25,7 @@ M.RANGE_KINDS = { "int", "log", "choice" }
 M.MAX_VARIANTS = 100000
 M.MAX_ID = 200 -- characters of an id before its hash (a file name holds 255 bytes)
 
-local function sorted_keys(t)
-  local keys = {}
-  for k in pairs(t) do keys[#keys + 1] = tostring(k) end
-  table.sort(keys)
-  return keys
-end
+local sorted_keys = util.sorted_keys
 
 -- A JSON array read from a recipe, or a Lua sequence (a Lua recipe's list).
 local function is_list(v)
